@@ -1,0 +1,67 @@
+//! The `Averager` trait: the operator Θ of the HGP paper, or an estimate Θ̂ of it.
+
+use hgp_graphs::Scalar;
+
+use crate::buffer::ClientBuffer;
+use crate::cost::CommCost;
+use crate::error::{AveragingError, Result};
+
+/// Replaces each client's block of an n × d buffer by its estimate of the average
+/// (1/n) Σ_j y_j: exactly for Θ (HGP eq. 1), approximately for Push-Sum, gossip or a
+/// sampled server. Estimators are generic over this trait, so swapping the averaging
+/// scheme changes one line.
+pub trait Averager<T: Scalar>: Send {
+    /// Number of clients n this averager serves.
+    fn n(&self) -> usize;
+
+    /// Averages `buffer` in place and returns what the exchange cost.
+    fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost>;
+
+    /// A one-line description for logs and tables.
+    fn describe(&self) -> String;
+}
+
+impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
+    fn n(&self) -> usize {
+        (**self).n()
+    }
+    fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
+        (**self).average(buffer)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
+    fn n(&self) -> usize {
+        (**self).n()
+    }
+    fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
+        (**self).average(buffer)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// Checks that `buffer` has the `n` rows an averager expects.
+pub(crate) fn check_rows<T: Scalar>(n: usize, buffer: &ClientBuffer<T>) -> Result<()> {
+    if buffer.n() == n {
+        Ok(())
+    } else {
+        Err(AveragingError::ClientCount {
+            expected: n,
+            got: buffer.n(),
+        })
+    }
+}
+
+/// Checks n ≥ 1.
+pub(crate) fn check_clients(n: usize) -> Result<()> {
+    if n == 0 {
+        Err(AveragingError::NoClients)
+    } else {
+        Ok(())
+    }
+}

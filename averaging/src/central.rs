@@ -1,0 +1,104 @@
+//! Central averaging: a server averages what (some of) the clients upload.
+
+use std::marker::PhantomData;
+
+use hgp_graphs::{Scalar, rng};
+use rand::RngExt;
+
+use crate::averager::{Averager, check_clients, check_rows};
+use crate::buffer::ClientBuffer;
+use crate::cost::CommCost;
+use crate::error::{AveragingError, Result};
+
+/// Stream domain of the participant draws.
+const DOMAIN_PARTICIPANTS: u64 = 0x6365_6e74;
+
+/// A server collects the blocks of a random fraction C of the clients (at least one),
+/// averages them and broadcasts the result to all n clients (FedAvg-style; with C = 1 it is
+/// exactly Θ). Participants are drawn anew at every call from the seed.
+#[derive(Clone, Debug)]
+pub struct Central<T> {
+    n: usize,
+    fraction: f64,
+    seed: u64,
+    calls: u64,
+    participants: Vec<usize>,
+    _scalar: PhantomData<T>,
+}
+
+impl<T: Scalar> Central<T> {
+    /// A server over `n` clients with participation fraction C = `fraction` ∈ (0, 1].
+    pub fn new(n: usize, fraction: f64, seed: u64) -> Result<Self> {
+        check_clients(n)?;
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(AveragingError::Fraction(fraction));
+        }
+        Ok(Self {
+            n,
+            fraction,
+            seed,
+            calls: 0,
+            participants: Vec::new(),
+            _scalar: PhantomData,
+        })
+    }
+
+    /// Clients that uploaded in the last call, in increasing order.
+    pub fn last_participants(&self) -> &[usize] {
+        &self.participants
+    }
+
+    fn draw_participants(&mut self) {
+        let m = ((self.fraction * self.n as f64).round() as usize).clamp(1, self.n);
+        self.participants.clear();
+        self.participants.extend(0..self.n);
+        if m < self.n {
+            let mut rng = rng::stream(self.seed, DOMAIN_PARTICIPANTS, self.calls);
+            // Partial Fisher–Yates: the first m entries are a uniform sample.
+            for k in 0..m {
+                let pick = rng.random_range(k..self.n);
+                self.participants.swap(k, pick);
+            }
+            self.participants.truncate(m);
+            self.participants.sort_unstable();
+        }
+    }
+}
+
+impl<T: Scalar> Averager<T> for Central<T> {
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
+        check_rows(self.n, buffer)?;
+        self.calls += 1;
+        self.draw_participants();
+        let d = buffer.d();
+        let mut mean = vec![T::zero(); d];
+        for &i in &self.participants {
+            for (m, &v) in mean.iter_mut().zip(buffer.row(i)) {
+                *m += v;
+            }
+        }
+        let inv = T::one() / T::cast(self.participants.len() as f64);
+        mean.iter_mut().for_each(|m| *m *= inv);
+        if d > 0 {
+            use rayon::prelude::*;
+            buffer
+                .par_rows_mut()
+                .for_each(|row| row.copy_from_slice(&mean));
+        }
+        let mut cost = CommCost::new(self.n);
+        cost.rounds = 2;
+        for &i in &self.participants {
+            cost.client_sends(i, 1, d as u64);
+        }
+        cost.server_sends(self.n as u64, d as u64);
+        Ok(cost)
+    }
+
+    fn describe(&self) -> String {
+        format!("central server, C = {}, n = {}", self.fraction, self.n)
+    }
+}

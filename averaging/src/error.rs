@@ -1,0 +1,47 @@
+//! Errors of the `averaging` crate.
+
+use hgp_graphs::GraphError;
+
+/// What went wrong while building an averager or averaging.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AveragingError {
+    /// An iterative averager asked to take no steps.
+    #[error("{what} needs at least one step per average (got S = 0)")]
+    ZeroSteps {
+        /// Which averager.
+        what: &'static str,
+    },
+    /// A buffer with the wrong number of clients.
+    #[error("the buffer holds {got} clients but the averager serves n = {expected}")]
+    ClientCount {
+        /// Clients the averager serves.
+        expected: usize,
+        /// Rows of the buffer.
+        got: usize,
+    },
+    /// A flat vector whose length is not n × d.
+    #[error("a buffer of {n} clients x {d} values needs {expected} numbers, got {got}")]
+    BufferLength {
+        /// Clients.
+        n: usize,
+        /// Values per client.
+        d: usize,
+        /// n × d.
+        expected: usize,
+        /// Length given.
+        got: usize,
+    },
+    /// A participation fraction outside (0, 1].
+    #[error("the participation fraction C must be in (0, 1] (got {0})")]
+    Fraction(f64),
+    /// An averager needs at least one client.
+    #[error("the number of clients must be at least 1 (got n = 0)")]
+    NoClients,
+    /// A problem with the network or its weights.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// Result alias of the `averaging` crate.
+pub type Result<T> = std::result::Result<T, AveragingError>;
