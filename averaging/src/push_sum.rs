@@ -56,6 +56,11 @@ impl<T: Scalar> PushSumState<T> {
         &self.z
     }
 
+    /// The values z^(s), mutable: stochastic gradient push takes its local steps on them.
+    pub fn z_mut(&mut self) -> &mut ClientBuffer<T> {
+        &mut self.z
+    }
+
     /// The debias weights ω^(s).
     pub fn omega(&self) -> &[T] {
         &self.omega
@@ -99,6 +104,13 @@ impl<T: Scalar> PushSumState<T> {
         let mut y = self.z.clone();
         divide_rows(&mut y, &self.omega);
         y
+    }
+
+    /// Writes the de-biased estimates z_i / ω_i into `out` (reusing its memory).
+    pub fn estimate_into(&self, out: &mut ClientBuffer<T>) {
+        out.reshape(self.z.n(), self.z.d());
+        out.as_mut_slice().copy_from_slice(self.z.as_slice());
+        divide_rows(out, &self.omega);
     }
 }
 

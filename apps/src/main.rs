@@ -1,0 +1,5 @@
+//! The `hgp` command.
+
+mod plot;
+
+fn main() {}

@@ -1,0 +1,78 @@
+//! The `HyperGradient` trait and what estimators return.
+
+use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_models::{ClientObjective, PerClient};
+
+use crate::error::{HypergradError, Result};
+
+/// Each client's estimate of d_{λ_i} Σ_k f_k(x_k(λ), λ_k), and what computing it cost.
+#[derive(Clone, Debug)]
+pub struct HyperGradEstimate<T> {
+    /// v_i ≈ d_{λ_i} F, one row per client.
+    pub v: PerClient<T>,
+    /// Communication spent.
+    pub comm: CommCost,
+}
+
+/// Estimates the hyper-gradient of F(λ) = Σ_k f_k(x_k(λ), λ_k) at the inner solution `x`
+/// (one row per client) and hyper-parameters `lambda`.
+pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send {
+    /// The estimate.
+    fn estimate(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+    ) -> Result<HyperGradEstimate<T>>;
+
+    /// A one-line description for logs and tables.
+    fn describe(&self) -> String;
+}
+
+/// Checks that x and λ fit the clients.
+pub(crate) fn check_inputs<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
+) -> Result<()> {
+    let n = clients.len();
+    let d = clients.first().map_or(0, |c| c.dim_x());
+    for (what, expected, got) in [
+        ("rows of x (one per client)", n, x.n()),
+        ("rows of λ (one per client)", n, lambda.n()),
+        ("size of x_i", d, x.d()),
+    ] {
+        if expected != got {
+            return Err(HypergradError::Shape {
+                what,
+                expected,
+                got,
+            });
+        }
+    }
+    for (i, c) in clients.iter().enumerate() {
+        if c.dim_lambda() != lambda.row(i).len() {
+            return Err(HypergradError::Shape {
+                what: "size of λ_i",
+                expected: c.dim_lambda(),
+                got: lambda.row(i).len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// u_i^(0) = ∂_x f_i(x_i, λ_i) and v_i^(0) = ∂_λ f_i(x_i, λ_i) (HGP eq. 6a, Alg. 2).
+pub(crate) fn outer_gradients<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
+) -> (ClientBuffer<T>, PerClient<T>) {
+    let mut u = ClientBuffer::zeros(clients.len(), x.d());
+    let mut v = lambda.zeros_like();
+    for (i, c) in clients.iter().enumerate() {
+        c.outer_grad_x(x.row(i), lambda.row(i), u.row_mut(i));
+        c.outer_grad_lambda(x.row(i), lambda.row(i), v.row_mut(i));
+    }
+    (u, v)
+}

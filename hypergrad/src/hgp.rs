@@ -1,0 +1,270 @@
+//! Hyper-Gradient Push (HGP Alg. 2), generic over the averaging scheme.
+
+use std::marker::PhantomData;
+
+use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
+use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
+use rayon::prelude::*;
+
+use crate::error::{HypergradError, Result};
+use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
+
+/// Stream domain of HGP's mini-batches.
+const DOMAIN_HGP: u64 = 0x6867_7068;
+/// |u| may grow this much over |u^(0)| before HGP is declared divergent.
+const DIVERGENCE_FACTOR: f64 = 1e6;
+/// Work (HVP values × instances) above which clients update in parallel.
+const PARALLEL_MIN_WORK: usize = 1 << 16;
+
+/// Whether the two Jacobian products of an iteration use independent samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SampleMode {
+    /// ξ̂ and ξ̂' drawn independently, as in Alg. 2 (unbiased).
+    #[default]
+    Independent,
+    /// One sample for both products (half the sampling cost; the papers' personalization
+    /// runs, Sec. 5.3).
+    Shared,
+}
+
+/// The settings of HGP: M Neumann terms, step η ("dumping" in the papers' code), batches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HgpOptions {
+    /// M, the number of Neumann terms (iterations of eq. 10).
+    pub neumann_terms: usize,
+    /// η of φ'(x, λ) = Θ(x − η ∂_x g(x, λ)) (eq. 9).
+    pub eta: f64,
+    /// Full batch, or mini-batches ξ̂ for the Jacobian products.
+    pub batch: BatchSize,
+    /// Independent or shared samples for the two products.
+    pub samples: SampleMode,
+    /// Seed of the mini-batches.
+    pub seed: u64,
+}
+
+impl Default for HgpOptions {
+    fn default() -> Self {
+        Self {
+            neumann_terms: 100,
+            eta: 1.0,
+            batch: BatchSize::Full,
+            samples: SampleMode::Independent,
+            seed: 0,
+        }
+    }
+}
+
+/// Receives the HGP vectors after every iteration m = 0, 1, ..., M (so curves such as the
+/// error against m are recorded from outside the estimator).
+pub trait HgpObserver<T> {
+    /// Called with v^(m) and u^(m).
+    fn observe(&mut self, m: usize, v: &PerClient<T>, u: &ClientBuffer<T>);
+}
+
+impl<T, F: FnMut(usize, &PerClient<T>, &ClientBuffer<T>)> HgpObserver<T> for F {
+    fn observe(&mut self, m: usize, v: &PerClient<T>, u: &ClientBuffer<T>) {
+        self(m, v, u)
+    }
+}
+
+/// An observer that ignores everything.
+struct Silent;
+
+impl<T> HgpObserver<T> for Silent {
+    fn observe(&mut self, _m: usize, _v: &PerClient<T>, _u: &ClientBuffer<T>) {}
+}
+
+/// Hyper-Gradient Push (Terashita & Hara, NeurIPS 2023, Alg. 2): each client i iterates
+///
+/// ū_i^(m−1) = ⟨Θ̂ u^(m−1)⟩_i,
+/// v_i^(m) = v_i^(m−1) − η ∂²_{xλ} g_i(x_i, λ_i; ξ̂_i) ū_i^(m−1),
+/// u_i^(m) = ū_i^(m−1) − η ∂²_x g_i(x_i, λ_i; ξ̂'_i) ū_i^(m−1),
+///
+/// from u_i^(0) = ∂_x f_i, v_i^(0) = ∂_λ f_i, and returns v^(M) ≈ d_λ Σ_k f_k (eq. 10).
+/// The averager Θ̂ is any [`Averager`]: Push-Sum as in the paper, or exact, gossip, central.
+pub struct Hgp<T: Scalar, A: Averager<T>> {
+    averager: A,
+    options: HgpOptions,
+    _scalar: PhantomData<T>,
+}
+
+impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
+    /// HGP with the given averager and settings (M ≥ 1, η > 0).
+    pub fn new(averager: A, options: HgpOptions) -> Result<Self> {
+        if options.neumann_terms == 0 {
+            return Err(HypergradError::ZeroTerms);
+        }
+        if !(options.eta.is_finite() && options.eta > 0.0) {
+            return Err(HypergradError::Eta(options.eta));
+        }
+        Ok(Self {
+            averager,
+            options,
+            _scalar: PhantomData,
+        })
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &HgpOptions {
+        &self.options
+    }
+
+    /// The averager (e.g. to read its state).
+    pub fn averager(&self) -> &A {
+        &self.averager
+    }
+
+    /// Runs Alg. 2, reporting v^(m) and u^(m) to `observer` after every iteration.
+    pub fn estimate_observed<C: ClientObjective<T>>(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        observer: &mut dyn HgpObserver<T>,
+    ) -> Result<HyperGradEstimate<T>> {
+        check_inputs(clients, x, lambda)?;
+        let n = clients.len();
+        if self.averager.n() != n {
+            return Err(HypergradError::Shape {
+                what: "clients served by the averager",
+                expected: n,
+                got: self.averager.n(),
+            });
+        }
+        let HgpOptions {
+            neumann_terms,
+            eta,
+            batch,
+            samples,
+            seed,
+        } = self.options;
+        let sampler = BatchSampler::new(batch, seed, DOMAIN_HGP);
+        let eta_t = T::cast(eta);
+        let (mut u, mut v) = outer_gradients(clients, x, lambda);
+        let initial = norm(&u);
+        observer.observe(0, &v, &u);
+        let mut comm = CommCost::new(n);
+        let d = x.d();
+        let work = d * clients.first().map_or(0, |c| c.num_train());
+        for m in 1..=neumann_terms {
+            comm.merge(&self.averager.average(&mut u)?);
+            // Client i: v_i −= η J_i ū_i and u_i = ū_i − η H_i ū_i (u holds ū on entry).
+            let update = |(i, (u_i, v_i)): (usize, (&mut [T], &mut [T])), s: &mut Scratch<T>| {
+                let c = &clients[i];
+                let available = c.num_train();
+                sampler.draw(i, m as u64, 0, available, &mut s.jacobian_batch);
+                match samples {
+                    SampleMode::Independent => {
+                        sampler.draw(i, m as u64, 1, available, &mut s.hessian_batch)
+                    }
+                    SampleMode::Shared => s.hessian_batch.clone_from(&s.jacobian_batch),
+                }
+                s.cross.resize(v_i.len(), T::zero());
+                c.inner_cross_jvp(
+                    x.row(i),
+                    lambda.row(i),
+                    u_i,
+                    as_batch(&s.jacobian_batch),
+                    &mut s.cross,
+                );
+                for (vk, &jk) in v_i.iter_mut().zip(&s.cross) {
+                    *vk -= eta_t * jk;
+                }
+                s.hvp.resize(d, T::zero());
+                c.inner_hvp(
+                    x.row(i),
+                    lambda.row(i),
+                    u_i,
+                    as_batch(&s.hessian_batch),
+                    &mut s.hvp,
+                );
+                for (uk, &hk) in u_i.iter_mut().zip(&s.hvp) {
+                    *uk -= eta_t * hk;
+                }
+            };
+            let v_rows = v.rows_mut();
+            if n > 1 && work >= PARALLEL_MIN_WORK {
+                u.par_rows_mut()
+                    .zip(v_rows.into_par_iter())
+                    .enumerate()
+                    .for_each_init(Scratch::default, |s, item| update(item, s));
+            } else {
+                let mut s = Scratch::default();
+                for item in u.rows_mut().zip(v_rows).enumerate() {
+                    update(item, &mut s);
+                }
+            }
+            let current = norm(&u);
+            if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE)
+            {
+                return Err(HypergradError::Diverged {
+                    m,
+                    initial,
+                    current,
+                    eta,
+                });
+            }
+            observer.observe(m, &v, &u);
+        }
+        Ok(HyperGradEstimate { v, comm })
+    }
+}
+
+/// Per-thread scratch of one client update.
+struct Scratch<T> {
+    jacobian_batch: Vec<usize>,
+    hessian_batch: Vec<usize>,
+    cross: Vec<T>,
+    hvp: Vec<T>,
+}
+
+impl<T> Default for Scratch<T> {
+    fn default() -> Self {
+        Self {
+            jacobian_batch: Vec::new(),
+            hessian_batch: Vec::new(),
+            cross: Vec::new(),
+            hvp: Vec::new(),
+        }
+    }
+}
+
+fn as_batch(idx: &[usize]) -> Batch<'_> {
+    if idx.is_empty() {
+        Batch::Full
+    } else {
+        Batch::Indices(idx)
+    }
+}
+
+fn norm<T: Scalar>(u: &ClientBuffer<T>) -> f64 {
+    u.as_slice()
+        .iter()
+        .map(|v| v.as_f64().powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for Hgp<T, A> {
+    fn estimate(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+    ) -> Result<HyperGradEstimate<T>> {
+        self.estimate_observed(clients, x, lambda, &mut Silent)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "HGP, M = {}, η = {}, {} batches, with {}",
+            self.options.neumann_terms,
+            self.options.eta,
+            match self.options.batch {
+                BatchSize::Full => "full".to_string(),
+                BatchSize::Size(b) => format!("size-{b}"),
+            },
+            self.averager.describe()
+        )
+    }
+}

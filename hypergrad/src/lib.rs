@@ -1,0 +1,42 @@
+//! Hyper-gradient estimators for decentralized bilevel problems.
+//!
+//! F(λ) = Σ_k f_k(x_k(λ), λ_k) with x(λ) the consensual minimizer of Σ_i g_i(x, λ_i); client
+//! i wants d_{λ_i} F. Implemented from Terashita & Hara, *Decentralized Hyper-Gradient
+//! Computation over Time-Varying Directed Networks* (NeurIPS 2023):
+//!
+//! - [`Hgp`]: Hyper-Gradient Push (Alg. 2), the fixed-point iteration (10) of the stationary
+//!   condition of Lemma 1, generic over any `Averager` (Push-Sum, exact Θ, gossip, central);
+//! - [`Exact`]: the dense fixed-point formula, for checking (small problems only);
+//! - [`Local`]: ∂_λ f_i alone, the no-cooperation baseline.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hgp_averaging::{ClientBuffer, ExactAverage, PushSum};
+//! use hgp_graphs::{RandomDirected, RandomEdges};
+//! use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
+//! use hgp_models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
+//!
+//! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.7, 0.1], labels: vec![1.0, 0.0, 1.0], dim: 2 };
+//! let data = ClientData { train: set.clone(), val: set };
+//! let clients: Vec<L2Logistic<f64>> = (0..3).map(|_| L2Logistic::new(&data, false)).collect::<Result<_, _>>()?;
+//! let lambda = PerClient::filled(&[2, 2, 2], 0.5);
+//! let x = ClientBuffer::from_fn(3, 2, |_, k| [0.3, -0.1][k]);
+//! let network = Arc::new(RandomDirected::new(3, RandomEdges::default(), 1)?);
+//! let options = HgpOptions { neumann_terms: 300, eta: 1.0, ..HgpOptions::default() };
+//! // Push-Sum with S = 50 steps; `ExactAverage::new(3)?` would be the exact Θ.
+//! let mut hgp = Hgp::new(PushSum::<f64>::new(network, 50)?, options)?;
+//! let estimate = hgp.estimate(&clients, &x, &lambda)?;
+//! let exact = Exact::new().estimate(&clients, &x, &lambda)?;
+//! assert!(estimate.v.distance(&exact.v) < 1e-8 * exact.v.norm());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod estimator;
+mod exact;
+mod hgp;
+
+pub use error::{HypergradError, Result};
+pub use estimator::{HyperGradEstimate, HyperGradient};
+pub use exact::{EXACT_MAX_SIZE, Exact, Local};
+pub use hgp::{Hgp, HgpObserver, HgpOptions, SampleMode};

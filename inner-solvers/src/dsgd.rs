@@ -1,0 +1,103 @@
+//! Decentralized SGD with a doubly-stochastic mixing matrix.
+
+use hgp_averaging::{Averager, ClientBuffer, CommCost, Gossip, Scalar};
+use hgp_graphs::MixingMatrix;
+use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
+
+use crate::descent::{all_finite, descend};
+use crate::error::{InnerError, Result};
+use crate::schedule::LrSchedule;
+use crate::solution::{InnerSolution, check_inputs};
+use crate::solver::InnerSolver;
+
+const DOMAIN_DSGD: u64 = 0x6473_6764;
+
+/// Decentralized SGD (Lian et al., 2017): x_i ← Σ_j W_ij x_j − γ ∂g_i(x_i; ξ_i) with a
+/// constant doubly-stochastic W (e.g. fastest-mixing weights on a static graph, FixU).
+pub struct DecentralizedSgd {
+    matrix: MixingMatrix,
+    steps: usize,
+    lr: LrSchedule,
+    sampler: BatchSampler,
+}
+
+impl DecentralizedSgd {
+    /// `steps` steps with mixing matrix `matrix` (checked doubly-stochastic when solving).
+    pub fn new(matrix: MixingMatrix, steps: usize, lr: LrSchedule) -> Result<Self> {
+        if steps == 0 {
+            return Err(InnerError::Zero {
+                what: "the number of decentralized SGD steps",
+            });
+        }
+        Ok(Self {
+            matrix,
+            steps,
+            lr,
+            sampler: BatchSampler::new(BatchSize::Full, 0, DOMAIN_DSGD),
+        })
+    }
+
+    /// Mini-batches of the given size (drawn from `seed`).
+    pub fn with_batches(mut self, size: BatchSize, seed: u64) -> Self {
+        self.sampler = BatchSampler::new(size, seed, DOMAIN_DSGD);
+        self
+    }
+}
+
+impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
+    fn solve(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+    ) -> Result<InnerSolution<T>> {
+        check_inputs(clients, lambda, x0)?;
+        let n = clients.len();
+        let mut gossip = Gossip::<T>::constant(self.matrix.clone(), 1)?;
+        if gossip.n() != n {
+            return Err(InnerError::Shape {
+                what: "clients in the mixing matrix",
+                expected: n,
+                got: gossip.n(),
+            });
+        }
+        let mut x = x0.clone();
+        let mut step = ClientBuffer::zeros(n, x.d());
+        let mut comm = CommCost::new(n);
+        for t in 0..self.steps {
+            let lr = self.lr.at(t);
+            // step ← −γ ∂g_i(x_i) at the pre-mixing point, then x ← W x + step.
+            step.as_mut_slice().iter_mut().for_each(|v| *v = T::zero());
+            descend(
+                clients,
+                lambda,
+                &x,
+                &mut step,
+                T::cast(lr),
+                &self.sampler,
+                t as u64,
+            );
+            comm.merge(&gossip.average(&mut x)?);
+            for (a, &b) in x.as_mut_slice().iter_mut().zip(step.as_slice()) {
+                *a += b;
+            }
+            if !all_finite(&x) {
+                return Err(InnerError::Diverged {
+                    solver: "decentralized SGD",
+                    step: t,
+                    lr,
+                });
+            }
+        }
+        Ok(InnerSolution::measure(
+            clients, lambda, x, None, self.steps, comm,
+        ))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "decentralized SGD, {} steps, constant doubly-stochastic W",
+            self.steps
+        )
+    }
+}

@@ -1,0 +1,71 @@
+//! Errors of the `inner-solvers` crate.
+
+use hgp_averaging::AveragingError;
+use hgp_graphs::GraphError;
+
+/// What went wrong while solving the inner problem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InnerError {
+    /// A solver asked to take no steps.
+    #[error("{what} must be at least 1 (got 0)")]
+    Zero {
+        /// Which count.
+        what: &'static str,
+    },
+    /// A learning rate or decay factor that is not a positive finite number.
+    #[error("{what} must be positive and finite (got {value})")]
+    Positive {
+        /// Which parameter.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A participation fraction outside (0, 1].
+    #[error("the participation fraction C must be in (0, 1] (got {0})")]
+    Fraction(f64),
+    /// Inputs whose sizes disagree.
+    #[error("{what}: expected {expected}, got {got}")]
+    Shape {
+        /// What was measured.
+        what: &'static str,
+        /// Size required.
+        expected: usize,
+        /// Size found.
+        got: usize,
+    },
+    /// The iterates stopped being finite numbers.
+    #[error(
+        "{solver} diverged at step {step} (learning rate {lr}): the parameters are no longer finite; lower the learning rate"
+    )]
+    Diverged {
+        /// Which solver.
+        solver: &'static str,
+        /// Step at which it was detected.
+        step: usize,
+        /// Learning rate in use.
+        lr: f64,
+    },
+    /// The exact solver's dense Hessian would be too large.
+    #[error(
+        "the exact Newton solve needs a dense {dim} x {dim} Hessian; at most {limit} parameters are supported (use --inner sgp)"
+    )]
+    TooLarge {
+        /// d_x.
+        dim: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Newton's method could not make progress (the inner cost is not strongly convex here).
+    #[error("the exact Newton solve failed: {0}")]
+    Newton(String),
+    /// A problem with averaging.
+    #[error(transparent)]
+    Averaging(#[from] AveragingError),
+    /// A problem with the network or its weights.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// Result alias of the `inner-solvers` crate.
+pub type Result<T> = std::result::Result<T, InnerError>;

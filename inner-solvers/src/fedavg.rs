@@ -1,0 +1,188 @@
+//! FedAvg and local SGD.
+
+use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Scalar};
+use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
+
+use crate::descent::{all_finite, descend};
+use crate::error::{InnerError, Result};
+use crate::schedule::LrSchedule;
+use crate::solution::{InnerSolution, check_inputs};
+use crate::solver::InnerSolver;
+
+const DOMAIN_FEDAVG: u64 = 0x6661_7667;
+const DOMAIN_LOCAL: u64 = 0x6c6f_6361;
+
+/// FedAvg (McMahan et al., 2017): each round a random fraction C of the clients start from
+/// the server model, take K local SGD steps, and the server averages their models.
+pub struct FedAvg {
+    rounds: usize,
+    local_steps: usize,
+    fraction: f64,
+    seed: u64,
+    lr: LrSchedule,
+    sampler: BatchSampler,
+}
+
+impl FedAvg {
+    /// `rounds` rounds of `local_steps` (K) steps with participation fraction C.
+    pub fn new(
+        rounds: usize,
+        local_steps: usize,
+        fraction: f64,
+        lr: LrSchedule,
+        seed: u64,
+    ) -> Result<Self> {
+        for (what, v) in [
+            ("the number of FedAvg rounds", rounds),
+            ("the local steps K", local_steps),
+        ] {
+            if v == 0 {
+                return Err(InnerError::Zero { what });
+            }
+        }
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(InnerError::Fraction(fraction));
+        }
+        Ok(Self {
+            rounds,
+            local_steps,
+            fraction,
+            seed,
+            lr,
+            sampler: BatchSampler::new(BatchSize::Full, seed, DOMAIN_FEDAVG),
+        })
+    }
+
+    /// Mini-batches of the given size.
+    pub fn with_batches(mut self, size: BatchSize) -> Self {
+        self.sampler = BatchSampler::new(size, self.seed, DOMAIN_FEDAVG);
+        self
+    }
+}
+
+impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
+    fn solve(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+    ) -> Result<InnerSolution<T>> {
+        check_inputs(clients, lambda, x0)?;
+        let n = clients.len();
+        let mut server = Central::<T>::new(n, self.fraction, self.seed)?;
+        // The server model starts as the average of the clients' starting points.
+        let start = x0.mean_row();
+        let mut x = ClientBuffer::from_fn(n, x0.d(), |_, k| start[k]);
+        let mut comm = CommCost::new(n);
+        for r in 0..self.rounds {
+            for k in 0..self.local_steps {
+                let t = r * self.local_steps + k;
+                let lr = self.lr.at(t);
+                let point = x.clone();
+                descend(
+                    clients,
+                    lambda,
+                    &point,
+                    &mut x,
+                    T::cast(lr),
+                    &self.sampler,
+                    t as u64,
+                );
+                if !all_finite(&x) {
+                    return Err(InnerError::Diverged {
+                        solver: "FedAvg",
+                        step: t,
+                        lr,
+                    });
+                }
+            }
+            // The server averages the participants and broadcasts (its cost includes the
+            // download that starts the next round).
+            comm.merge(&server.average(&mut x)?);
+        }
+        let steps = self.rounds * self.local_steps;
+        Ok(InnerSolution::measure(
+            clients, lambda, x, None, steps, comm,
+        ))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "FedAvg, {} rounds of K = {} local steps, C = {}",
+            self.rounds, self.local_steps, self.fraction
+        )
+    }
+}
+
+/// Local SGD: every client minimizes its own g_i alone (no communication).
+pub struct LocalSgd {
+    steps: usize,
+    lr: LrSchedule,
+    sampler: BatchSampler,
+}
+
+impl LocalSgd {
+    /// `steps` local steps.
+    pub fn new(steps: usize, lr: LrSchedule) -> Result<Self> {
+        if steps == 0 {
+            return Err(InnerError::Zero {
+                what: "the number of local SGD steps",
+            });
+        }
+        Ok(Self {
+            steps,
+            lr,
+            sampler: BatchSampler::new(BatchSize::Full, 0, DOMAIN_LOCAL),
+        })
+    }
+
+    /// Mini-batches of the given size (drawn from `seed`).
+    pub fn with_batches(mut self, size: BatchSize, seed: u64) -> Self {
+        self.sampler = BatchSampler::new(size, seed, DOMAIN_LOCAL);
+        self
+    }
+}
+
+impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
+    fn solve(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+    ) -> Result<InnerSolution<T>> {
+        check_inputs(clients, lambda, x0)?;
+        let mut x = x0.clone();
+        for t in 0..self.steps {
+            let lr = self.lr.at(t);
+            let point = x.clone();
+            descend(
+                clients,
+                lambda,
+                &point,
+                &mut x,
+                T::cast(lr),
+                &self.sampler,
+                t as u64,
+            );
+            if !all_finite(&x) {
+                return Err(InnerError::Diverged {
+                    solver: "local SGD",
+                    step: t,
+                    lr,
+                });
+            }
+        }
+        Ok(InnerSolution::measure(
+            clients,
+            lambda,
+            x,
+            None,
+            self.steps,
+            CommCost::new(clients.len()),
+        ))
+    }
+
+    fn describe(&self) -> String {
+        format!("local SGD, {} steps, no communication", self.steps)
+    }
+}

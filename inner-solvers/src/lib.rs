@@ -1,0 +1,49 @@
+//! Inner solvers: reaching x(λ) = argmin_x Σ_i g_i(x, λ_i) under consensus (HGP eq. 2).
+//!
+//! | solver | method |
+//! | --- | --- |
+//! | [`Sgp`] | stochastic gradient push over a time-varying directed network (PDBO Alg. 1), both orders of step and exchange |
+//! | [`DecentralizedSgd`] | gossip with a constant doubly-stochastic matrix and local steps |
+//! | [`FedAvg`] | K local steps, a server averaging a fraction C of the clients |
+//! | [`LocalSgd`] | each client alone |
+//! | [`ExactNewton`] | centralized Newton on Σ_i g_i, a reference for small convex problems |
+//!
+//! Every solver returns each client's x_i (and Push-Sum weights where it has them), the
+//! consensus error max_i ‖x_i − x̄‖ and the stationarity ‖Σ_i ∂_x g_i(x̄)‖.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hgp_averaging::ClientBuffer;
+//! use hgp_graphs::{RandomDirected, RandomEdges};
+//! use hgp_inner_solvers::{InnerSolver, LrSchedule, Sgp};
+//! use hgp_models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
+//!
+//! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0], labels: vec![1.0, 0.0], dim: 2 };
+//! let data = ClientData { train: set.clone(), val: set };
+//! let clients: Vec<L2Logistic<f64>> = (0..3).map(|_| L2Logistic::new(&data, false)).collect::<Result<_, _>>()?;
+//! let lambda = PerClient::filled(&[2, 2, 2], 0.1);
+//! let network = Arc::new(RandomDirected::new(3, RandomEdges::default(), 1)?);
+//! let mut sgp = Sgp::new(network, 2000, LrSchedule::constant(0.5)?)?;
+//! let solution = sgp.solve(&clients, &lambda, &ClientBuffer::zeros(3, 2))?;
+//! assert!(solution.consensus_error < 1e-6 && solution.stationarity < 1e-6);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod descent;
+mod dsgd;
+mod error;
+mod fedavg;
+mod newton;
+mod schedule;
+mod sgp;
+mod solution;
+mod solver;
+
+pub use dsgd::DecentralizedSgd;
+pub use error::{InnerError, Result};
+pub use fedavg::{FedAvg, LocalSgd};
+pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
+pub use schedule::LrSchedule;
+pub use sgp::{Sgp, SgpOrder};
+pub use solution::{InnerSolution, total_gradient};
+pub use solver::InnerSolver;

@@ -1,0 +1,22 @@
+//! The `InnerSolver` trait.
+
+use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_models::{InnerCost, PerClient};
+
+use crate::error::Result;
+use crate::solution::InnerSolution;
+
+/// Reaches x(λ) = argmin_x Σ_i g_i(x, λ_i) subject to consensus (HGP eq. 2), starting from
+/// each client's `x0` row, and reports how close it got.
+pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send {
+    /// Solves for the given hyper-parameters.
+    fn solve(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+    ) -> Result<InnerSolution<T>>;
+
+    /// A one-line description for logs and tables.
+    fn describe(&self) -> String;
+}

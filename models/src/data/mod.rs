@@ -1,0 +1,60 @@
+//! Data sets: the FedEM-style synthetic generator and the per-client CSV directory.
+
+mod csv;
+mod error;
+mod synthetic;
+
+pub use csv::{load_client_dir, load_lambda_csv, write_client_dir};
+pub use error::DataError;
+pub use synthetic::{SyntheticConfig, generate_synthetic};
+
+/// Labelled instances: row-major features (one row of `dim` values per instance) and a 0/1
+/// label per instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Features, row-major, `len() × dim`.
+    pub features: Vec<f64>,
+    /// Labels, 0 or 1.
+    pub labels: Vec<f64>,
+    /// Features per instance.
+    pub dim: usize,
+}
+
+impl Dataset {
+    /// Number of instances.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// Features of instance k.
+    pub fn row(&self, k: usize) -> &[f64] {
+        &self.features[k * self.dim..(k + 1) * self.dim]
+    }
+
+    /// The data set without instance k (for retraining after a removal).
+    pub fn without(&self, k: usize) -> Dataset {
+        let mut features = self.features.clone();
+        features.drain(k * self.dim..(k + 1) * self.dim);
+        let mut labels = self.labels.clone();
+        labels.remove(k);
+        Dataset {
+            features,
+            labels,
+            dim: self.dim,
+        }
+    }
+}
+
+/// One client's data: a training set (inner cost g_i) and a validation set (outer cost f_i).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientData {
+    /// Training instances.
+    pub train: Dataset,
+    /// Validation instances.
+    pub val: Dataset,
+}

@@ -1,0 +1,39 @@
+//! Errors of the `models` crate.
+
+pub use crate::data::DataError;
+
+/// What went wrong while building or evaluating a client objective.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// A data set a model needs is empty.
+    #[error("the {what} is empty")]
+    Empty {
+        /// Which set.
+        what: &'static str,
+    },
+    /// Sizes that must agree do not.
+    #[error("{what} have size {got}, expected {expected}")]
+    Dimension {
+        /// What was measured.
+        what: &'static str,
+        /// Size required.
+        expected: usize,
+        /// Size found.
+        got: usize,
+    },
+    /// A model parameter outside its range.
+    #[error("{name} must be finite and non-negative (got {value})")]
+    Parameter {
+        /// Which parameter.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A problem with the data.
+    #[error(transparent)]
+    Data(#[from] DataError),
+}
+
+/// Result alias of the `models` crate.
+pub type Result<T> = std::result::Result<T, ModelError>;

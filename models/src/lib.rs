@@ -1,0 +1,37 @@
+//! Client objectives of decentralized bilevel problems, and the data they are built from.
+//!
+//! Each client i has an inner cost g_i(x, λ_i) (training) and an outer cost f_i(x, λ_i)
+//! (validation); the bilevel problem of the HGP paper (Terashita & Hara, NeurIPS 2023,
+//! eqs. 2–3) is min_λ Σ_i f_i(x(λ), λ_i) with x(λ) = argmin_x Σ_i g_i(x, λ_i). Estimators
+//! need g_i's gradient, its Hessian-vector product ∂²_x g_i · u and its cross
+//! Jacobian-vector product ∂²_{xλ} g_i · u, and f_i's partial gradients; each is one small
+//! trait in [`objective`].
+//!
+//! Models here: logistic regression with per-coordinate L2 hyper-parameters (eq. 11,
+//! [`L2Logistic`]) and with per-instance loss weights (eq. 12, [`WeightedLogistic`]), with
+//! analytic derivatives checked against finite differences.
+//!
+//! ```
+//! use hgp_models::{Batch, InnerCost, InnerHvp, L2Logistic, data::{ClientData, Dataset}};
+//!
+//! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0], labels: vec![1.0, 0.0], dim: 2 };
+//! let client = L2Logistic::<f64>::new(&ClientData { train: set.clone(), val: set }, false)?;
+//! let (x, lambda, u) = ([0.1, -0.2], [0.01, 0.01], [1.0, 0.0]);
+//! let mut hu = [0.0; 2];
+//! client.inner_hvp(&x, &lambda, &u, Batch::Full, &mut hu); // ∂²_x g · u
+//! assert!(hu[0] > 0.0);
+//! # Ok::<(), hgp_models::ModelError>(())
+//! ```
+
+pub mod data;
+mod error;
+mod logistic;
+pub mod objective;
+mod per_client;
+mod sampler;
+
+pub use error::{ModelError, Result};
+pub use logistic::{L2Logistic, WeightedLogistic, bce_with_logit, sigmoid};
+pub use objective::{Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+pub use per_client::PerClient;
+pub use sampler::{BatchSampler, BatchSize};

@@ -1,0 +1,315 @@
+//! Logistic regression clients of the HGP paper, with analytic derivatives.
+//!
+//! Linear logit s_k = a_kᵀx (plus a bias weight, the last coordinate of x, when asked), loss
+//! ℓ_k(x) = BCE(y_k, σ(s_k)) = log(1 + e^{s_k}) − y_k s_k, whose derivatives are
+//! ∂_x ℓ_k = (σ_k − y_k) a_k and ∂²_x ℓ_k = σ_k(1 − σ_k) a_k a_kᵀ.
+
+use hgp_graphs::Scalar;
+
+use crate::data::{ClientData, Dataset};
+use crate::error::{ModelError, Result};
+use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+
+/// σ(s) = 1 / (1 + e^{−s}), evaluated without overflow.
+#[inline]
+pub fn sigmoid<T: Scalar>(s: T) -> T {
+    if s >= T::zero() {
+        T::one() / (T::one() + (-s).exp())
+    } else {
+        let e = s.exp();
+        e / (T::one() + e)
+    }
+}
+
+/// log(1 + e^s) − y s, the binary cross-entropy with logits, without overflow.
+#[inline]
+pub fn bce_with_logit<T: Scalar>(s: T, y: T) -> T {
+    let softplus = if s > T::zero() {
+        s + (-s).exp().ln_1p()
+    } else {
+        s.exp().ln_1p()
+    };
+    softplus - y * s
+}
+
+/// Labelled instances in the float type of the model; x has one weight per feature, plus
+/// the bias weight last when `bias` is set.
+#[derive(Clone, Debug)]
+struct Instances<T> {
+    features: Vec<T>,
+    labels: Vec<T>,
+    p: usize,
+    bias: bool,
+}
+
+impl<T: Scalar> Instances<T> {
+    fn new(data: &Dataset, bias: bool) -> Self {
+        Self {
+            features: data.features.iter().map(|&v| T::cast(v)).collect(),
+            labels: data.labels.iter().map(|&v| T::cast(v)).collect(),
+            p: data.dim,
+            bias,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// a_kᵀx (with the bias).
+    #[inline]
+    fn dot(&self, k: usize, x: &[T]) -> T {
+        let a = &self.features[k * self.p..(k + 1) * self.p];
+        let s: T = a.iter().zip(x).map(|(&ai, &xi)| ai * xi).sum();
+        if self.bias { s + x[self.p] } else { s }
+    }
+
+    /// out += alpha · a_k (with the bias).
+    #[inline]
+    fn axpy(&self, k: usize, alpha: T, out: &mut [T]) {
+        let a = &self.features[k * self.p..(k + 1) * self.p];
+        for (o, &ai) in out.iter_mut().zip(a) {
+            *o += alpha * ai;
+        }
+        if self.bias {
+            out[self.p] += alpha;
+        }
+    }
+
+    /// Calls `f(k)` for every instance of the batch; returns the batch size.
+    #[inline]
+    fn each(&self, batch: Batch<'_>, mut f: impl FnMut(usize)) -> usize {
+        match batch {
+            Batch::Full => {
+                (0..self.len()).for_each(&mut f);
+                self.len()
+            }
+            Batch::Indices(idx) => {
+                idx.iter().copied().for_each(f);
+                idx.len()
+            }
+        }
+    }
+
+    /// mean over the batch of weight_k · ℓ_k(x).
+    fn mean_loss(&self, x: &[T], batch: Batch<'_>, weight: impl Fn(usize) -> T) -> T {
+        let mut total = T::zero();
+        let b = self.each(batch, |k| {
+            total += weight(k) * bce_with_logit(self.dot(k, x), self.labels[k])
+        });
+        if b == 0 {
+            T::zero()
+        } else {
+            total / T::cast(b as f64)
+        }
+    }
+
+    /// out = mean over the batch of weight_k · (σ_k − y_k) a_k.
+    fn mean_grad(&self, x: &[T], batch: Batch<'_>, weight: impl Fn(usize) -> T, out: &mut [T]) {
+        out.iter_mut().for_each(|o| *o = T::zero());
+        let b = self.each(batch, |k| {
+            let r = sigmoid(self.dot(k, x)) - self.labels[k];
+            self.axpy(k, weight(k) * r, out);
+        });
+        scale(out, b);
+    }
+
+    /// out = mean over the batch of weight_k · σ_k(1 − σ_k)(a_kᵀu) a_k.
+    fn mean_hvp(
+        &self,
+        x: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        weight: impl Fn(usize) -> T,
+        out: &mut [T],
+    ) {
+        out.iter_mut().for_each(|o| *o = T::zero());
+        let b = self.each(batch, |k| {
+            let s = sigmoid(self.dot(k, x));
+            let c = weight(k) * s * (T::one() - s) * self.dot(k, u);
+            self.axpy(k, c, out);
+        });
+        scale(out, b);
+    }
+}
+
+fn scale<T: Scalar>(out: &mut [T], b: usize) {
+    if b > 0 {
+        let inv = T::one() / T::cast(b as f64);
+        out.iter_mut().for_each(|o| *o *= inv);
+    }
+}
+
+fn check_client(data: &ClientData) -> Result<()> {
+    if data.train.is_empty() {
+        return Err(ModelError::Empty {
+            what: "training set",
+        });
+    }
+    if data.val.is_empty() {
+        return Err(ModelError::Empty {
+            what: "validation set",
+        });
+    }
+    if data.train.dim != data.val.dim {
+        return Err(ModelError::Dimension {
+            what: "validation features",
+            expected: data.train.dim,
+            got: data.val.dim,
+        });
+    }
+    Ok(())
+}
+
+/// Hyper-parameter tuning client (HGP eq. 11): g_i(x, λ_i) = mean_{T_i} BCE + ½ Σ_j λ_ij x_j²
+/// with one L2 weight per coordinate of x, and f_i(x) = mean_{V_i} BCE.
+#[derive(Clone, Debug)]
+pub struct L2Logistic<T> {
+    train: Instances<T>,
+    val: Instances<T>,
+}
+
+impl<T: Scalar> L2Logistic<T> {
+    /// A client from its data; `bias` adds an intercept (the last coordinate of x).
+    pub fn new(data: &ClientData, bias: bool) -> Result<Self> {
+        check_client(data)?;
+        Ok(Self {
+            train: Instances::new(&data.train, bias),
+            val: Instances::new(&data.val, bias),
+        })
+    }
+}
+
+impl<T: Scalar> InnerCost<T> for L2Logistic<T> {
+    fn dim_x(&self) -> usize {
+        self.train.p + usize::from(self.train.bias)
+    }
+    fn dim_lambda(&self) -> usize {
+        self.dim_x()
+    }
+    fn num_train(&self) -> usize {
+        self.train.len()
+    }
+    fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T {
+        let ridge: T = x.iter().zip(lambda).map(|(&xj, &lj)| lj * xj * xj).sum();
+        self.train.mean_loss(x, batch, |_| T::one()) + T::cast(0.5) * ridge
+    }
+    fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]) {
+        self.train.mean_grad(x, batch, |_| T::one(), out);
+        for ((o, &xj), &lj) in out.iter_mut().zip(x).zip(lambda) {
+            *o += lj * xj;
+        }
+    }
+}
+
+impl<T: Scalar> InnerHvp<T> for L2Logistic<T> {
+    fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
+        self.train.mean_hvp(x, u, batch, |_| T::one(), out);
+        for ((o, &uj), &lj) in out.iter_mut().zip(u).zip(lambda) {
+            *o += lj * uj;
+        }
+    }
+}
+
+impl<T: Scalar> InnerCrossJvp<T> for L2Logistic<T> {
+    /// ∂_{λ_j} ⟨∂_x g_i, u⟩ = x_j u_j (the data term does not depend on λ).
+    fn inner_cross_jvp(&self, x: &[T], _lambda: &[T], u: &[T], _batch: Batch<'_>, out: &mut [T]) {
+        for ((o, &xj), &uj) in out.iter_mut().zip(x).zip(u) {
+            *o = xj * uj;
+        }
+    }
+}
+
+impl<T: Scalar> OuterCost<T> for L2Logistic<T> {
+    fn outer_value(&self, x: &[T], _lambda: &[T]) -> T {
+        self.val.mean_loss(x, Batch::Full, |_| T::one())
+    }
+    fn outer_grad_x(&self, x: &[T], _lambda: &[T], out: &mut [T]) {
+        self.val.mean_grad(x, Batch::Full, |_| T::one(), out);
+    }
+    fn outer_grad_lambda(&self, _x: &[T], _lambda: &[T], out: &mut [T]) {
+        out.iter_mut().for_each(|o| *o = T::zero());
+    }
+}
+
+/// Influence client (HGP eq. 12): g_i(x, λ_i) = (1/|T_i|) Σ_k λ_ik ℓ_ik(x) + (γ/2)|x|², one
+/// weight per training instance (λ = 1 is the plain model), and f_i(x) = mean_{V_i} BCE.
+/// −d_{λ_ik} F predicts the change of F = Σ_k f_k when instance k of client i is removed.
+#[derive(Clone, Debug)]
+pub struct WeightedLogistic<T> {
+    train: Instances<T>,
+    val: Instances<T>,
+    gamma: T,
+}
+
+impl<T: Scalar> WeightedLogistic<T> {
+    /// A client from its data with fixed L2 weight γ ≥ 0.
+    pub fn new(data: &ClientData, gamma: f64, bias: bool) -> Result<Self> {
+        check_client(data)?;
+        if !(gamma.is_finite() && gamma >= 0.0) {
+            return Err(ModelError::Parameter {
+                name: "the L2 weight γ",
+                value: gamma,
+            });
+        }
+        Ok(Self {
+            train: Instances::new(&data.train, bias),
+            val: Instances::new(&data.val, bias),
+            gamma: T::cast(gamma),
+        })
+    }
+}
+
+impl<T: Scalar> InnerCost<T> for WeightedLogistic<T> {
+    fn dim_x(&self) -> usize {
+        self.train.p + usize::from(self.train.bias)
+    }
+    fn dim_lambda(&self) -> usize {
+        self.train.len()
+    }
+    fn num_train(&self) -> usize {
+        self.train.len()
+    }
+    fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T {
+        let ridge: T = x.iter().map(|&v| v * v).sum();
+        self.train.mean_loss(x, batch, |k| lambda[k]) + T::cast(0.5) * self.gamma * ridge
+    }
+    fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]) {
+        self.train.mean_grad(x, batch, |k| lambda[k], out);
+        for (o, &xj) in out.iter_mut().zip(x) {
+            *o += self.gamma * xj;
+        }
+    }
+}
+
+impl<T: Scalar> InnerHvp<T> for WeightedLogistic<T> {
+    fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
+        self.train.mean_hvp(x, u, batch, |k| lambda[k], out);
+        for (o, &uj) in out.iter_mut().zip(u) {
+            *o += self.gamma * uj;
+        }
+    }
+}
+
+impl<T: Scalar> InnerCrossJvp<T> for WeightedLogistic<T> {
+    /// ∂_{λ_k} ⟨∂_x g_i, u⟩ = (σ_k − y_k)(a_kᵀu) / b for k in the batch of size b, 0 outside.
+    fn inner_cross_jvp(&self, x: &[T], _lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
+        out.iter_mut().for_each(|o| *o = T::zero());
+        let b = self.train.each(batch, |k| {
+            out[k] = (sigmoid(self.train.dot(k, x)) - self.train.labels[k]) * self.train.dot(k, u);
+        });
+        scale(out, b);
+    }
+}
+
+impl<T: Scalar> OuterCost<T> for WeightedLogistic<T> {
+    fn outer_value(&self, x: &[T], _lambda: &[T]) -> T {
+        self.val.mean_loss(x, Batch::Full, |_| T::one())
+    }
+    fn outer_grad_x(&self, x: &[T], _lambda: &[T], out: &mut [T]) {
+        self.val.mean_grad(x, Batch::Full, |_| T::one(), out);
+    }
+    fn outer_grad_lambda(&self, _x: &[T], _lambda: &[T], out: &mut [T]) {
+        out.iter_mut().for_each(|o| *o = T::zero());
+    }
+}

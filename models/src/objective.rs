@@ -1,0 +1,58 @@
+//! The client objective traits: inner cost g_i, outer cost f_i and their derivatives.
+//!
+//! Notation of the HGP paper: x ∈ R^{d_x} inner parameters, λ_i ∈ R^{d_λ} hyper-parameters of
+//! client i. One small trait per capability (value and gradient; Hessian-vector product;
+//! cross Jacobian-vector product; outer cost), so an estimator bounds only on what it uses.
+
+use hgp_graphs::Scalar;
+
+/// Which training instances a stochastic estimate of g_i uses.
+#[derive(Clone, Copy, Debug)]
+pub enum Batch<'a> {
+    /// All training instances (the deterministic g_i).
+    Full,
+    /// The mean over these instances (a mini-batch ξ̂_i).
+    Indices(&'a [usize]),
+}
+
+/// The inner cost g_i(x, λ_i; ξ_i) of one client, with its gradient in x.
+pub trait InnerCost<T: Scalar>: Send + Sync {
+    /// d_x, the size of x.
+    fn dim_x(&self) -> usize;
+    /// d_λ, the size of this client's λ_i.
+    fn dim_lambda(&self) -> usize;
+    /// Training instances a mini-batch is drawn from.
+    fn num_train(&self) -> usize;
+    /// g_i(x, λ_i) on `batch`.
+    fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T;
+    /// ∂_x g_i(x, λ_i) on `batch`, written to `out` (length d_x).
+    fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]);
+}
+
+/// Hessian-vector products of the inner cost.
+pub trait InnerHvp<T: Scalar>: InnerCost<T> {
+    /// ∂²_x g_i(x, λ_i) · u on `batch`, written to `out` (length d_x).
+    fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]);
+}
+
+/// Cross Jacobian-vector products of the inner cost.
+pub trait InnerCrossJvp<T: Scalar>: InnerCost<T> {
+    /// ∂²_{xλ} g_i(x, λ_i) · u ∈ R^{d_λ} on `batch`: the derivative in λ_i of
+    /// ⟨∂_x g_i(x, λ_i), u⟩, written to `out` (length d_λ).
+    fn inner_cross_jvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]);
+}
+
+/// The outer cost f_i(x, λ_i) of one client and its partial gradients.
+pub trait OuterCost<T: Scalar>: Send + Sync {
+    /// f_i(x, λ_i).
+    fn outer_value(&self, x: &[T], lambda: &[T]) -> T;
+    /// ∂_x f_i(x, λ_i), written to `out` (length d_x).
+    fn outer_grad_x(&self, x: &[T], lambda: &[T], out: &mut [T]);
+    /// ∂_λ f_i(x, λ_i), written to `out` (length d_λ).
+    fn outer_grad_lambda(&self, x: &[T], lambda: &[T], out: &mut [T]);
+}
+
+/// Everything HGP needs from a client: g_i with its HVPs and cross-JVPs, and f_i.
+pub trait ClientObjective<T: Scalar>: InnerHvp<T> + InnerCrossJvp<T> + OuterCost<T> {}
+
+impl<T: Scalar, C: InnerHvp<T> + InnerCrossJvp<T> + OuterCost<T>> ClientObjective<T> for C {}
