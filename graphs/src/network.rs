@@ -270,6 +270,13 @@ pub struct RandomDirected {
 }
 
 impl RandomDirected {
+    /// The same links and probabilities ρ, with the per-step draws taken from another seed
+    /// (a new realization of the time-varying network).
+    pub fn with_step_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
     /// A RandD network on `n` clients.
     pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
         let rho = edges.draw_rho(n, seed, false)?;
@@ -317,6 +324,13 @@ pub struct RandomUndirected {
 }
 
 impl RandomUndirected {
+    /// The same links and probabilities ρ, with the per-step draws taken from another seed
+    /// (a new realization of the time-varying network).
+    pub fn with_step_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
     /// A RandU network on `n` clients.
     pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
         let rho = edges.draw_rho(n, seed, true)?;
@@ -472,6 +486,12 @@ mod tests {
         let net = RandomDirected::new(6, RandomEdges::default(), 3).unwrap();
         assert_eq!(net.graph(5), net.graph(5));
         assert_ne!(net.graph(5), net.graph(6));
+        let redrawn = net.clone().with_step_seed(99);
+        assert_eq!(redrawn.rho(1, 2), net.rho(1, 2));
+        assert_ne!(
+            (1..20).map(|s| redrawn.graph(s)).collect::<Vec<_>>(),
+            (1..20).map(|s| net.graph(s)).collect::<Vec<_>>()
+        );
         let other = RandomDirected::new(6, RandomEdges::default(), 4).unwrap();
         assert_ne!(net.graph(5), other.graph(5));
         // Empirical link frequency over 20k steps against ρ (5 standard errors).

@@ -141,7 +141,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
         let sampler = BatchSampler::new(batch, seed, DOMAIN_HGP);
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients(clients, x, lambda);
-        let initial = norm(&u);
+        let initial = u.norm();
         observer.observe(0, &v, &u);
         let mut comm = CommCost::new(n);
         let d = x.d();
@@ -178,23 +178,30 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                     as_batch(&s.hessian_batch),
                     &mut s.hvp,
                 );
+                // ‖u_i‖² is accumulated on the way, for the divergence check.
+                let mut squared = 0.0;
                 for (uk, &hk) in u_i.iter_mut().zip(&s.hvp) {
                     *uk -= eta_t * hk;
+                    squared += uk.as_f64() * uk.as_f64();
                 }
+                squared
             };
             let v_rows = v.rows_mut();
-            if n > 1 && work >= PARALLEL_MIN_WORK {
+            let squares: Vec<f64> = if n > 1 && work >= PARALLEL_MIN_WORK {
                 u.par_rows_mut()
                     .zip(v_rows.into_par_iter())
                     .enumerate()
-                    .for_each_init(Scratch::default, |s, item| update(item, s));
+                    .map_init(Scratch::default, |s, item| update(item, s))
+                    .collect()
             } else {
                 let mut s = Scratch::default();
-                for item in u.rows_mut().zip(v_rows).enumerate() {
-                    update(item, &mut s);
-                }
-            }
-            let current = norm(&u);
+                u.rows_mut()
+                    .zip(v_rows)
+                    .enumerate()
+                    .map(|item| update(item, &mut s))
+                    .collect()
+            };
+            let current = squares.iter().sum::<f64>().sqrt();
             if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE)
             {
                 return Err(HypergradError::Diverged {
@@ -235,14 +242,6 @@ fn as_batch(idx: &[usize]) -> Batch<'_> {
     } else {
         Batch::Indices(idx)
     }
-}
-
-fn norm<T: Scalar>(u: &ClientBuffer<T>) -> f64 {
-    u.as_slice()
-        .iter()
-        .map(|v| v.as_f64().powi(2))
-        .sum::<f64>()
-        .sqrt()
 }
 
 impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for Hgp<T, A> {

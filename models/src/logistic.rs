@@ -60,7 +60,7 @@ impl<T: Scalar> Instances<T> {
     #[inline]
     fn dot(&self, k: usize, x: &[T]) -> T {
         let a = &self.features[k * self.p..(k + 1) * self.p];
-        let s: T = a.iter().zip(x).map(|(&ai, &xi)| ai * xi).sum();
+        let s = dot(a, &x[..self.p]);
         if self.bias { s + x[self.p] } else { s }
     }
 
@@ -131,6 +131,26 @@ impl<T: Scalar> Instances<T> {
         });
         scale(out, b);
     }
+}
+
+/// Σ_j a_j b_j with eight independent partial sums (so the compiler can vectorize the
+/// reduction; the order of the additions is fixed, so results are reproducible).
+#[inline]
+pub fn dot<T: Scalar>(a: &[T], b: &[T]) -> T {
+    const LANES: usize = 8;
+    let mut acc = [T::zero(); LANES];
+    let (a_main, a_rest) = a.split_at(a.len() - a.len() % LANES);
+    let (b_main, b_rest) = b.split_at(a_main.len());
+    for (ca, cb) in a_main.chunks_exact(LANES).zip(b_main.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            acc[l] += ca[l] * cb[l];
+        }
+    }
+    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (&x, &y) in a_rest.iter().zip(b_rest) {
+        s += x * y;
+    }
+    s
 }
 
 fn scale<T: Scalar>(out: &mut [T], b: usize) {

@@ -1,0 +1,5 @@
+//! The subcommands of `hgp`.
+
+pub mod error;
+pub mod gen_synthetic;
+pub mod hypergrad;
