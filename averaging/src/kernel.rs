@@ -130,8 +130,11 @@ impl<T: Scalar> Transport<T> for InProcess<T> {
     }
 }
 
-/// Multiply-adds below which a step runs on the calling thread.
+/// Multiply-adds below which a step runs on the calling thread (dense steps pack the
+/// source once per task, so they need more work to gain from threads).
 const PARALLEL_MIN_WORK: usize = 1 << 21;
+/// The same threshold for the dense kernel.
+const PARALLEL_MIN_WORK_DENSE: usize = 1 << 24;
 /// Bytes of all source rows' column tile kept in cache at once (L2-sized).
 const TILE_BUDGET_BYTES: usize = 1 << 20;
 /// Fewer clients than this always use the sparse kernel.
@@ -174,7 +177,12 @@ fn mix_rows_with<T: Scalar>(
     let tile = (TILE_BUDGET_BYTES / (n * std::mem::size_of::<T>())).max(LANES) / LANES * LANES;
     let work = if dense { n * n * d } else { w.nnz() * d };
     let threads = rayon::current_num_threads();
-    if !parallel || work < PARALLEL_MIN_WORK || threads == 1 {
+    let threshold = if dense {
+        PARALLEL_MIN_WORK_DENSE
+    } else {
+        PARALLEL_MIN_WORK
+    };
+    if !parallel || work < threshold || threads == 1 {
         if packs.is_empty() {
             packs.push(Vec::new());
         }
@@ -428,7 +436,7 @@ mod tests {
             let m = MixingMatrix::push_sum(&graph);
             let wt = MixingWeights::<f64>::from_matrix(&m);
             assert_eq!(wt.is_dense(), dense);
-            for d in [1, 5, 8, 15, 16, 31, 32, 33, 100, 1500, 20_000] {
+            for d in [1, 5, 8, 15, 16, 31, 32, 33, 100, 1500, 20_000, 120_000] {
                 let src: Vec<f64> = (0..n * d).map(|k| ((k * 37) % 101) as f64 - 50.0).collect();
                 let want = reference(&m, &src, d);
                 for parallel in [false, true] {

@@ -204,8 +204,8 @@ fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
 
 #[test]
 fn same_seed_same_numbers_with_1_and_4_threads() {
-    // Large enough (n·d ≥ 2^15) for the parallel paths to run.
-    let (n, d) = (24, 4000);
+    // Large enough for the parallel paths to run (sparse and dense kernels).
+    let (n, d) = (24, 40_000);
     let run = || {
         let net: Arc<dyn Network> =
             Arc::new(RandomDirected::new(n, RandomEdges::default(), 5).unwrap());
