@@ -29,6 +29,9 @@ enum Command {
     /// Compute x(λ) and every client's hyper-gradient d_{λ_i}F for the logistic model with
     /// per-coordinate L2 hyper-parameters (HGP eq. 11), on the synthetic data or yours.
     Hypergrad(commands::hypergrad::Hypergrad),
+    /// Sec. 5.2 / Fig. 1c: predict by HGP how removing each training instance changes the
+    /// total validation loss, then remove the top instances and retrain to compare (R², F1).
+    Influence(commands::influence::Influence),
     /// Write the synthetic data of the HGP paper (FedEM-style mixture) as a client CSV
     /// directory that --data reads.
     GenSynthetic(commands::gen_synthetic::GenSynthetic),
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Error(c) => c.run(),
         Command::Hypergrad(c) => c.run(),
+        Command::Influence(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };
     match result {

@@ -338,9 +338,9 @@ pub struct EstimatorArgs {
     /// Hyper-gradient estimator.
     #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
     pub estimator: EstimatorKind,
-    /// Neumann terms M of HGP.
-    #[arg(long, default_value_t = 1000, value_name = "M")]
-    pub neumann_terms: usize,
+    /// Neumann terms M of HGP [default: 1000 for hypergrad, 500 for influence].
+    #[arg(long, value_name = "M")]
+    pub neumann_terms: Option<usize>,
     /// Neumann step η of HGP (must be below 2 / the largest eigenvalue of the clients' mean
     /// Hessian; too large a value is detected and reported).
     #[arg(long, default_value_t = 1.0, value_name = "η")]
@@ -354,10 +354,10 @@ pub struct EstimatorArgs {
 }
 
 impl EstimatorArgs {
-    /// HGP's options.
-    pub fn hgp_options(&self, seed: u64) -> HgpOptions {
+    /// HGP's options; `default_terms` is the command's default M.
+    pub fn hgp_options(&self, seed: u64, default_terms: usize) -> HgpOptions {
         HgpOptions {
-            neumann_terms: self.neumann_terms,
+            neumann_terms: self.neumann_terms.unwrap_or(default_terms),
             eta: self.eta,
             batch: self.batch,
             samples: if self.shared_samples {
@@ -369,18 +369,63 @@ impl EstimatorArgs {
         }
     }
 
-    /// Builds the estimator; HGP uses `averager`.
+    /// Builds the estimator; HGP uses `averager`, and `default_terms` unless
+    /// --neumann-terms is given.
     pub fn build<C: ClientObjective<f64> + 'static>(
         &self,
         averager: Box<dyn Averager<f64>>,
         seed: u64,
+        default_terms: usize,
     ) -> Result<Box<dyn HyperGradient<f64, C>>> {
         Ok(match self.estimator {
-            EstimatorKind::Hgp => {
-                Box::new(Hgp::new(averager, self.hgp_options(seed)).context("HGP settings")?)
-            }
+            EstimatorKind::Hgp => Box::new(
+                Hgp::new(averager, self.hgp_options(seed, default_terms))
+                    .context("HGP settings")?,
+            ),
             EstimatorKind::Exact => Box::new(Exact::new()),
             EstimatorKind::Local => Box::new(Local),
         })
+    }
+}
+
+/// Everything between the data and the hyper-gradient: the network, the averager, the inner
+/// solver and the estimator, built from the shared options.
+pub struct Pipeline<'a> {
+    /// Network options.
+    pub network: &'a NetworkArgs,
+    /// Averager options.
+    pub averager: &'a AveragerArgs,
+    /// Inner-solver options.
+    pub inner: &'a InnerArgs,
+    /// Estimator options.
+    pub estimator: &'a EstimatorArgs,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+impl Pipeline<'_> {
+    /// The inner solver for `n` clients (its network steps drawn from the inner domain).
+    pub fn solver<C: InnerHvp<f64> + 'static>(
+        &self,
+        n: usize,
+    ) -> Result<Box<dyn InnerSolver<f64, C>>> {
+        let net = self
+            .network
+            .build(n, self.seed, derive(self.seed, domain::INNER))?;
+        self.inner.build::<C>(net.network, self.seed)
+    }
+
+    /// The estimator for `n` clients (its network steps drawn from the estimator domain).
+    pub fn estimator<C: ClientObjective<f64> + 'static>(
+        &self,
+        n: usize,
+        default_terms: usize,
+    ) -> Result<Box<dyn HyperGradient<f64, C>>> {
+        let net = self
+            .network
+            .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+        let averager = self.averager.build(&net, self.seed)?;
+        self.estimator
+            .build::<C>(averager, self.seed, default_terms)
     }
 }

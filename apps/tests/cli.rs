@@ -217,3 +217,69 @@ fn bad_input_gives_one_clear_line() {
     let err = fails(&["error", "--push-steps", "0,5"]);
     assert!(err.contains("push-steps"), "{err}");
 }
+
+#[test]
+fn influence_predicts_the_effect_of_removals() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("infl");
+    let o = hgp(&[
+        "influence",
+        "--quick",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v = json(&o);
+    let top = v["top"].as_array().unwrap();
+    assert_eq!(top.len(), 10);
+    // The largest predicted changes come first; predicted and actual agree in sign and size.
+    let predicted: Vec<f64> = top.iter().map(|r| r[2].as_f64().unwrap()).collect();
+    assert!(predicted.windows(2).all(|w| w[0].abs() >= w[1].abs()));
+    assert!(v["r2"].as_f64().unwrap() > 0.95, "{v}");
+    assert_eq!(v["f1"].as_f64().unwrap(), 1.0);
+    let csv = std::fs::read_to_string(out.join("influence.csv")).unwrap();
+    assert_eq!(csv.lines().next(), Some("client,instance,predicted,actual"));
+    assert_eq!(csv.lines().count(), 11);
+    assert!(
+        std::fs::read_to_string(out.join("influence.svg"))
+            .unwrap()
+            .starts_with("<svg")
+    );
+}
+
+#[test]
+fn influence_on_small_user_data_uses_every_instance_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("small");
+    let o = hgp(&[
+        "gen-synthetic",
+        "--clients",
+        "2",
+        "--train",
+        "6",
+        "--val",
+        "10",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = dir.path().join("o");
+    let o = hgp(&[
+        "influence",
+        "--data",
+        data.to_str().unwrap(),
+        "--inner",
+        "exact",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("12 training instances, fewer than --top 50"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("top 12 of 12"), "{}", stdout(&o));
+    let err = fails(&["influence", "--gamma=-1"]);
+    assert!(err.contains("--gamma"), "{err}");
+}

@@ -11,7 +11,7 @@ use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
 use serde_json::json;
 
 use crate::report::{comm_json, sci, spinner};
-use crate::setup::{AveragerArgs, DataArgs, EstimatorArgs, InnerArgs, NetworkArgs, derive, domain};
+use crate::setup::{AveragerArgs, DataArgs, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline};
 
 /// Options of `hgp hypergrad`.
 #[derive(Args, Debug)]
@@ -53,24 +53,20 @@ impl Hypergrad {
             Some(path) => PerClient::from_rows(load_lambda_csv(path, &vec![d; n])?),
             None => PerClient::filled(&vec![d; n], 0.01),
         };
-        let inner_net = self
-            .network
-            .build(n, self.seed, derive(self.seed, domain::INNER))?;
-        let estimator_net =
-            self.network
-                .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
-        let mut solver = self
-            .inner
-            .build::<L2Logistic<f64>>(inner_net.network.clone(), self.seed)?;
+        let pipeline = Pipeline {
+            network: &self.network,
+            averager: &self.averager,
+            inner: &self.inner,
+            estimator: &self.estimator,
+            seed: self.seed,
+        };
+        let mut solver = pipeline.solver::<L2Logistic<f64>>(n)?;
         let stage = spinner(&format!("inner solve: {}", solver.describe()), self.json);
         let solution: InnerSolution<f64> = solver
             .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
             .context("inner solve")?;
         stage.finish_and_clear();
-        let averager = self.averager.build(&estimator_net, self.seed)?;
-        let mut estimator = self
-            .estimator
-            .build::<L2Logistic<f64>>(averager, self.seed)?;
+        let mut estimator = pipeline.estimator::<L2Logistic<f64>>(n, 1000)?;
         let stage = spinner(
             &format!("hyper-gradient: {}", estimator.describe()),
             self.json,
