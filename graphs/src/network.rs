@@ -259,113 +259,133 @@ impl RandomEdges {
     }
 }
 
-/// RandD: a link `j -> i` of the base graph is up at each step independently with its own
-/// probability ρ_ji ~ U[low, high], drawn once; the two directions are independent.
+/// Links of a random network, each up at a step with its own probability ρ, drawn once.
 #[derive(Clone, Debug)]
-pub struct RandomDirected {
+struct RandomLinks {
     n: usize,
+    /// ρ, row-major `rho[to * n + from]` (zero off the base graph, one on the diagonal).
     rho: Vec<f64>,
+    /// `bernoulli_threshold(ρ)` for each entry.
     thresholds: Vec<u64>,
+    /// Seed of the per-step draws.
     seed: u64,
+    /// Both directions share one draw (RandU) or draw independently (RandD).
+    symmetric: bool,
 }
 
-impl RandomDirected {
-    /// The same links and probabilities ρ, with the per-step draws taken from another seed
-    /// (a new realization of the time-varying network).
-    pub fn with_step_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// A RandD network on `n` clients.
-    pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
-        let rho = edges.draw_rho(n, seed, false)?;
+impl RandomLinks {
+    fn new(n: usize, edges: RandomEdges, seed: u64, symmetric: bool) -> Result<Self> {
+        let rho = edges.draw_rho(n, seed, symmetric)?;
         Ok(Self {
             n,
             thresholds: rho.iter().map(|&r| rng::bernoulli_threshold(r)).collect(),
             rho,
             seed,
+            symmetric,
         })
+    }
+
+    fn rho(&self, from: usize, to: usize) -> f64 {
+        self.rho[to * self.n + from]
+    }
+
+    fn write_graph(&self, s: u64, out: &mut DiGraph) {
+        let n = self.n;
+        let base = rng::key(self.seed, domain::NETWORK_STEP, s);
+        out.rebuild(n, |to, from| {
+            // RandU: one draw per unordered pair, shared by both directions.
+            let draw = if self.symmetric && from > to {
+                from * n + to
+            } else {
+                to * n + from
+            };
+            rng::bits53_at(base, draw as u64) < self.thresholds[to * n + from]
+        });
+    }
+}
+
+/// RandD: a link `j -> i` of the base graph is up at each step independently with its own
+/// probability ρ_ji ~ U[low, high], drawn once; the two directions are independent.
+#[derive(Clone, Debug)]
+pub struct RandomDirected {
+    links: RandomLinks,
+}
+
+impl RandomDirected {
+    /// A RandD network on `n` clients.
+    pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
+        Ok(Self {
+            links: RandomLinks::new(n, edges, seed, false)?,
+        })
+    }
+
+    /// The same links and probabilities ρ, with the per-step draws taken from another seed
+    /// (a new realization of the time-varying network).
+    pub fn with_step_seed(mut self, seed: u64) -> Self {
+        self.links.seed = seed;
+        self
     }
 
     /// Probability ρ that the link `from -> to` is up at a step (0 off the base graph).
     pub fn rho(&self, from: usize, to: usize) -> f64 {
-        self.rho[to * self.n + from]
+        self.links.rho(from, to)
     }
 }
 
 impl Network for RandomDirected {
     fn n(&self) -> usize {
-        self.n
+        self.links.n
     }
     fn write_graph(&self, s: u64, out: &mut DiGraph) {
-        let n = self.n;
-        let base = rng::key(self.seed, domain::NETWORK_STEP, s);
-        out.rebuild(n, |to, from| {
-            let index = to * n + from;
-            rng::bits53_at(base, index as u64) < self.thresholds[index]
-        });
+        self.links.write_graph(s, out);
     }
     fn edge_probability(&self, _s: u64, from: usize, to: usize) -> f64 {
         self.rho(from, to)
     }
     fn describe(&self) -> String {
-        format!("random directed (RandD), n = {}", self.n)
+        format!("random directed (RandD), n = {}", self.links.n)
     }
 }
 
 /// RandU: as RandD, but ρ is symmetric and a link is up in both directions or in neither.
 #[derive(Clone, Debug)]
 pub struct RandomUndirected {
-    n: usize,
-    rho: Vec<f64>,
-    thresholds: Vec<u64>,
-    seed: u64,
+    links: RandomLinks,
 }
 
 impl RandomUndirected {
+    /// A RandU network on `n` clients.
+    pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
+        Ok(Self {
+            links: RandomLinks::new(n, edges, seed, true)?,
+        })
+    }
+
     /// The same links and probabilities ρ, with the per-step draws taken from another seed
     /// (a new realization of the time-varying network).
     pub fn with_step_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.links.seed = seed;
         self
-    }
-
-    /// A RandU network on `n` clients.
-    pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
-        let rho = edges.draw_rho(n, seed, true)?;
-        Ok(Self {
-            n,
-            thresholds: rho.iter().map(|&r| rng::bernoulli_threshold(r)).collect(),
-            rho,
-            seed,
-        })
     }
 
     /// Probability ρ that the link between `a` and `b` is up at a step.
     pub fn rho(&self, a: usize, b: usize) -> f64 {
-        self.rho[b * self.n + a]
+        self.links.rho(a, b)
     }
 }
 
 impl Network for RandomUndirected {
     fn n(&self) -> usize {
-        self.n
+        self.links.n
     }
     fn write_graph(&self, s: u64, out: &mut DiGraph) {
-        let n = self.n;
-        let base = rng::key(self.seed, domain::NETWORK_STEP, s);
-        out.rebuild(n, |to, from| {
-            // One draw per unordered pair: both directions share it.
-            let (a, b) = if from < to { (from, to) } else { (to, from) };
-            rng::bits53_at(base, (a * n + b) as u64) < self.thresholds[to * n + from]
-        });
+        self.links.write_graph(s, out);
     }
     fn edge_probability(&self, _s: u64, from: usize, to: usize) -> f64 {
         self.rho(from, to)
     }
     fn describe(&self) -> String {
-        format!("random undirected (RandU), n = {}", self.n)
+        format!("random undirected (RandU), n = {}", self.links.n)
     }
 }
 

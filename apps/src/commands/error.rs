@@ -240,6 +240,21 @@ impl ErrorCmd {
         })
     }
 
+    /// The error curves of every seed of one (panel, S).
+    fn runs<'a>(
+        tasks: &[(usize, usize, u64)],
+        curves: &'a [Vec<f64>],
+        p: usize,
+        s: usize,
+    ) -> Vec<&'a Vec<f64>> {
+        tasks
+            .iter()
+            .zip(curves)
+            .filter(|((tp, ts, _), _)| *tp == p && *ts == s)
+            .map(|(_, c)| c)
+            .collect()
+    }
+
     /// Mean error over seeds at every m, for one (panel, S).
     fn mean_curve(
         tasks: &[(usize, usize, u64)],
@@ -247,12 +262,7 @@ impl ErrorCmd {
         p: usize,
         s: usize,
     ) -> Vec<f64> {
-        let runs: Vec<&Vec<f64>> = tasks
-            .iter()
-            .zip(curves)
-            .filter(|((tp, ts, _), _)| *tp == p && *ts == s)
-            .map(|(_, c)| c)
-            .collect();
+        let runs = Self::runs(tasks, curves, p, s);
         let len = runs.first().map_or(0, |c| c.len());
         (0..len)
             .map(|m| runs.iter().map(|c| c[m]).sum::<f64>() / runs.len() as f64)
@@ -318,12 +328,7 @@ impl ErrorCmd {
             let mut panel = Panel::new(setup.label.clone(), "Neumann terms m", "relative error")
                 .with_scales(Scale::Linear, Scale::Log10);
             for &s in &self.push_steps {
-                let runs: Vec<&Vec<f64>> = tasks
-                    .iter()
-                    .zip(curves)
-                    .filter(|((tp, ts, _), _)| *tp == p && *ts == s)
-                    .map(|(_, c)| c)
-                    .collect();
+                let runs = Self::runs(tasks, curves, p, s);
                 let mean = Self::mean_curve(tasks, curves, p, s);
                 let points = mean
                     .iter()
