@@ -38,6 +38,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { hgp_models::nn::enable_double_backward() };
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Error(c) => c.run(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{Averager, Central, DebiasWeights, ExactAverage, Gossip, PushSum};
+use hgp_averaging::{Averager, Central, DebiasWeights, ExactAverage, Gossip, PushSum, Scalar};
 use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
@@ -208,7 +208,7 @@ pub struct AveragerArgs {
 
 impl AveragerArgs {
     /// Builds the averager over `net`.
-    pub fn build(&self, net: &BuiltNetwork, seed: u64) -> Result<Box<dyn Averager<f64>>> {
+    pub fn build<T: Scalar>(&self, net: &BuiltNetwork, seed: u64) -> Result<Box<dyn Averager<T>>> {
         let n = net.network.n();
         Ok(match self.averager {
             AveragerKind::Exact => Box::new(ExactAverage::new(n)?),
@@ -267,12 +267,12 @@ pub struct InnerArgs {
     /// How x(λ) is obtained.
     #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
     pub inner: InnerKind,
-    /// SGP steps.
-    #[arg(long, default_value_t = 5000, value_name = "T")]
-    pub sgp_steps: usize,
-    /// SGP learning rate (before decay).
-    #[arg(long, default_value_t = 2.0, value_name = "LR")]
-    pub lr: f64,
+    /// SGP steps [default: 5000; 300 for --model cnn --quick].
+    #[arg(long, value_name = "T")]
+    pub sgp_steps: Option<usize>,
+    /// SGP learning rate before decay [default: 2 for the logistic model, 0.1 for networks].
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
     /// Steps at which the learning rate is multiplied by --lr-decay (comma separated;
     /// default: the published schedule of the HGP paper's Fig. 1).
     #[arg(long, value_delimiter = ',', value_name = "STEPS")]
@@ -280,30 +280,64 @@ pub struct InnerArgs {
     /// Learning-rate decay factor at each milestone.
     #[arg(long, default_value_t = 0.1, value_name = "F")]
     pub lr_decay: f64,
-    /// SGP mini-batch size (`full` or a number).
-    #[arg(long, default_value = "full", value_parser = parse_batch, value_name = "B")]
-    pub inner_batch: BatchSize,
+    /// SGP mini-batch size, `full` or a number [default: full].
+    #[arg(long, value_parser = parse_batch, value_name = "B")]
+    pub inner_batch: Option<BatchSize>,
     /// Order of SGP's local step and Push-Sum exchange.
     #[arg(long, value_enum, default_value_t = OrderKind::StepThenMix)]
     pub sgp_order: OrderKind,
 }
 
+/// A command's defaults for the options the user may leave out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Defaults {
+    /// SGP steps.
+    pub sgp_steps: usize,
+    /// SGP learning rate.
+    pub lr: f64,
+    /// SGP batch.
+    pub inner_batch: BatchSize,
+    /// Neumann terms M.
+    pub neumann_terms: usize,
+    /// Neumann step η.
+    pub eta: f64,
+    /// HGP batch.
+    pub batch: BatchSize,
+}
+
+impl Defaults {
+    /// The logistic experiments of the HGP paper (Fig. 1 settings).
+    pub const LOGISTIC: Defaults = Defaults {
+        sgp_steps: 5000,
+        lr: 2.0,
+        inner_batch: BatchSize::Full,
+        neumann_terms: 1000,
+        eta: 1.0,
+        batch: BatchSize::Full,
+    };
+}
+
 impl InnerArgs {
     /// The learning-rate schedule.
-    pub fn schedule(&self) -> Result<LrSchedule> {
+    pub fn schedule(&self, defaults: &Defaults) -> Result<LrSchedule> {
         let milestones = self
             .lr_milestones
             .clone()
             .unwrap_or_else(|| FIG1_MILESTONES.to_vec());
-        Ok(LrSchedule::multi_step(self.lr, milestones, self.lr_decay)?)
+        Ok(LrSchedule::multi_step(
+            self.lr.unwrap_or(defaults.lr),
+            milestones,
+            self.lr_decay,
+        )?)
     }
 
-    /// Builds the solver over `net` (the network's steps drawn from `step_seed`).
-    pub fn build<C: InnerHvp<f64> + 'static>(
+    /// Builds the solver over `network`.
+    pub fn build<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
         network: Arc<dyn Network>,
         seed: u64,
-    ) -> Result<Box<dyn InnerSolver<f64, C>>> {
+        defaults: &Defaults,
+    ) -> Result<Box<dyn InnerSolver<T, C>>> {
         Ok(match self.inner {
             InnerKind::Exact => Box::new(ExactNewton::new()),
             InnerKind::Sgp => {
@@ -311,10 +345,12 @@ impl InnerArgs {
                     OrderKind::StepThenMix => SgpOrder::StepThenMix,
                     OrderKind::MixThenStep => SgpOrder::MixThenStep,
                 };
+                let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
+                let batch = self.inner_batch.unwrap_or(defaults.inner_batch);
                 Box::new(
-                    Sgp::new(network, self.sgp_steps, self.schedule()?)?
+                    Sgp::new(network, steps, self.schedule(defaults)?)?
                         .with_order(order)
-                        .with_batches(self.inner_batch, derive(seed, domain::INNER)),
+                        .with_batches(batch, derive(seed, domain::INNER)),
                 )
             }
         })
@@ -338,28 +374,30 @@ pub struct EstimatorArgs {
     /// Hyper-gradient estimator.
     #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
     pub estimator: EstimatorKind,
-    /// Neumann terms M of HGP [default: 1000 for hypergrad, 500 for influence].
+    /// Neumann terms M of HGP [default: 1000 for hypergrad, 500 for influence, 1000 for
+    /// --model cnn (100 with --quick)].
     #[arg(long, value_name = "M")]
     pub neumann_terms: Option<usize>,
-    /// Neumann step η of HGP (must be below 2 / the largest eigenvalue of the clients' mean
-    /// Hessian; too large a value is detected and reported).
-    #[arg(long, default_value_t = 1.0, value_name = "η")]
-    pub eta: f64,
-    /// HGP mini-batch size for the Jacobian products (`full` or a number).
-    #[arg(long, default_value = "full", value_parser = parse_batch, value_name = "B")]
-    pub batch: BatchSize,
+    /// Neumann step η of HGP [default: 1; 0.05 for networks]. It must be below 2 / the
+    /// largest eigenvalue of the clients' mean Hessian; too large a value is detected and
+    /// reported.
+    #[arg(long, value_name = "η")]
+    pub eta: Option<f64>,
+    /// HGP mini-batch size for the Jacobian products, `full` or a number [default: full].
+    #[arg(long, value_parser = parse_batch, value_name = "B")]
+    pub batch: Option<BatchSize>,
     /// Use one sample for both Jacobian products of an HGP iteration.
     #[arg(long)]
     pub shared_samples: bool,
 }
 
 impl EstimatorArgs {
-    /// HGP's options; `default_terms` is the command's default M.
-    pub fn hgp_options(&self, seed: u64, default_terms: usize) -> HgpOptions {
+    /// HGP's options, with the command's defaults where an option was left out.
+    pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> HgpOptions {
         HgpOptions {
-            neumann_terms: self.neumann_terms.unwrap_or(default_terms),
-            eta: self.eta,
-            batch: self.batch,
+            neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
+            eta: self.eta.unwrap_or(defaults.eta),
+            batch: self.batch.unwrap_or(defaults.batch),
             samples: if self.shared_samples {
                 SampleMode::Shared
             } else {
@@ -369,18 +407,16 @@ impl EstimatorArgs {
         }
     }
 
-    /// Builds the estimator; HGP uses `averager`, and `default_terms` unless
-    /// --neumann-terms is given.
-    pub fn build<C: ClientObjective<f64> + 'static>(
+    /// Builds the estimator; HGP uses `averager`.
+    pub fn build<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
-        averager: Box<dyn Averager<f64>>,
+        averager: Box<dyn Averager<T>>,
         seed: u64,
-        default_terms: usize,
-    ) -> Result<Box<dyn HyperGradient<f64, C>>> {
+        defaults: &Defaults,
+    ) -> Result<Box<dyn HyperGradient<T, C>>> {
         Ok(match self.estimator {
             EstimatorKind::Hgp => Box::new(
-                Hgp::new(averager, self.hgp_options(seed, default_terms))
-                    .context("HGP settings")?,
+                Hgp::new(averager, self.hgp_options(seed, defaults)).context("HGP settings")?,
             ),
             EstimatorKind::Exact => Box::new(Exact::new()),
             EstimatorKind::Local => Box::new(Local),
@@ -405,27 +441,27 @@ pub struct Pipeline<'a> {
 
 impl Pipeline<'_> {
     /// The inner solver for `n` clients (its network steps drawn from the inner domain).
-    pub fn solver<C: InnerHvp<f64> + 'static>(
+    pub fn solver<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
         n: usize,
-    ) -> Result<Box<dyn InnerSolver<f64, C>>> {
+        defaults: &Defaults,
+    ) -> Result<Box<dyn InnerSolver<T, C>>> {
         let net = self
             .network
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
-        self.inner.build::<C>(net.network, self.seed)
+        self.inner.build::<T, C>(net.network, self.seed, defaults)
     }
 
     /// The estimator for `n` clients (its network steps drawn from the estimator domain).
-    pub fn estimator<C: ClientObjective<f64> + 'static>(
+    pub fn estimator<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         n: usize,
-        default_terms: usize,
-    ) -> Result<Box<dyn HyperGradient<f64, C>>> {
+        defaults: &Defaults,
+    ) -> Result<Box<dyn HyperGradient<T, C>>> {
         let net = self
             .network
             .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
-        let averager = self.averager.build(&net, self.seed)?;
-        self.estimator
-            .build::<C>(averager, self.seed, default_terms)
+        let averager = self.averager.build::<T>(&net, self.seed)?;
+        self.estimator.build::<T, C>(averager, self.seed, defaults)
     }
 }

@@ -283,3 +283,40 @@ fn influence_on_small_user_data_uses_every_instance_and_says_so() {
     let err = fails(&["influence", "--gamma=-1"]);
     assert!(err.contains("--gamma"), "{err}");
 }
+
+#[test]
+fn influence_runs_on_the_cnn_end_to_end() {
+    // A tiny configuration of `--model cnn` (the real runs take minutes): every stage runs
+    // and the JSON has its fields.
+    let dir = tempfile::tempdir().unwrap();
+    let o = hgp(&[
+        "influence",
+        "--model",
+        "cnn",
+        "--images",
+        "90",
+        "--sgp-steps",
+        "3",
+        "--inner-batch",
+        "8",
+        "--neumann-terms",
+        "2",
+        "--top",
+        "2",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let v = json(&o);
+    assert_eq!(v["top"].as_array().unwrap().len(), 2);
+    assert!(v["r2"].is_number() || v["r2"].is_null());
+    assert!(v["f1"].as_f64().unwrap() >= 0.0);
+    let err = fails(&[
+        "influence",
+        "--model",
+        "cnn",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(err.contains("idx3-ubyte"), "{err}");
+}

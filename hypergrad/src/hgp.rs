@@ -160,24 +160,19 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                     SampleMode::Shared => s.hessian_batch.clone_from(&s.jacobian_batch),
                 }
                 s.cross.resize(v_i.len(), T::zero());
-                c.inner_cross_jvp(
-                    x.row(i),
-                    lambda.row(i),
-                    u_i,
-                    as_batch(&s.jacobian_batch),
-                    &mut s.cross,
-                );
+                s.hvp.resize(d, T::zero());
+                let (xi, li) = (x.row(i), lambda.row(i));
+                if s.jacobian_batch == s.hessian_batch {
+                    // One batch for both products: models may share one pass.
+                    let batch = as_batch(&s.jacobian_batch);
+                    c.inner_second_order(xi, li, u_i, batch, &mut s.hvp, &mut s.cross);
+                } else {
+                    c.inner_cross_jvp(xi, li, u_i, as_batch(&s.jacobian_batch), &mut s.cross);
+                    c.inner_hvp(xi, li, u_i, as_batch(&s.hessian_batch), &mut s.hvp);
+                }
                 for (vk, &jk) in v_i.iter_mut().zip(&s.cross) {
                     *vk -= eta_t * jk;
                 }
-                s.hvp.resize(d, T::zero());
-                c.inner_hvp(
-                    x.row(i),
-                    lambda.row(i),
-                    u_i,
-                    as_batch(&s.hessian_batch),
-                    &mut s.hvp,
-                );
                 // ‖u_i‖² is accumulated on the way, for the divergence check.
                 let mut squared = 0.0;
                 for (uk, &hk) in u_i.iter_mut().zip(&s.hvp) {

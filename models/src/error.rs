@@ -30,6 +30,9 @@ pub enum ModelError {
         /// The value given.
         value: f64,
     },
+    /// A network could not be built or evaluated.
+    #[error("network: {0}")]
+    Network(String),
     /// A problem with the data.
     #[error(transparent)]
     Data(#[from] DataError),

@@ -25,7 +25,9 @@
 
 pub mod data;
 mod error;
+pub mod images;
 mod logistic;
+pub mod nn;
 pub mod objective;
 mod per_client;
 mod sampler;

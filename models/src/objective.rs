@@ -40,6 +40,24 @@ pub trait InnerCrossJvp<T: Scalar>: InnerCost<T> {
     /// ∂²_{xλ} g_i(x, λ_i) · u ∈ R^{d_λ} on `batch`: the derivative in λ_i of
     /// ⟨∂_x g_i(x, λ_i), u⟩, written to `out` (length d_λ).
     fn inner_cross_jvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]);
+
+    /// Both products on the same batch: ∂²_x g_i · u into `hvp` and ∂²_{xλ} g_i · u into
+    /// `cross`. Models that get both from one pass (a second backward pass through
+    /// ⟨∂_x g_i, u⟩ yields both) override this; by default it calls the two methods.
+    fn inner_second_order(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) where
+        Self: InnerHvp<T>,
+    {
+        self.inner_hvp(x, lambda, u, batch, hvp);
+        self.inner_cross_jvp(x, lambda, u, batch, cross);
+    }
 }
 
 /// The outer cost f_i(x, λ_i) of one client and its partial gradients.

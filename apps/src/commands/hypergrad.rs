@@ -11,7 +11,9 @@ use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
 use serde_json::json;
 
 use crate::report::{comm_json, sci, spinner};
-use crate::setup::{AveragerArgs, DataArgs, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline};
+use crate::setup::{
+    AveragerArgs, DataArgs, Defaults, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline,
+};
 
 /// Options of `hgp hypergrad`.
 #[derive(Args, Debug)]
@@ -60,13 +62,13 @@ impl Hypergrad {
             estimator: &self.estimator,
             seed: self.seed,
         };
-        let mut solver = pipeline.solver::<L2Logistic<f64>>(n)?;
+        let mut solver = pipeline.solver::<f64, L2Logistic<f64>>(n, &Defaults::LOGISTIC)?;
         let stage = spinner(&format!("inner solve: {}", solver.describe()), self.json);
         let solution: InnerSolution<f64> = solver
             .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
             .context("inner solve")?;
         stage.finish_and_clear();
-        let mut estimator = pipeline.estimator::<L2Logistic<f64>>(n, 1000)?;
+        let mut estimator = pipeline.estimator::<f64, L2Logistic<f64>>(n, &Defaults::LOGISTIC)?;
         let stage = spinner(
             &format!("hyper-gradient: {}", estimator.describe()),
             self.json,

@@ -4,34 +4,61 @@
 //! With per-instance loss weights λ_ik (eq. 12, λ = 1), −d_{λ_ik}F predicts how F = Σ_k f_k
 //! changes when instance k of client i is removed. The instances with the largest predicted
 //! |change| are then removed one at a time (λ_ik = 0, as in the papers' code; the other
-//! instances keep their weight 1/|T_i|) and the model is retrained, giving the actual change.
+//! instances keep their weight 1/|T_i|) and the model is retrained, giving the actual change:
+//! F after retraining without the instance minus F after the same retraining with it.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
-use hgp_averaging::ClientBuffer;
+use clap::{Args, ValueEnum};
+use hgp_averaging::{ClientBuffer, Scalar};
 use hgp_inner_solvers::InnerSolution;
-use hgp_models::{InnerCost, OuterCost, PerClient, WeightedLogistic};
+use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir};
+use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{comm_json, progress, sci, spinner, write_csv};
-use crate::setup::{AveragerArgs, DataArgs, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline};
+use crate::setup::{
+    AveragerArgs, DataArgs, Defaults, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline,
+};
+
+/// The model whose instances are scored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// Logistic regression on the synthetic data or a client CSV directory (Fig. 1c).
+    Logistic,
+    /// The small CNN of HGP Table 3 on MNIST-format digits (Table 4, rows 2–3).
+    Cnn,
+}
 
 /// Options of `hgp influence`.
 #[derive(Args, Debug)]
 pub struct Influence {
+    /// The model.
+    #[arg(long, value_enum, default_value_t = ModelKind::Logistic)]
+    model: ModelKind,
     #[command(flatten)]
     data: DataArgs,
+    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) for --model cnn;
+    /// default: the embedded 10,000-digit MNIST subset.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Images (digits only) split over the clients for --model cnn [default: 2800, about
+    /// 1 % of EMNIST's digits as in the paper; 300 with --quick].
+    #[arg(long, value_name = "N")]
+    images: Option<usize>,
     /// Fixed L2 weight γ of eq. (12).
     #[arg(long, default_value_t = 1e-3, value_name = "γ")]
     gamma: f64,
     /// Instances (largest predicted |change|, over all clients) to remove and retrain.
     #[arg(long, default_value_t = 50, value_name = "K")]
     top: usize,
-    /// A smaller run (top 10) that takes well under a second.
+    /// A smaller run: top 10 (logistic, well under a second), or for --model cnn 300 images,
+    /// 150 SGP steps on mini-batches of 32, M = 50 and the top 6 (a few minutes on 2 cores;
+    /// the paper's CNN setting, the default, takes many hours on a CPU).
     #[arg(long)]
     quick: bool,
     /// Output directory for influence.csv and influence.svg.
@@ -129,16 +156,25 @@ pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
 }
 
 /// F = Σ_k f_k(x_k).
-fn total_outer(
-    clients: &[WeightedLogistic<f64>],
-    x: &ClientBuffer<f64>,
-    lambda: &PerClient<f64>,
+fn total_outer<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
 ) -> f64 {
     clients
         .iter()
         .enumerate()
-        .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)))
+        .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)).as_f64())
         .sum()
+}
+
+/// The clients of one model, their starting point and the run's defaults.
+struct Problem<T, C> {
+    clients: Vec<C>,
+    x0: ClientBuffer<T>,
+    defaults: Defaults,
+    top: usize,
+    description: String,
 }
 
 impl Influence {
@@ -150,6 +186,14 @@ impl Influence {
                 self.gamma
             );
         }
+        match self.model {
+            ModelKind::Logistic => self.study(self.logistic()?),
+            ModelKind::Cnn => self.study(self.cnn()?),
+        }
+    }
+
+    /// Eq. (12) with logistic regression (HGP Sec. 5.2 settings: γ = 1e-3, HGP M = 500).
+    fn logistic(&self) -> Result<Problem<f64, WeightedLogistic<f64>>> {
         let (data, description) = self.data.load(self.seed)?;
         let clients: Vec<WeightedLogistic<f64>> = data
             .iter()
@@ -159,11 +203,117 @@ impl Influence {
                     .with_context(|| format!("client {i}"))
             })
             .collect::<Result<_>>()?;
+        let (n, d) = (clients.len(), clients[0].dim_x());
+        Ok(Problem {
+            clients,
+            x0: ClientBuffer::zeros(n, d),
+            defaults: Defaults {
+                neumann_terms: 500,
+                ..Defaults::LOGISTIC
+            },
+            top: if self.quick {
+                self.top.min(10)
+            } else {
+                self.top
+            },
+            description,
+        })
+    }
+
+    /// Eq. (12) with the small CNN of Table 3 on digits split over the clients as in HGP
+    /// App. A.3 (App. A.2 settings: L2 1e-3, HGP M = 1000, S = 100, η = 0.05).
+    fn cnn(&self) -> Result<Problem<f32, NetClient<f32>>> {
+        let (all, source) = match &self.data_dir {
+            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
+            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
+        };
+        let digits = all.filter_labels(|l| l < 10);
+        if digits.is_empty() {
+            bail!("{source} has no digit images (labels 0-9)");
+        }
+        let wanted = self.images.unwrap_or(if self.quick { 300 } else { 2800 });
+        let take: Vec<usize> = (0..wanted.min(digits.len())).collect();
+        let subset = digits.subset(&take);
+        let config = SplitConfig {
+            clients: self.data.clients,
+            ..SplitConfig::default()
+        };
+        let split = heterogeneous_split(
+            &subset,
+            &config,
+            crate::setup::derive(self.seed, crate::setup::domain::DATA),
+        )?;
+        let arch = Architecture::SmallCnn { classes: 10 };
+        let net = NetConfig {
+            arch,
+            mode: HyperMode::InstanceWeights,
+            l2: self.gamma,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        };
+        let clients: Vec<NetClient<f32>> = split
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                NetClient::new(
+                    net,
+                    (&c.train.images, &c.train.labels),
+                    (&c.val.images, &c.val.labels),
+                )
+                .with_context(|| format!("client {i}"))
+            })
+            .collect::<Result<_>>()?;
+        let init: Vec<f32> = arch.init(self.seed).iter().map(|&v| v as f32).collect();
+        let x0 = ClientBuffer::from_fn(clients.len(), init.len(), |_, k| init[k]);
+        let train: usize = split.iter().map(|c| c.train.len()).sum();
+        let description = format!(
+            "{} clients, {} of {} digits from {source} ({train} for training, App. A.3 split), {}",
+            clients.len(),
+            subset.len(),
+            digits.len(),
+            arch.name()
+        );
+        let defaults = Defaults {
+            sgp_steps: if self.quick { 150 } else { 5000 },
+            lr: 0.1,
+            inner_batch: if self.quick {
+                BatchSize::Size(32)
+            } else {
+                BatchSize::Full
+            },
+            neumann_terms: if self.quick { 50 } else { 1000 },
+            eta: 0.05,
+            batch: BatchSize::Full,
+        };
+        Ok(Problem {
+            clients,
+            x0,
+            defaults,
+            top: if self.quick {
+                self.top.min(6)
+            } else {
+                self.top
+            },
+            description,
+        })
+    }
+
+    /// Predict by the estimator, remove the top instances one at a time, retrain, compare.
+    fn study<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        problem: Problem<T, C>,
+    ) -> Result<()> {
+        let Problem {
+            clients,
+            x0,
+            defaults,
+            top: wanted,
+            description,
+        } = problem;
         let n = clients.len();
-        let d = clients[0].dim_x();
         let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
         let total: usize = sizes.iter().sum();
-        let lambda = PerClient::filled(&sizes, 1.0);
+        let lambda = PerClient::filled(&sizes, T::one());
         let pipeline = Pipeline {
             network: &self.network,
             averager: &self.averager,
@@ -172,15 +322,15 @@ impl Influence {
             seed: self.seed,
         };
 
-        let mut solver = pipeline.solver::<WeightedLogistic<f64>>(n)?;
+        let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
         let stage = spinner(&format!("inner solve: {}", solver.describe()), self.json);
-        let solution: InnerSolution<f64> = solver
-            .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
+        let solution: InnerSolution<T> = solver
+            .solve(&clients, &lambda, &x0)
             .context("inner solve")?;
         stage.finish_and_clear();
         let f0 = total_outer(&clients, &solution.x, &lambda);
 
-        let mut estimator = pipeline.estimator::<WeightedLogistic<f64>>(n, 500)?;
+        let mut estimator = pipeline.estimator::<T, C>(n, &defaults)?;
         let stage = spinner(
             &format!("hyper-gradient: {}", estimator.describe()),
             self.json,
@@ -195,18 +345,17 @@ impl Influence {
             .v
             .rows()
             .enumerate()
-            .flat_map(|(i, row)| row.iter().enumerate().map(move |(k, &g)| (i, k, -g)))
+            .flat_map(|(i, row)| {
+                row.iter()
+                    .enumerate()
+                    .map(move |(k, &g)| (i, k, -g.as_f64()))
+            })
             .collect();
         candidates.sort_by(|a, b| {
             b.2.abs()
                 .total_cmp(&a.2.abs())
                 .then((a.0, a.1).cmp(&(b.0, b.1)))
         });
-        let wanted = if self.quick {
-            self.top.min(10)
-        } else {
-            self.top
-        };
         if wanted == 0 {
             bail!("--top must be at least 1");
         }
@@ -218,13 +367,23 @@ impl Influence {
         }
         candidates.truncate(top);
 
-        let bar = progress(top as u64, "retraining without each", self.json);
+        // The control: the same retraining (warm start from x(λ), same solver and settings)
+        // with every instance kept. Comparing against it, not against x(λ), keeps further
+        // training from being mistaken for the effect of a removal when the inner solve has
+        // not fully converged; for a converged solve the two agree.
+        let bar = progress(top as u64 + 1, "retraining without each", self.json);
+        let control = pipeline
+            .solver::<T, C>(n, &defaults)?
+            .solve(&clients, &lambda, &solution.x)
+            .context("control retraining")?;
+        let f_control = total_outer(&clients, &control.x, &lambda);
+        bar.inc(1);
         let removals: Vec<Removal> = candidates
             .par_iter()
             .map(|&(client, instance, predicted)| {
                 let mut without = lambda.clone();
-                without.row_mut(client)[instance] = 0.0;
-                let mut retrain = pipeline.solver::<WeightedLogistic<f64>>(n)?;
+                without.row_mut(client)[instance] = T::zero();
+                let mut retrain = pipeline.solver::<T, C>(n, &defaults)?;
                 let s = retrain
                     .solve(&clients, &without, &solution.x)
                     .with_context(|| {
@@ -235,13 +394,37 @@ impl Influence {
                     client,
                     instance,
                     predicted,
-                    actual: total_outer(&clients, &s.x, &without) - f0,
+                    actual: total_outer(&clients, &s.x, &without) - f_control,
                     stationarity: s.stationarity,
                 })
             })
             .collect::<Result<_>>()?;
         bar.finish_and_clear();
+        self.report(
+            &removals,
+            total,
+            (f0, f_control),
+            &solution,
+            &description,
+            &*solver,
+            &*estimator,
+            &estimate.comm,
+        )
+    }
 
+    #[allow(clippy::too_many_arguments)]
+    fn report<T: Scalar, C: ClientObjective<T>>(
+        &self,
+        removals: &[Removal],
+        total: usize,
+        (f0, f_control): (f64, f64),
+        solution: &InnerSolution<T>,
+        description: &str,
+        solver: &dyn hgp_inner_solvers::InnerSolver<T, C>,
+        estimator: &dyn hgp_hypergrad::HyperGradient<T, C>,
+        comm: &hgp_averaging::CommCost,
+    ) -> Result<()> {
+        let top = removals.len();
         let predicted: Vec<f64> = removals.iter().map(|r| r.predicted).collect();
         let actual: Vec<f64> = removals.iter().map(|r| r.actual).collect();
         let Fit {
@@ -295,7 +478,8 @@ impl Influence {
                 "f1": f1,
                 "top": removals.iter().map(|r| json!([r.client, r.instance, r.predicted, r.actual])).collect::<Vec<_>>(),
                 "outer_loss": f0,
-                "comm": comm_json(&estimate.comm),
+                "outer_loss_control": f_control,
+                "comm": comm_json(comm),
             });
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
@@ -310,7 +494,9 @@ impl Influence {
             sci(worst_retrain)
         );
         println!("estimator:  {}", estimator.describe());
-        println!("outer loss: F = Σ_i f_i = {f0:.6}");
+        println!(
+            "outer loss: F = Σ_i f_i = {f0:.6} (after the control retraining: {f_control:.6})"
+        );
         println!();
         println!(
             "top {top} of {total} training instances by |predicted change of F| (first 10; all in {}):",

@@ -1,0 +1,619 @@
+//! Heterogeneous splits of an image set between clients (HGP paper, App. A.3, after Marfoq
+//! et al., 2021).
+
+use hgp_graphs::rng::stream;
+use rand::RngExt;
+use rand::seq::SliceRandom;
+use rand_distr::Distribution;
+use rand_distr::multi::Dirichlet;
+
+use super::{ImageError, ImageSet};
+
+/// Domains of the random streams of a split.
+mod domain {
+    /// Cluster c's pixel mean and standard deviation (index c).
+    pub const CLUSTER: u64 = 0x696d_675f_636c_7573;
+    /// Label l's Dirichlet proportions and the shuffle of its instances (index l).
+    pub const LABEL: u64 = 0x696d_675f_6c61_6265;
+    /// Client i's shuffle into test, validation and training sets (index i).
+    pub const CLIENT: u64 = 0x696d_675f_636c_6965;
+}
+
+/// Smallest cluster standard deviation σ_c used for normalization.
+const MIN_STD: f64 = 0.05;
+
+/// How many Dirichlet draws to attempt before falling back to all mass on one client (a draw
+/// can only fail through floating-point underflow at tiny `alpha`).
+const DIRICHLET_ATTEMPTS: usize = 16;
+
+/// How to split an image set between clients ([`heterogeneous_split`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitConfig {
+    /// Number of clients (default 10).
+    pub clients: usize,
+    /// Number of clusters of clients sharing one pixel normalization (default 3).
+    pub clusters: usize,
+    /// Concentration of the per-label Dirichlet proportions (default 0.4); smaller is more
+    /// heterogeneous.
+    pub alpha: f64,
+    /// Fraction of each client's instances held out for testing (default 0.2).
+    pub test_fraction: f64,
+    /// Fraction of the remaining instances used for validation, the rest training (default
+    /// 0.25, i.e. train : val = 3 : 1).
+    pub val_fraction: f64,
+}
+
+impl Default for SplitConfig {
+    fn default() -> Self {
+        Self {
+            clients: 10,
+            clusters: 3,
+            alpha: 0.4,
+            test_fraction: 0.2,
+            val_fraction: 0.25,
+        }
+    }
+}
+
+impl SplitConfig {
+    /// Checks the parameters: `clients ≥ 1`, `1 ≤ clusters ≤ clients`, `alpha` positive,
+    /// finite and not subnormal, both fractions in [0, 1).
+    ///
+    /// # Errors
+    ///
+    /// [`ImageError::InvalidConfig`] naming the first parameter out of range and its value.
+    pub fn check(&self) -> Result<(), ImageError> {
+        let invalid = |parameter, value: String, requirement| {
+            Err(ImageError::InvalidConfig {
+                parameter,
+                value,
+                requirement,
+            })
+        };
+        if self.clients == 0 {
+            return invalid("clients", "0".into(), "at least 1");
+        }
+        if self.clusters == 0 || self.clusters > self.clients {
+            return invalid(
+                "clusters",
+                self.clusters.to_string(),
+                "between 1 and the number of clients",
+            );
+        }
+        if !(self.alpha.is_normal() && self.alpha > 0.0) {
+            return invalid(
+                "alpha",
+                self.alpha.to_string(),
+                "a positive finite number (not subnormal)",
+            );
+        }
+        for (parameter, value) in [
+            ("test_fraction", self.test_fraction),
+            ("val_fraction", self.val_fraction),
+        ] {
+            if !(0.0..1.0).contains(&value) {
+                return invalid(parameter, value.to_string(), "in [0, 1)");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One client's share of a split image set, normalized with its cluster's statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageClient {
+    /// Training instances.
+    pub train: ImageSet,
+    /// Validation instances.
+    pub val: ImageSet,
+    /// Test instances.
+    pub test: ImageSet,
+    /// The client's cluster.
+    pub cluster: usize,
+    /// The cluster's mean μ_c: stored pixels are (raw − μ_c) / σ_c.
+    pub mean: f32,
+    /// The cluster's standard deviation σ_c.
+    pub std: f32,
+}
+
+/// Splits `set` between clients with heterogeneous inputs and labels (HGP paper, App. A.3,
+/// after Marfoq et al., 2021):
+///
+/// 1. the clients form `clusters` equal contiguous groups (client i is in cluster
+///    ⌊i · clusters / clients⌋); cluster c draws μ_c and the variance σ_c² independently
+///    from U[0, 1] (σ_c floored at 0.05) and its clients' pixels become (x − μ_c) / σ_c;
+/// 2. each label's instances are shuffled and dealt out in proportions
+///    p ~ Dirichlet(alpha · 1_clients), rounded by largest remainders so that every instance
+///    goes to exactly one client;
+/// 3. each client puts a random `test_fraction` (rounded) of its instances into its test set
+///    and splits the rest into validation (`val_fraction` of it, rounded) and training.
+///
+/// `set` should hold raw pixels in [0, 1], as the loaders return them. The split is a pure
+/// function of `(set, config, seed)`.
+///
+/// # Errors
+///
+/// [`ImageError::InvalidConfig`] if [`SplitConfig::check`] fails, [`ImageError::Shape`] if
+/// the set's fields disagree, [`ImageError::Empty`] if it holds no image, and
+/// [`ImageError::EmptyTrain`] if a client receives no training instance (fewer clients or a
+/// larger `alpha` help).
+pub fn heterogeneous_split(
+    set: &ImageSet,
+    config: &SplitConfig,
+    seed: u64,
+) -> Result<Vec<ImageClient>, ImageError> {
+    config.check()?;
+    set.check_shape("image set to split")?;
+    if set.is_empty() {
+        return Err(ImageError::Empty {
+            what: "image set to split",
+        });
+    }
+    let members = deal_labels(set, config, seed)?;
+
+    // Each client's (test, val, train) indices, all checked before any copying.
+    let mut parts = Vec::with_capacity(config.clients);
+    for (client, mut indices) in members.into_iter().enumerate() {
+        indices.shuffle(&mut stream(seed, domain::CLIENT, client as u64));
+        let n = indices.len();
+        let n_test = rounded_share(config.test_fraction, n);
+        let n_val = rounded_share(config.val_fraction, n - n_test);
+        if n_test + n_val == n {
+            return Err(ImageError::EmptyTrain {
+                client,
+                instances: n,
+            });
+        }
+        let train = indices.split_off(n_test + n_val);
+        let val = indices.split_off(n_test);
+        parts.push((indices, val, train));
+    }
+
+    let stats = cluster_stats(seed, config.clusters);
+    Ok(parts
+        .into_iter()
+        .enumerate()
+        .map(|(client, (test, val, train))| {
+            let cluster = client * config.clusters / config.clients;
+            let (mean, std) = stats[cluster];
+            let normalized = |indices: &[usize]| {
+                let mut part = set.subset(indices);
+                for p in &mut part.images {
+                    *p = (*p - mean) / std;
+                }
+                part
+            };
+            ImageClient {
+                train: normalized(&train),
+                val: normalized(&val),
+                test: normalized(&test),
+                cluster,
+                mean,
+                std,
+            }
+        })
+        .collect())
+}
+
+/// `fraction · n` rounded to the nearest integer (halves away from zero), at most `n`.
+fn rounded_share(fraction: f64, n: usize) -> usize {
+    ((fraction * n as f64).round() as usize).min(n)
+}
+
+/// Each cluster's (μ_c, σ_c).
+fn cluster_stats(seed: u64, clusters: usize) -> Vec<(f32, f32)> {
+    (0..clusters)
+        .map(|c| {
+            let mut rng = stream(seed, domain::CLUSTER, c as u64);
+            let mean: f64 = rng.random();
+            // The paper draws the mean and the *variance* from U[0, 1] (App. A.3), so
+            // σ_c = √v. A variance near 0 would still blow pixels up to huge magnitudes;
+            // flooring σ_c at MIN_STD is the one deviation from the paper.
+            let variance: f64 = rng.random();
+            let std = variance.sqrt().max(MIN_STD);
+            (mean as f32, std as f32)
+        })
+        .collect()
+}
+
+/// The indices of `set` each client receives: every label's instances, shuffled and dealt
+/// out in Dirichlet proportions.
+fn deal_labels(
+    set: &ImageSet,
+    config: &SplitConfig,
+    seed: u64,
+) -> Result<Vec<Vec<usize>>, ImageError> {
+    let mut by_label = vec![Vec::new(); set.classes()];
+    for (k, &label) in set.labels.iter().enumerate() {
+        by_label[usize::from(label)].push(k);
+    }
+    let dirichlet = if config.clients > 1 {
+        let concentration = vec![config.alpha; config.clients];
+        Some(
+            Dirichlet::new(&concentration).map_err(|_| ImageError::InvalidConfig {
+                parameter: "alpha",
+                value: config.alpha.to_string(),
+                requirement: "a positive finite number (not subnormal)",
+            })?,
+        )
+    } else {
+        None
+    };
+    let mut members = vec![Vec::new(); config.clients];
+    for (label, mut indices) in by_label.into_iter().enumerate() {
+        if indices.is_empty() {
+            continue;
+        }
+        let mut rng = stream(seed, domain::LABEL, label as u64);
+        let proportions = match &dirichlet {
+            Some(d) => draw_proportions(&mut rng, d, config.clients),
+            None => vec![1.0],
+        };
+        indices.shuffle(&mut rng);
+        let mut rest = &indices[..];
+        for (client, count) in largest_remainder(indices.len(), &proportions)
+            .into_iter()
+            .enumerate()
+        {
+            let (share, tail) = rest.split_at(count);
+            members[client].extend_from_slice(share);
+            rest = tail;
+        }
+    }
+    Ok(members)
+}
+
+/// Proportions p ~ Dirichlet, guaranteed finite, non-negative and summing to 1 (up to
+/// rounding).
+fn draw_proportions<R: rand::Rng + ?Sized>(
+    rng: &mut R,
+    dirichlet: &Dirichlet<f64>,
+    clients: usize,
+) -> Vec<f64> {
+    for _ in 0..DIRICHLET_ATTEMPTS {
+        let p: Vec<f64> = dirichlet.sample(rng);
+        let sum: f64 = p.iter().sum();
+        if p.iter().all(|x| x.is_finite() && *x >= 0.0) && sum.is_finite() && sum > 0.0 {
+            return p.into_iter().map(|x| x / sum).collect();
+        }
+    }
+    // The alpha → 0 limit of the Dirichlet: all mass on one uniformly chosen client.
+    let mut p = vec![0.0; clients];
+    p[rng.random_range(0..clients)] = 1.0;
+    p
+}
+
+/// Integer counts summing to `n`, proportional to `proportions` (which sum to 1): the floors
+/// of the quotas n · p_i, plus one for the largest fractional parts (ties to the lower index).
+fn largest_remainder(n: usize, proportions: &[f64]) -> Vec<usize> {
+    let quotas: Vec<f64> = proportions.iter().map(|p| p * n as f64).collect();
+    let mut counts: Vec<usize> = quotas.iter().map(|q| (q.floor() as usize).min(n)).collect();
+    let mut order: Vec<usize> = (0..quotas.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (quotas[a] - quotas[a].floor(), quotas[b] - quotas[b].floor());
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    let assigned: usize = counts.iter().sum();
+    if assigned <= n {
+        // Fewer than len() units are left over (up to floating-point error, hence cycle).
+        for &i in order.iter().cycle().take(n - assigned) {
+            counts[i] += 1;
+        }
+    } else {
+        // Only possible through floating-point excess: take units back, smallest
+        // remainders first.
+        let mut excess = assigned - n;
+        for &i in order.iter().rev().cycle() {
+            if excess == 0 {
+                break;
+            }
+            if counts[i] > 0 {
+                counts[i] -= 1;
+                excess -= 1;
+            }
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::embedded_mnist;
+    use super::*;
+
+    /// `n` images of 1 × 3 pixels that identify their index: [k/n, 1 − k/n, (k mod 7)/7],
+    /// with label k mod `classes`.
+    fn indexed_set(n: usize, classes: usize) -> ImageSet {
+        let images = (0..n)
+            .flat_map(|k| {
+                let t = k as f32 / n as f32;
+                [t, 1.0 - t, (k % 7) as f32 / 7.0]
+            })
+            .collect();
+        let labels = (0..n).map(|k| (k % classes) as u8).collect();
+        ImageSet::new(images, labels, 1, 3).unwrap()
+    }
+
+    fn parts(client: &ImageClient) -> [&ImageSet; 3] {
+        [&client.train, &client.val, &client.test]
+    }
+
+    #[test]
+    fn split_is_reproducible() {
+        let set = indexed_set(300, 4);
+        let config = SplitConfig {
+            clients: 5,
+            ..SplitConfig::default()
+        };
+        let a = heterogeneous_split(&set, &config, 11).unwrap();
+        assert_eq!(a, heterogeneous_split(&set, &config, 11).unwrap());
+        assert_ne!(a, heterogeneous_split(&set, &config, 12).unwrap());
+    }
+
+    #[test]
+    fn split_is_disjoint_complete_and_normalized() {
+        let n = 1000;
+        let set = indexed_set(n, 5);
+        let config = SplitConfig {
+            clients: 7,
+            alpha: 0.8,
+            ..SplitConfig::default()
+        };
+        let clients = heterogeneous_split(&set, &config, 3).unwrap();
+        assert_eq!(clients.len(), 7);
+        let clusters: Vec<usize> = clients.iter().map(|c| c.cluster).collect();
+        assert_eq!(clusters, vec![0, 0, 0, 1, 1, 2, 2]);
+        let stats: Vec<(f32, f32)> = clients.iter().map(|c| (c.mean, c.std)).collect();
+        assert_eq!(stats[0], stats[2]);
+        assert_eq!(stats[3], stats[4]);
+        assert_ne!(stats[0], stats[3]);
+        assert_ne!(stats[3], stats[5]);
+        let mut seen = vec![false; n];
+        for client in &clients {
+            assert!((0.0..1.0).contains(&client.mean));
+            assert!((0.05..1.0).contains(&client.std));
+            for part in parts(client) {
+                assert_eq!((part.rows, part.cols), (1, 3));
+                for (j, &label) in part.labels.iter().enumerate() {
+                    let x = part.image(j);
+                    let k = ((x[0] * client.std + client.mean) * n as f32).round() as usize;
+                    assert!(k < n && !seen[k], "instance {k} assigned twice");
+                    seen[k] = true;
+                    assert_eq!(label, set.labels[k]);
+                    for (&raw, &got) in set.image(k).iter().zip(x) {
+                        let want = (raw - client.mean) / client.std;
+                        assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0));
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "instances missing from the split");
+    }
+
+    #[test]
+    fn split_fractions_are_rounded_per_client() {
+        let set = indexed_set(900, 3);
+        let config = SplitConfig {
+            clients: 4,
+            clusters: 2,
+            ..SplitConfig::default()
+        };
+        for client in heterogeneous_split(&set, &config, 5).unwrap() {
+            let n = client.train.len() + client.val.len() + client.test.len();
+            let test = (0.2 * n as f64).round() as usize;
+            assert_eq!(client.test.len(), test);
+            assert_eq!(
+                client.val.len(),
+                (0.25 * (n - test) as f64).round() as usize
+            );
+        }
+    }
+
+    #[test]
+    fn mnist_split_preserves_every_label_count() {
+        let mnist = embedded_mnist().unwrap();
+        let clients = heterogeneous_split(&mnist, &SplitConfig::default(), 2024).unwrap();
+        let mut counts = vec![0; mnist.classes()];
+        let mut total = 0;
+        for client in &clients {
+            for part in parts(client) {
+                assert_eq!(part.images.len(), part.len() * 784);
+                total += part.len();
+                for (c, k) in part.label_counts().into_iter().enumerate() {
+                    counts[c] += k;
+                }
+            }
+        }
+        assert_eq!(total, mnist.len());
+        assert_eq!(counts, mnist.label_counts());
+    }
+
+    /// Mean total-variation distance between the clients' label distributions and the
+    /// global one.
+    fn label_skew(set: &ImageSet, alpha: f64) -> f64 {
+        let config = SplitConfig {
+            clients: 10,
+            alpha,
+            ..SplitConfig::default()
+        };
+        let global: Vec<f64> = set
+            .label_counts()
+            .iter()
+            .map(|&c| c as f64 / set.len() as f64)
+            .collect();
+        let clients = heterogeneous_split(set, &config, 99).unwrap();
+        let tv: f64 = clients
+            .iter()
+            .map(|client| {
+                let mut hist = vec![0usize; global.len()];
+                for part in parts(client) {
+                    for &l in &part.labels {
+                        hist[usize::from(l)] += 1;
+                    }
+                }
+                let n: usize = hist.iter().sum();
+                0.5 * hist
+                    .iter()
+                    .zip(&global)
+                    .map(|(&h, g)| (h as f64 / n as f64 - g).abs())
+                    .sum::<f64>()
+            })
+            .sum();
+        tv / clients.len() as f64
+    }
+
+    #[test]
+    fn small_alpha_skews_labels() {
+        let mnist = embedded_mnist().unwrap();
+        let skewed = label_skew(&mnist, 0.4);
+        let even = label_skew(&mnist, 1e4);
+        assert!(skewed > 0.3, "mean TV {skewed} at alpha = 0.4");
+        assert!(even < 0.05, "mean TV {even} at alpha = 1e4");
+    }
+
+    #[test]
+    fn bad_configs_are_rejected_with_their_values() {
+        let base = SplitConfig::default();
+        let cases = [
+            (
+                SplitConfig {
+                    clients: 0,
+                    ..base.clone()
+                },
+                "clients = 0",
+            ),
+            (
+                SplitConfig {
+                    clusters: 0,
+                    ..base.clone()
+                },
+                "clusters = 0",
+            ),
+            (
+                SplitConfig {
+                    clusters: 11,
+                    ..base.clone()
+                },
+                "clusters = 11",
+            ),
+            (
+                SplitConfig {
+                    alpha: 0.0,
+                    ..base.clone()
+                },
+                "alpha = 0",
+            ),
+            (
+                SplitConfig {
+                    alpha: -0.5,
+                    ..base.clone()
+                },
+                "alpha = -0.5",
+            ),
+            (
+                SplitConfig {
+                    alpha: f64::NAN,
+                    ..base.clone()
+                },
+                "alpha = NaN",
+            ),
+            (
+                SplitConfig {
+                    alpha: f64::INFINITY,
+                    ..base.clone()
+                },
+                "alpha = inf",
+            ),
+            (
+                SplitConfig {
+                    test_fraction: 1.0,
+                    ..base.clone()
+                },
+                "test_fraction = 1,",
+            ),
+            (
+                SplitConfig {
+                    val_fraction: -0.1,
+                    ..base.clone()
+                },
+                "val_fraction = -0.1",
+            ),
+            (
+                SplitConfig {
+                    val_fraction: f64::NAN,
+                    ..base.clone()
+                },
+                "val_fraction = NaN",
+            ),
+        ];
+        let set = indexed_set(50, 2);
+        for (config, expected) in cases {
+            let err = heterogeneous_split(&set, &config, 0).unwrap_err();
+            assert!(matches!(err, ImageError::InvalidConfig { .. }), "{err}");
+            assert!(err.to_string().contains(expected), "{err} lacks {expected}");
+        }
+        assert!(base.check().is_ok());
+    }
+
+    #[test]
+    fn empty_train_sets_are_reported() {
+        // One instance, two clients: one of them gets nothing.
+        let set = indexed_set(1, 1);
+        let config = SplitConfig {
+            clients: 2,
+            clusters: 1,
+            ..SplitConfig::default()
+        };
+        let err = heterogeneous_split(&set, &config, 0).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, ImageError::EmptyTrain { instances: 0, .. })
+                && msg.contains("has an empty training set")
+                && msg.contains("larger alpha"),
+            "{msg}"
+        );
+        let err = heterogeneous_split(&ImageSet::default(), &config, 0).unwrap_err();
+        assert!(matches!(err, ImageError::Empty { .. }), "{err}");
+        let broken = ImageSet {
+            images: vec![0.0; 3],
+            labels: vec![0, 1],
+            rows: 1,
+            cols: 3,
+        };
+        let err = heterogeneous_split(&broken, &config, 0).unwrap_err();
+        assert!(matches!(err, ImageError::Shape { .. }), "{err}");
+    }
+
+    #[test]
+    fn one_client_gets_everything() {
+        let set = indexed_set(40, 3);
+        let config = SplitConfig {
+            clients: 1,
+            clusters: 1,
+            ..SplitConfig::default()
+        };
+        let clients = heterogeneous_split(&set, &config, 1).unwrap();
+        let client = &clients[0];
+        assert_eq!(
+            (client.train.len(), client.val.len(), client.test.len()),
+            (24, 8, 8)
+        );
+    }
+
+    #[test]
+    fn largest_remainder_counts_add_up() {
+        assert_eq!(largest_remainder(10, &[1.0 / 3.0; 3]), vec![4, 3, 3]);
+        assert_eq!(largest_remainder(7, &[0.5, 0.25, 0.25]), vec![3, 2, 2]);
+        assert_eq!(largest_remainder(0, &[0.3, 0.7]), vec![0, 0]);
+        let mut rng = stream(0, 0, 0);
+        let dirichlet = Dirichlet::new(&[0.3; 9]).unwrap();
+        for n in [1, 5, 17, 1000, 12_345] {
+            let p = draw_proportions(&mut rng, &dirichlet, 9);
+            let counts = largest_remainder(n, &p);
+            assert_eq!(counts.iter().sum::<usize>(), n);
+            for (c, q) in counts.iter().zip(&p) {
+                assert!((*c as f64 - q * n as f64).abs() < 1.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! A client whose inner and outer costs are a network's losses, with derivatives by automatic
+//! differentiation (double backward) or by central differences of gradients.
+
+use std::marker::PhantomData;
+
+use candle_core::{DType, Device, Result as CandleResult, Tensor, Var, WithDType};
+use hgp_graphs::Scalar;
+
+use super::arch::{Architecture, log_softmax};
+use super::autodiff::{DerivativeMode, double_backward_available};
+use crate::error::{ModelError, Result};
+use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+
+/// How the hyper-parameters λ_i enter the client's costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HyperMode {
+    /// One weight per training instance multiplying its loss (HGP eq. 12, influence):
+    /// g_i = (1/b) Σ_k λ_ik ℓ_ik + (γ/2)|x|²; λ ∈ R^{|T_i|}.
+    InstanceWeights,
+    /// A class-wise mask on the logits, C · softmax(λ) ⊙ logits (HGP-PL); λ ∈ R^C.
+    ClassMask,
+    /// K base networks whose predicted class probabilities are mixed with weights
+    /// softmax(λ) (HGP-MTL); λ ∈ R^K, x holds the K networks' parameters one after another.
+    Ensemble {
+        /// Number K of base networks.
+        members: usize,
+    },
+}
+
+/// The settings of a [`NetClient`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NetConfig {
+    /// The network.
+    pub arch: Architecture,
+    /// How λ enters.
+    pub mode: HyperMode,
+    /// L2 weight γ on x in the inner cost.
+    pub l2: f64,
+    /// L2 weight on λ in the outer cost (f_i = mean loss + (l2_lambda / 2)|λ|²).
+    pub l2_lambda: f64,
+    /// Double backward or central differences.
+    pub derivatives: DerivativeMode,
+}
+
+/// Labelled instances on the device: features (m × p) and targets (one-hot m × C, or 0/1
+/// labels m × 1 for the logistic model).
+#[derive(Clone, Debug)]
+struct Instances {
+    features: Tensor,
+    targets: Tensor,
+    len: usize,
+}
+
+/// A client of a decentralized bilevel problem whose inner cost is a network's training
+/// loss and whose outer cost is its loss on another set (validation, or the training set
+/// itself for personalization), both depending on λ as set by [`HyperMode`]. x is the flat
+/// vector of all parameters (one row of the n × d buffer).
+#[derive(Clone, Debug)]
+pub struct NetClient<T> {
+    config: NetConfig,
+    device: Device,
+    train: Instances,
+    outer: Instances,
+    shapes: Vec<Vec<usize>>,
+    member_dim: usize,
+    _scalar: PhantomData<T>,
+}
+
+/// The device the networks run on: the first CUDA device with the `cuda` feature, else CPU.
+pub fn default_device() -> Device {
+    #[cfg(feature = "cuda")]
+    {
+        if let Ok(d) = Device::new_cuda(0) {
+            return d;
+        }
+    }
+    Device::Cpu
+}
+
+fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
+    // candle's messages may carry a backtrace after the first line.
+    move |e| {
+        ModelError::Network(format!(
+            "{what}: {}",
+            e.to_string().lines().next().unwrap_or("")
+        ))
+    }
+}
+
+impl<T: Scalar + WithDType> NetClient<T> {
+    /// A client from its training set and outer set (features row-major, `labels` class
+    /// indices, or 0/1 for the logistic model).
+    pub fn new<F: Copy + Into<f64>>(
+        config: NetConfig,
+        train: (&[F], &[u8]),
+        outer: (&[F], &[u8]),
+    ) -> Result<Self> {
+        for (name, value) in [
+            ("the L2 weight γ", config.l2),
+            ("the L2 weight on λ", config.l2_lambda),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(ModelError::Parameter { name, value });
+            }
+        }
+        if let HyperMode::Ensemble { members: 0 } = config.mode {
+            return Err(ModelError::Empty {
+                what: "ensemble (K = 0)",
+            });
+        }
+        let device = default_device();
+        let arch = config.arch;
+        let train = Self::instances(arch, train, "training set", &device)?;
+        let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
+        let specs = arch.params();
+        Ok(Self {
+            config,
+            device,
+            train,
+            outer,
+            shapes: specs.iter().map(|s| s.shape.clone()).collect(),
+            member_dim: arch.dim(),
+            _scalar: PhantomData,
+        })
+    }
+
+    fn instances<F: Copy + Into<f64>>(
+        arch: Architecture,
+        (features, labels): (&[F], &[u8]),
+        what: &'static str,
+        device: &Device,
+    ) -> Result<Instances> {
+        let p = arch.inputs();
+        let m = labels.len();
+        if m == 0 {
+            return Err(ModelError::Empty { what });
+        }
+        if features.len() != m * p {
+            return Err(ModelError::Dimension {
+                what: "features (instances × inputs)",
+                expected: m * p,
+                got: features.len(),
+            });
+        }
+        let outputs = arch.outputs();
+        let classes = outputs.max(2);
+        if let Some(&bad) = labels.iter().find(|&&l| usize::from(l) >= classes) {
+            return Err(ModelError::Dimension {
+                what: "a label (classes of the network)",
+                expected: classes,
+                got: usize::from(bad) + 1,
+            });
+        }
+        let x: Vec<T> = features.iter().map(|&v| T::cast(v.into())).collect();
+        let features = Tensor::from_vec(x, (m, p), device).map_err(candle(what))?;
+        let targets: Vec<T> = if outputs == 1 {
+            labels.iter().map(|&l| T::cast(f64::from(l))).collect()
+        } else {
+            labels
+                .iter()
+                .flat_map(|&l| {
+                    (0..outputs).map(move |c| {
+                        if c == usize::from(l) {
+                            T::one()
+                        } else {
+                            T::zero()
+                        }
+                    })
+                })
+                .collect()
+        };
+        let targets = Tensor::from_vec(targets, (m, outputs), device).map_err(candle(what))?;
+        Ok(Instances {
+            features,
+            targets,
+            len: m,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &NetConfig {
+        &self.config
+    }
+
+    fn members(&self) -> usize {
+        match self.config.mode {
+            HyperMode::Ensemble { members } => members,
+            _ => 1,
+        }
+    }
+
+    /// Views of the flat `x` as the parameter tensors (member after member).
+    fn params(&self, x: &Tensor) -> CandleResult<Vec<Tensor>> {
+        let mut out = Vec::with_capacity(self.shapes.len() * self.members());
+        let mut offset = 0;
+        for _ in 0..self.members() {
+            for shape in &self.shapes {
+                let len: usize = shape.iter().product();
+                out.push(x.narrow(0, offset, len)?.reshape(shape.as_slice())?);
+                offset += len;
+            }
+        }
+        Ok(out)
+    }
+
+    fn tensor(&self, v: &[T]) -> CandleResult<Tensor> {
+        Tensor::from_slice(v, v.len(), &self.device)
+    }
+
+    /// Per-instance losses (B) of `set` restricted to `batch`, with λ applied as a mask or
+    /// ensemble weights (instance weights are applied by the caller).
+    fn losses(
+        &self,
+        x: &Tensor,
+        lambda: &Tensor,
+        set: &Instances,
+        batch: Batch<'_>,
+    ) -> CandleResult<(Tensor, Option<Tensor>)> {
+        let (features, targets, idx) = match batch {
+            Batch::Full => (set.features.clone(), set.targets.clone(), None),
+            Batch::Indices(idx) => {
+                let ids: Vec<u32> = idx.iter().map(|&k| k as u32).collect();
+                let ids = Tensor::from_vec(ids, idx.len(), &self.device)?;
+                (
+                    set.features.index_select(&ids, 0)?,
+                    set.targets.index_select(&ids, 0)?,
+                    Some(ids),
+                )
+            }
+        };
+        let params = self.params(x)?;
+        let per = self.shapes.len();
+        let arch = self.config.arch;
+        let losses = if let Architecture::Logistic { .. } = arch {
+            // log(1 + e^s) − y s, with log(1 + e^s) = relu(s) + log(1 + e^{−|s|}).
+            let s = arch.forward(&params, &features)?;
+            let softplus = (s.relu()? + (s.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+            (softplus - (s * &targets)?)?.squeeze(1)?
+        } else {
+            match self.config.mode {
+                HyperMode::InstanceWeights => {
+                    let logits = arch.forward(&params, &features)?;
+                    (log_softmax(&logits)? * &targets)?.sum(1)?.neg()?
+                }
+                HyperMode::ClassMask => {
+                    let logits = arch.forward(&params, &features)?;
+                    let classes = arch.outputs() as f64;
+                    let mask = (softmax(lambda)? * classes)?;
+                    let masked = logits.broadcast_mul(&mask.unsqueeze(0)?)?;
+                    (log_softmax(&masked)? * &targets)?.sum(1)?.neg()?
+                }
+                HyperMode::Ensemble { members } => {
+                    // −log Σ_k π_k p_k(y) = −logsumexp_k(log π_k + log p_k(y)).
+                    let log_pi = log_softmax(&lambda.unsqueeze(0)?)?.squeeze(0)?;
+                    let mut terms = Vec::with_capacity(members);
+                    for k in 0..members {
+                        let logits = arch.forward(&params[k * per..(k + 1) * per], &features)?;
+                        let log_py = (log_softmax(&logits)? * &targets)?.sum_keepdim(1)?;
+                        terms.push(log_py.broadcast_add(&log_pi.narrow(0, k, 1)?)?);
+                    }
+                    let stacked = Tensor::cat(&terms, 1)?;
+                    log_softmax_total(&stacked)?.neg()?
+                }
+            }
+        };
+        Ok((losses, idx))
+    }
+
+    /// g_i(x, λ; batch) as a scalar tensor.
+    fn inner_loss(&self, x: &Tensor, lambda: &Tensor, batch: Batch<'_>) -> CandleResult<Tensor> {
+        let (losses, idx) = self.losses(x, lambda, &self.train, batch)?;
+        let weighted = match self.config.mode {
+            HyperMode::InstanceWeights => {
+                let w = match &idx {
+                    Some(ids) => lambda.index_select(ids, 0)?,
+                    None => lambda.clone(),
+                };
+                (losses * w)?
+            }
+            _ => losses,
+        };
+        let ridge = (x.sqr()?.sum_all()? * (0.5 * self.config.l2))?;
+        weighted.mean_all()? + ridge
+    }
+
+    /// f_i(x, λ) as a scalar tensor.
+    fn outer_loss(&self, x: &Tensor, lambda: &Tensor) -> CandleResult<Tensor> {
+        let (losses, _) = self.losses(x, lambda, &self.outer, Batch::Full)?;
+        let ridge = (lambda.sqr()?.sum_all()? * (0.5 * self.config.l2_lambda))?;
+        losses.mean_all()? + ridge
+    }
+
+    /// Gradients of `loss(x, λ)` in x and λ.
+    fn gradients(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        loss: impl Fn(&Tensor, &Tensor) -> CandleResult<Tensor>,
+    ) -> CandleResult<(Vec<T>, Vec<T>)> {
+        let xv = Var::from_tensor(&self.tensor(x)?)?;
+        let lv = Var::from_tensor(&self.tensor(lambda)?)?;
+        let grads = loss(xv.as_tensor(), lv.as_tensor())?.backward()?;
+        let pull = |v: &Var, n: usize| -> CandleResult<Vec<T>> {
+            match grads.get(v.as_tensor()) {
+                Some(g) => g.detach().to_vec1::<T>(),
+                None => Ok(vec![T::zero(); n]),
+            }
+        };
+        Ok((pull(&xv, x.len())?, pull(&lv, lambda.len())?))
+    }
+
+    /// The derivative in x and λ of ⟨∂_x g(x, λ; batch), u⟩ by double backward:
+    /// (∂²_x g · u, ∂²_{xλ} g · u).
+    fn second_order(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<(Vec<T>, Vec<T>)> {
+        let xv = Var::from_tensor(&self.tensor(x)?)?;
+        let lv = Var::from_tensor(&self.tensor(lambda)?)?;
+        let grads = self
+            .inner_loss(xv.as_tensor(), lv.as_tensor(), batch)?
+            .backward()?;
+        let gx = grads
+            .get(xv.as_tensor())
+            .ok_or_else(|| candle_core::Error::Msg("no gradient in x".to_string()))?;
+        let directional = (gx * self.tensor(u)?)?.sum_all()?;
+        let second = directional.backward()?;
+        let pull = |v: &Var, n: usize| -> CandleResult<Vec<T>> {
+            match second.get(v.as_tensor()) {
+                Some(g) => g.detach().to_vec1::<T>(),
+                None => Ok(vec![T::zero(); n]),
+            }
+        };
+        Ok((pull(&xv, x.len())?, pull(&lv, lambda.len())?))
+    }
+
+    /// Central differences of (∂_x g, ∂_λ g) along u: (∂²_x g · u, ∂²_{xλ} g · u). The step
+    /// is ε = √(machine ε) · (1 + ‖x‖) / ‖u‖, balancing truncation against rounding.
+    fn second_order_by_differences(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<(Vec<T>, Vec<T>)> {
+        let norm = |v: &[T]| v.iter().map(|a| a.as_f64().powi(2)).sum::<f64>().sqrt();
+        let un = norm(u);
+        if un == 0.0 {
+            return Ok((vec![T::zero(); x.len()], vec![T::zero(); lambda.len()]));
+        }
+        let eps = T::EPSILON.as_f64().sqrt() * (1.0 + norm(x)) / un;
+        let at = |sign: f64| {
+            let shifted: Vec<T> = x
+                .iter()
+                .zip(u)
+                .map(|(&a, &b)| a + T::cast(sign * eps) * b)
+                .collect();
+            self.gradients(&shifted, lambda, |xt, lt| self.inner_loss(xt, lt, batch))
+        };
+        let (plus_x, plus_l) = at(1.0)?;
+        let (minus_x, minus_l) = at(-1.0)?;
+        let scale = T::cast(0.5 / eps);
+        let diff = |p: Vec<T>, m: Vec<T>| {
+            p.iter()
+                .zip(&m)
+                .map(|(&a, &b)| (a - b) * scale)
+                .collect::<Vec<T>>()
+        };
+        Ok((diff(plus_x, minus_x), diff(plus_l, minus_l)))
+    }
+
+    fn second(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>) -> (Vec<T>, Vec<T>) {
+        let exact = match self.config.derivatives {
+            DerivativeMode::DoubleBackward => true,
+            DerivativeMode::FiniteDifferences => false,
+            DerivativeMode::Auto => double_backward_available(),
+        };
+        let result = if exact {
+            self.second_order(x, lambda, u, batch)
+        } else {
+            self.second_order_by_differences(x, lambda, u, batch)
+        };
+        unwrap_candle(result)
+    }
+}
+
+/// log Σ_k exp(row_k) for each row (B × K → B).
+fn log_softmax_total(x: &Tensor) -> CandleResult<Tensor> {
+    let m = x.max_keepdim(1)?.detach();
+    (x.broadcast_sub(&m)?.exp()?.sum_keepdim(1)?.log()? + m)?.squeeze(1)
+}
+
+/// softmax of a vector, from differentiable primitives.
+fn softmax(v: &Tensor) -> CandleResult<Tensor> {
+    let e = v.broadcast_sub(&v.max_all()?.detach())?.exp()?;
+    e.broadcast_div(&e.sum_all()?)
+}
+
+/// The costs are validated at construction, so a candle failure here is a bug or a device
+/// failure, not bad input.
+fn unwrap_candle<V>(r: CandleResult<V>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!(
+            "network evaluation failed (shapes were checked when the client was built): {}",
+            e.to_string().lines().next().unwrap_or("")
+        ),
+    }
+}
+
+impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
+    fn dim_x(&self) -> usize {
+        self.member_dim * self.members()
+    }
+    fn dim_lambda(&self) -> usize {
+        match self.config.mode {
+            HyperMode::InstanceWeights => self.train.len,
+            HyperMode::ClassMask => self.config.arch.outputs(),
+            HyperMode::Ensemble { members } => members,
+        }
+    }
+    fn num_train(&self) -> usize {
+        self.train.len
+    }
+    fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T {
+        let value = (|| {
+            let l = self.inner_loss(&self.tensor(x)?, &self.tensor(lambda)?, batch)?;
+            l.to_dtype(DType::F64)?.to_scalar::<f64>()
+        })();
+        T::cast(unwrap_candle(value))
+    }
+    fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]) {
+        let (gx, _) =
+            unwrap_candle(self.gradients(x, lambda, |xt, lt| self.inner_loss(xt, lt, batch)));
+        out.copy_from_slice(&gx);
+    }
+}
+
+impl<T: Scalar + WithDType> InnerHvp<T> for NetClient<T> {
+    fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
+        out.copy_from_slice(&self.second(x, lambda, u, batch).0);
+    }
+}
+
+impl<T: Scalar + WithDType> InnerCrossJvp<T> for NetClient<T> {
+    fn inner_cross_jvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
+        out.copy_from_slice(&self.second(x, lambda, u, batch).1);
+    }
+
+    /// One second backward pass gives both products.
+    fn inner_second_order(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) {
+        let (h, c) = self.second(x, lambda, u, batch);
+        hvp.copy_from_slice(&h);
+        cross.copy_from_slice(&c);
+    }
+}
+
+impl<T: Scalar + WithDType> OuterCost<T> for NetClient<T> {
+    fn outer_value(&self, x: &[T], lambda: &[T]) -> T {
+        let value = (|| {
+            let l = self.outer_loss(&self.tensor(x)?, &self.tensor(lambda)?)?;
+            l.to_dtype(DType::F64)?.to_scalar::<f64>()
+        })();
+        T::cast(unwrap_candle(value))
+    }
+    fn outer_grad_x(&self, x: &[T], lambda: &[T], out: &mut [T]) {
+        let (gx, _) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        out.copy_from_slice(&gx);
+    }
+    fn outer_grad_lambda(&self, x: &[T], lambda: &[T], out: &mut [T]) {
+        let (_, gl) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        out.copy_from_slice(&gl);
+    }
+}
+
+impl<T: Scalar + WithDType> NetClient<T> {
+    /// Predicted classes of `features` (row-major, m × inputs) for parameters x and λ: the
+    /// argmax of the masked logits, or of the ensemble's mixed probabilities.
+    pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
+        let p = self.config.arch.inputs();
+        let m = features.len() / p.max(1);
+        let run = || -> CandleResult<Vec<u8>> {
+            let feats: Vec<T> = features.iter().map(|&v| T::cast(f64::from(v))).collect();
+            let feats = Tensor::from_vec(feats, (m, p), &self.device)?;
+            let xt = self.tensor(x)?;
+            let lt = self.tensor(lambda)?;
+            let params = self.params(&xt)?;
+            let per = self.shapes.len();
+            let arch = self.config.arch;
+            let scores = match self.config.mode {
+                HyperMode::Ensemble { members } => {
+                    let pi = softmax(&lt)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+                    let mut mix: Option<Tensor> = None;
+                    for (k, &weight) in pi.iter().enumerate().take(members) {
+                        let probs =
+                            log_softmax(&arch.forward(&params[k * per..(k + 1) * per], &feats)?)?
+                                .exp()?;
+                        let weighted = (probs * weight)?;
+                        mix = Some(match mix {
+                            Some(acc) => (acc + weighted)?,
+                            None => weighted,
+                        });
+                    }
+                    mix.ok_or_else(|| candle_core::Error::Msg("empty ensemble".to_string()))?
+                }
+                HyperMode::ClassMask => {
+                    let mask = (softmax(&lt)? * arch.outputs() as f64)?;
+                    arch.forward(&params, &feats)?
+                        .broadcast_mul(&mask.unsqueeze(0)?)?
+                }
+                HyperMode::InstanceWeights => arch.forward(&params, &feats)?,
+            };
+            if arch.outputs() == 1 {
+                let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+                return Ok(s.iter().map(|&v| u8::from(v > 0.0)).collect());
+            }
+            scores
+                .argmax(1)?
+                .to_dtype(DType::U32)?
+                .to_vec1::<u32>()
+                .map(|v| v.iter().map(|&c| c as u8).collect())
+        };
+        run().map_err(candle("prediction"))
+    }
+}

@@ -1,0 +1,18 @@
+//! Neural-network clients on candle: the CNNs and MLP of the papers behind the same client
+//! objective traits as the analytic models, so HGP and every averager work on them unchanged.
+//!
+//! Gradients come from candle's backward pass; Hessian-vector products ∂²_x g · u and cross
+//! Jacobian-vector products ∂²_{xλ} g · u from a second backward pass through ⟨∂_x g, u⟩
+//! (candle keeps the gradient graph when `CANDLE_GRAD_DO_NOT_DETACH=1` is set before any
+//! thread uses it: see [`enable_double_backward`]), or, where that is unavailable, from
+//! central differences of gradients.
+
+mod arch;
+mod autodiff;
+mod client;
+
+pub use arch::{Architecture, IMAGE_SIDE, ParamSpec, log_softmax};
+pub use autodiff::{
+    DOUBLE_BACKWARD_ENV, DerivativeMode, double_backward_available, enable_double_backward,
+};
+pub use client::{HyperMode, NetClient, NetConfig, default_device};

@@ -1,0 +1,305 @@
+//! Network clients on candle: derivatives against the analytic logistic model (eq. 12) and
+//! against differences, symmetry of Hessian-vector products on the CNNs, the λ modes.
+
+use hgp_graphs::rng;
+use hgp_models::data::{ClientData, Dataset};
+use hgp_models::nn::{
+    Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, double_backward_available,
+};
+use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost, WeightedLogistic};
+use rand::RngExt;
+
+fn random(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut r = rng::stream(seed, 77, n as u64);
+    (0..n).map(|_| r.random_range(lo..hi)).collect()
+}
+
+fn labels(n: usize, classes: u8, seed: u64) -> Vec<u8> {
+    let mut r = rng::stream(seed, 78, n as u64);
+    (0..n).map(|_| r.random_range(0..classes)).collect()
+}
+
+/// ‖a − b‖∞ / max(‖b‖∞, tiny).
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
+    a.iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn double_backward_is_enabled_for_the_tests() {
+    // .cargo/config.toml sets CANDLE_GRAD_DO_NOT_DETACH=1 for cargo's processes.
+    assert!(double_backward_available());
+}
+
+/// The logistic model of eq. (12) written as a candle network agrees with the analytic one:
+/// to 1e-6 relative (in fact to rounding) by double backward, to 1e-3 by differences.
+#[test]
+fn network_logistic_matches_the_analytic_model() {
+    let (m, p, gamma) = (30, 6, 0.01);
+    let train_x = random(m * p, 1, -1.5, 1.5);
+    let val_x = random(20 * p, 2, -1.5, 1.5);
+    let train_y = labels(m, 2, 3);
+    let val_y = labels(20, 2, 4);
+    let data = ClientData {
+        train: Dataset {
+            features: train_x.clone(),
+            labels: train_y.iter().map(|&l| f64::from(l)).collect(),
+            dim: p,
+        },
+        val: Dataset {
+            features: val_x.clone(),
+            labels: val_y.iter().map(|&l| f64::from(l)).collect(),
+            dim: p,
+        },
+    };
+    let analytic = WeightedLogistic::<f64>::new(&data, gamma, false).unwrap();
+    let x = random(p, 5, -1.0, 1.0);
+    let lambda = random(m, 6, 0.5, 1.5);
+    let u = random(p, 7, -1.0, 1.0);
+    let idx: Vec<usize> = (0..m).step_by(3).collect();
+    for (derivatives, tol) in [
+        (DerivativeMode::DoubleBackward, 1e-6),
+        (DerivativeMode::FiniteDifferences, 1e-3),
+    ] {
+        let config = NetConfig {
+            arch: Architecture::Logistic { inputs: p },
+            mode: HyperMode::InstanceWeights,
+            l2: gamma,
+            l2_lambda: 0.0,
+            derivatives,
+        };
+        let net = NetClient::<f64>::new(config, (&train_x, &train_y), (&val_x, &val_y)).unwrap();
+        assert_eq!((net.dim_x(), net.dim_lambda()), (p, m));
+        for batch in [Batch::Full, Batch::Indices(&idx)] {
+            let pair = |f: &dyn Fn(&mut [f64]), g: &dyn Fn(&mut [f64]), n: usize| {
+                let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+                f(&mut a);
+                g(&mut b);
+                rel(&a, &b)
+            };
+            let grad = pair(
+                &|o| net.inner_grad(&x, &lambda, batch, o),
+                &|o| analytic.inner_grad(&x, &lambda, batch, o),
+                p,
+            );
+            let hvp = pair(
+                &|o| net.inner_hvp(&x, &lambda, &u, batch, o),
+                &|o| analytic.inner_hvp(&x, &lambda, &u, batch, o),
+                p,
+            );
+            let cross = pair(
+                &|o| net.inner_cross_jvp(&x, &lambda, &u, batch, o),
+                &|o| analytic.inner_cross_jvp(&x, &lambda, &u, batch, o),
+                m,
+            );
+            let outer = pair(
+                &|o| net.outer_grad_x(&x, &lambda, o),
+                &|o| analytic.outer_grad_x(&x, &lambda, o),
+                p,
+            );
+            let value = (net.inner_value(&x, &lambda, batch)
+                - analytic.inner_value(&x, &lambda, batch))
+            .abs();
+            assert!(
+                grad < 1e-12 && outer < 1e-12 && value < 1e-12,
+                "{derivatives:?}: {grad:e} {outer:e} {value:e}"
+            );
+            assert!(
+                hvp < tol && cross < tol,
+                "{derivatives:?}, HVP {hvp:e}, cross-JVP {cross:e}"
+            );
+        }
+    }
+}
+
+fn images(n: usize, seed: u64) -> Vec<f64> {
+    random(n * 784, seed, 0.0, 1.0)
+}
+
+fn client(
+    arch: Architecture,
+    mode: HyperMode,
+    derivatives: DerivativeMode,
+    m: usize,
+) -> NetClient<f64> {
+    let config = NetConfig {
+        arch,
+        mode,
+        l2: 1e-3,
+        l2_lambda: 1e-2,
+        derivatives,
+    };
+    NetClient::new(
+        config,
+        (&images(m, 10), &labels(m, 10, 11)),
+        (&images(6, 12), &labels(6, 10, 13)),
+    )
+    .unwrap()
+}
+
+/// u·(Hw) = w·(Hu) for the networks (the Hessian is symmetric), by double backward.
+#[test]
+fn hessian_vector_products_are_symmetric_on_the_networks() {
+    for arch in [
+        Architecture::SmallCnn { classes: 10 },
+        Architecture::Table5Cnn { classes: 10 },
+        Architecture::Mlp { classes: 10 },
+    ] {
+        let net = client(
+            arch,
+            HyperMode::ClassMask,
+            DerivativeMode::DoubleBackward,
+            4,
+        );
+        let d = net.dim_x();
+        let x = arch.init(1);
+        let lambda = random(10, 2, -0.5, 0.5);
+        let (u, w) = (random(d, 3, -1.0, 1.0), random(d, 4, -1.0, 1.0));
+        let (mut hu, mut hw) = (vec![0.0; d], vec![0.0; d]);
+        net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut hu);
+        net.inner_hvp(&x, &lambda, &w, Batch::Full, &mut hw);
+        let (a, b) = (dot(&w, &hu), dot(&u, &hw));
+        assert!(
+            (a - b).abs() < 1e-10 * (a.abs() + b.abs()),
+            "{}: {a} vs {b}",
+            arch.name()
+        );
+        assert!(a.abs() > 0.0);
+    }
+}
+
+/// Double backward agrees with central differences of gradients on every network and λ
+/// mode (to 1e-5 relative in f64: the networks are smooth away from ReLU and max-pool kinks,
+/// which a step of ~1e-8 rarely crosses).
+#[test]
+fn double_backward_matches_differences_for_every_mode() {
+    let modes = [
+        HyperMode::InstanceWeights,
+        HyperMode::ClassMask,
+        HyperMode::Ensemble { members: 3 },
+    ];
+    for arch in [
+        Architecture::SmallCnn { classes: 10 },
+        Architecture::Mlp { classes: 10 },
+    ] {
+        for mode in modes {
+            let exact = client(arch, mode, DerivativeMode::DoubleBackward, 5);
+            let diff = client(arch, mode, DerivativeMode::FiniteDifferences, 5);
+            let (d, dl) = (exact.dim_x(), exact.dim_lambda());
+            let members = if let HyperMode::Ensemble { members } = mode {
+                members
+            } else {
+                1
+            };
+            let x: Vec<f64> = (0..members)
+                .flat_map(|k| arch.init(20 + k as u64))
+                .collect();
+            assert_eq!(x.len(), d);
+            let lambda = if mode == HyperMode::InstanceWeights {
+                random(dl, 5, 0.5, 1.5)
+            } else {
+                random(dl, 5, -1.0, 1.0)
+            };
+            let u = random(d, 6, -1.0, 1.0);
+            let idx = [0usize, 2, 4];
+            for batch in [Batch::Full, Batch::Indices(&idx)] {
+                let (mut h1, mut h2) = (vec![0.0; d], vec![0.0; d]);
+                exact.inner_hvp(&x, &lambda, &u, batch, &mut h1);
+                diff.inner_hvp(&x, &lambda, &u, batch, &mut h2);
+                let (mut c1, mut c2) = (vec![0.0; dl], vec![0.0; dl]);
+                exact.inner_cross_jvp(&x, &lambda, &u, batch, &mut c1);
+                diff.inner_cross_jvp(&x, &lambda, &u, batch, &mut c2);
+                assert!(
+                    rel(&h1, &h2) < 1e-5,
+                    "{} {mode:?}: HVP {:e}",
+                    arch.name(),
+                    rel(&h1, &h2)
+                );
+                assert!(
+                    rel(&c1, &c2) < 1e-5,
+                    "{} {mode:?}: cross-JVP {:e}",
+                    arch.name(),
+                    rel(&c1, &c2)
+                );
+                assert!(c1.iter().any(|v| *v != 0.0));
+            }
+            // The outer gradient in λ against differences of f.
+            let mut gl = vec![0.0; dl];
+            exact.outer_grad_lambda(&x, &lambda, &mut gl);
+            let h = 1e-6;
+            for j in 0..dl.min(4) {
+                let (mut p, mut q) = (lambda.clone(), lambda.clone());
+                p[j] += h;
+                q[j] -= h;
+                let fd = (exact.outer_value(&x, &p) - exact.outer_value(&x, &q)) / (2.0 * h);
+                assert!(
+                    (fd - gl[j]).abs() < 1e-6 * (1.0 + fd.abs()),
+                    "{mode:?} ∂_λ f: {fd} vs {}",
+                    gl[j]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn modes_have_their_sizes_and_predict() {
+    let arch = Architecture::SmallCnn { classes: 10 };
+    let ens = client(
+        arch,
+        HyperMode::Ensemble { members: 3 },
+        DerivativeMode::Auto,
+        4,
+    );
+    assert_eq!(ens.dim_x(), 3 * arch.dim());
+    assert_eq!(ens.dim_lambda(), 3);
+    assert_eq!(
+        client(arch, HyperMode::InstanceWeights, DerivativeMode::Auto, 4).dim_lambda(),
+        4
+    );
+    assert_eq!(
+        client(arch, HyperMode::ClassMask, DerivativeMode::Auto, 4).dim_lambda(),
+        10
+    );
+    let x: Vec<f64> = (0..3).flat_map(|k| arch.init(k)).collect();
+    let feats: Vec<f32> = images(7, 1).iter().map(|&v| v as f32).collect();
+    let pred = ens.predict(&x, &[0.0, 0.0, 0.0], &feats).unwrap();
+    assert_eq!(pred.len(), 7);
+    assert!(pred.iter().all(|&c| c < 10));
+    assert_eq!(arch.dim(), 20 * 25 + 20 + 20 * 20 * 25 + 20 + 10 * 320 + 10);
+    assert_eq!(
+        Architecture::Table5Cnn { classes: 10 }.dim(),
+        32 * 25 + 32 + 64 * 32 * 25 + 64 + 2048 * 1024 + 2048 + 10 * 2048 + 10
+    );
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let arch = Architecture::Mlp { classes: 3 };
+    let config = NetConfig {
+        arch,
+        mode: HyperMode::ClassMask,
+        l2: 0.0,
+        l2_lambda: 0.0,
+        derivatives: DerivativeMode::Auto,
+    };
+    let x = images(2, 1);
+    let e = NetClient::<f64>::new(config, (&x, &[0, 5]), (&x, &[0, 1])).unwrap_err();
+    assert!(e.to_string().contains("label"), "{e}");
+    let e = NetClient::<f64>::new(config, (&x[..100], &[0, 1]), (&x, &[0, 1])).unwrap_err();
+    assert!(e.to_string().contains("features"), "{e}");
+    let e = NetClient::<f64>::new(
+        NetConfig { l2: -1.0, ..config },
+        (&x, &[0, 1]),
+        (&x, &[0, 1]),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("-1"), "{e}");
+}
