@@ -40,6 +40,7 @@ enum Command {
 fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_models::nn::enable_double_backward() };
+    hgp_models::nn::tune_allocator();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Error(c) => c.run(),

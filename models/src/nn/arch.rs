@@ -99,6 +99,29 @@ fn conv2d(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
     out.broadcast_add(&b.reshape((1, b.dim(0)?, 1, 1))?)
 }
 
+/// Convolution of the input images (stride 1, no padding) plus bias, as one matrix product
+/// of their k × k patches with the kernels. The images are data, not parameters, so their
+/// patches need no gradient; this avoids candle computing (and discarding) the input
+/// gradient of the first layer, its most expensive backward step on the CPU.
+fn conv2d_input(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let x = x.detach();
+    let (batch, c, h, wd) = x.dims4()?;
+    let (out, _, k, _) = w.dims4()?;
+    let (ho, wo) = (h - k + 1, wd - k + 1);
+    let mut shifted = Vec::with_capacity(k * k);
+    for di in 0..k {
+        for dj in 0..k {
+            shifted.push(x.narrow(2, di, ho)?.narrow(3, dj, wo)?);
+        }
+    }
+    // (B, C, k·k, ho, wo) → (B·ho·wo, C·k·k), in the order of the kernel's (C, k, k).
+    let patches = Tensor::stack(&shifted, 2)?
+        .permute((0, 3, 4, 1, 2))?
+        .reshape((batch * ho * wo, c * k * k))?;
+    let y = patches.matmul(&w.flatten_from(1)?.t()?)?.broadcast_add(b)?;
+    y.reshape((batch, ho, wo, out))?.permute((0, 3, 1, 2))
+}
+
 impl Architecture {
     /// Outputs per instance (C, or 1 logit for the logistic model).
     pub fn outputs(&self) -> usize {
@@ -163,7 +186,7 @@ impl Architecture {
             Self::Table5Cnn { .. } | Self::SmallCnn { .. } => {
                 let b = x.dim(0)?;
                 let h = x.reshape((b, 1, IMAGE_SIDE, IMAGE_SIDE))?;
-                let h = max_pool2(&conv2d(&h, &p[0], &p[1])?.relu()?)?;
+                let h = max_pool2(&conv2d_input(&h, &p[0], &p[1])?.relu()?)?;
                 let h = max_pool2(&conv2d(&h, &p[2], &p[3])?.relu()?)?;
                 let h = h.flatten_from(1)?;
                 if p.len() == 8 {
