@@ -32,6 +32,9 @@ enum Command {
     /// Sec. 5.2 / Fig. 1c: predict by HGP how removing each training instance changes the
     /// total validation loss, then remove the top instances and retrain to compare (R², F1).
     Influence(commands::influence::Influence),
+    /// Sec. 5.3 / Table 2 / Fig. 4: personalization (HGP-PL, HGP-MTL, PDBO-MTL local)
+    /// against SGP and Local over FC, FixU, RandU and RandD networks.
+    Personalize(commands::personalize::Personalize),
     /// Write the synthetic data of the HGP paper (FedEM-style mixture) as a client CSV
     /// directory that --data reads.
     GenSynthetic(commands::gen_synthetic::GenSynthetic),
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Error(c) => c.run(),
         Command::Hypergrad(c) => c.run(),
         Command::Influence(c) => c.run(),
+        Command::Personalize(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };
     match result {

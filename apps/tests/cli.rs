@@ -320,3 +320,54 @@ fn influence_runs_on_the_cnn_end_to_end() {
     ]);
     assert!(err.contains("idx3-ubyte"), "{err}");
 }
+
+#[test]
+fn personalize_runs_every_method_on_every_network_reproducibly() {
+    // A tiny configuration (MLP, 3 clients, a few steps) of the whole table; the real runs
+    // take minutes (--quick) to days (the paper's setting on a CPU).
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "personalize",
+        "--model",
+        "mlp",
+        "--clients",
+        "3",
+        "--images",
+        "150",
+        "--sgp-steps",
+        "3",
+        "--batch",
+        "8",
+        "--outer-steps",
+        "2",
+        "--neumann-terms",
+        "2",
+        "--push-steps",
+        "2",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
+    let first = json(&hgp(&args));
+    let rows = first["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 20);
+    for method in ["hgp-pl", "hgp-mtl", "pdbo-mtl-local", "sgp", "local"] {
+        for network in ["fc", "fixu", "randu", "randd"] {
+            let row = rows
+                .iter()
+                .find(|r| r["method"] == method && r["network"] == network)
+                .unwrap();
+            for key in ["average", "bottom10"] {
+                let v = row[key].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&v), "{method}/{network} {key} {v}");
+            }
+        }
+    }
+    for file in ["personalize.csv", "personalize.md", "curves.svg"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    // Same seed, same numbers.
+    assert_eq!(json(&hgp(&args)), first);
+    let err = fails(&["personalize", "--networks", "exp"]);
+    assert!(err.contains("fc, fixu, randu and randd"), "{err}");
+}

@@ -12,6 +12,9 @@ pub enum HypergradError {
     /// A Neumann step that is not a positive finite number.
     #[error("the Neumann step η must be positive and finite (got {0})")]
     Eta(f64),
+    /// An outer learning rate that is not a positive finite number.
+    #[error("the hyper-learning rate must be positive and finite (got {0})")]
+    LearningRate(f64),
     /// Inputs whose sizes disagree.
     #[error("{what}: expected {expected}, got {got}")]
     Shape {

@@ -71,8 +71,7 @@ pub(crate) fn outer_gradients<T: Scalar, C: ClientObjective<T>>(
     let mut u = ClientBuffer::zeros(clients.len(), x.d());
     let mut v = lambda.zeros_like();
     for (i, c) in clients.iter().enumerate() {
-        c.outer_grad_x(x.row(i), lambda.row(i), u.row_mut(i));
-        c.outer_grad_lambda(x.row(i), lambda.row(i), v.row_mut(i));
+        c.outer_grads(x.row(i), lambda.row(i), u.row_mut(i), v.row_mut(i));
     }
     (u, v)
 }

@@ -7,7 +7,9 @@
 //! - [`Hgp`]: Hyper-Gradient Push (Alg. 2), the fixed-point iteration (10) of the stationary
 //!   condition of Lemma 1, generic over any `Averager` (Push-Sum, exact Θ, gossip, central);
 //! - [`Exact`]: the dense fixed-point formula, for checking (small problems only);
-//! - [`Local`]: ∂_λ f_i alone, the no-cooperation baseline.
+//! - [`Local`]: ∂_λ f_i alone, the no-cooperation baseline;
+//!
+//! and [`Adam`], the outer optimizer of the personalization experiments.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,11 +33,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod adam;
 mod error;
 mod estimator;
 mod exact;
 mod hgp;
 
+pub use adam::Adam;
 pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};

@@ -68,6 +68,14 @@ pub trait OuterCost<T: Scalar>: Send + Sync {
     fn outer_grad_x(&self, x: &[T], lambda: &[T], out: &mut [T]);
     /// ∂_λ f_i(x, λ_i), written to `out` (length d_λ).
     fn outer_grad_lambda(&self, x: &[T], lambda: &[T], out: &mut [T]);
+
+    /// Both partial gradients, ∂_x f_i into `grad_x` and ∂_λ f_i into `grad_lambda`. Models
+    /// that get both from one backward pass override this; by default it calls the two
+    /// methods.
+    fn outer_grads(&self, x: &[T], lambda: &[T], grad_x: &mut [T], grad_lambda: &mut [T]) {
+        self.outer_grad_x(x, lambda, grad_x);
+        self.outer_grad_lambda(x, lambda, grad_lambda);
+    }
 }
 
 /// Everything HGP needs from a client: g_i with its HVPs and cross-JVPs, and f_i.

@@ -4,3 +4,4 @@ pub mod error;
 pub mod gen_synthetic;
 pub mod hypergrad;
 pub mod influence;
+pub mod personalize;

@@ -482,6 +482,13 @@ impl<T: Scalar + WithDType> OuterCost<T> for NetClient<T> {
         let (_, gl) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
         out.copy_from_slice(&gl);
     }
+
+    /// One backward pass gives both gradients.
+    fn outer_grads(&self, x: &[T], lambda: &[T], grad_x: &mut [T], grad_lambda: &mut [T]) {
+        let (gx, gl) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        grad_x.copy_from_slice(&gx);
+        grad_lambda.copy_from_slice(&gl);
+    }
 }
 
 impl<T: Scalar + WithDType> NetClient<T> {
