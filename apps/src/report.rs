@@ -78,3 +78,30 @@ pub fn sci(x: f64) -> String {
         format!("{x:.2e}")
     }
 }
+
+/// The q-quantile of `values` (0 ≤ q ≤ 1), interpolated linearly between order statistics;
+/// NaN for no values.
+pub fn percentile(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate() {
+        let v = [3.0, 1.0, 2.0, 4.0];
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 1.0), 4.0);
+        assert!((percentile(&v, 0.1) - 1.3).abs() < 1e-12);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+}

@@ -16,7 +16,7 @@ use hgp_models::{BatchSize, L2Logistic, PerClient};
 use rayon::prelude::*;
 
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::report::{progress, sci, write_csv};
+use crate::report::{percentile, progress, sci, write_csv};
 use crate::setup::{FIG1_MILESTONES, InnerKind, derive, domain};
 
 /// Which of the two panels of Fig. 1 to run.
@@ -339,8 +339,7 @@ impl ErrorCmd {
                 let band = (0..mean.len())
                     .filter(|&m| keep(m))
                     .map(|m| {
-                        let mut values: Vec<f64> = runs.iter().map(|c| c[m]).collect();
-                        values.sort_by(f64::total_cmp);
+                        let values: Vec<f64> = runs.iter().map(|c| c[m]).collect();
                         (m as f64, percentile(&values, 0.1), percentile(&values, 0.9))
                     })
                     .collect();
@@ -350,14 +349,4 @@ impl ErrorCmd {
         }
         figure
     }
-}
-
-/// Linear-interpolated percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }

@@ -20,7 +20,7 @@ use indicatif::ProgressBar;
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
-use crate::report::{progress, write_csv};
+use crate::report::{percentile, progress, write_csv};
 use crate::setup::{NetworkArgs, NetworkKind, derive, domain};
 
 /// The methods of HGP Table 2 and PDBO Table 1.
@@ -168,18 +168,6 @@ struct Cell {
     outer_loss: Vec<f64>,
     /// The outer step chosen by validation accuracy.
     chosen: usize,
-}
-
-/// Linear-interpolated percentile q of `values`.
-fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
 }
 
 /// Accuracy of each client on its validation or test set.
