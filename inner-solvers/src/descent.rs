@@ -4,21 +4,25 @@ use hgp_averaging::{ClientBuffer, Scalar};
 use hgp_models::{Batch, BatchSampler, InnerCost, PerClient};
 use rayon::prelude::*;
 
+use crate::error::{InnerError, Result};
+use crate::schedule::LrSchedule;
+
 /// Work (values × instances) above which clients take their steps in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
 /// target_i ← target_i − lr · ∂_x g_i(point_i, λ_i; ξ_i), with ξ_i drawn by `sampler` for
-/// (client i, step, draw 0). Parallel over clients; results do not depend on threads.
+/// (client i, step, draw 0); without `point`, the gradient is taken at target_i itself.
+/// Parallel over clients; results do not depend on threads.
 pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     clients: &[C],
     lambda: &PerClient<T>,
-    point: &ClientBuffer<T>,
+    point: Option<&ClientBuffer<T>>,
     target: &mut ClientBuffer<T>,
     lr: T,
     sampler: &BatchSampler,
     step: u64,
 ) {
-    let d = point.d();
+    let d = target.d();
     let work = d * clients.first().map_or(0, |c| c.num_train());
     let body = |(i, row): (usize, &mut [T]), grad: &mut Vec<T>, idx: &mut Vec<usize>| {
         let c = &clients[i];
@@ -29,7 +33,10 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
             Batch::Indices(idx)
         };
         grad.resize(d, T::zero());
-        c.inner_grad(point.row(i), lambda.row(i), batch, grad);
+        match point {
+            Some(p) => c.inner_grad(p.row(i), lambda.row(i), batch, grad),
+            None => c.inner_grad(row, lambda.row(i), batch, grad),
+        }
         for (t, &g) in row.iter_mut().zip(grad.iter()) {
             *t -= lr * g;
         }
@@ -44,6 +51,30 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
         for item in target.rows_mut().enumerate() {
             body(item, &mut g, &mut idx);
         }
+    }
+}
+
+/// One local SGD step of every client at its own x_i (step `t` of the schedule), with the
+/// divergence check.
+pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
+    clients: &[C],
+    lambda: &PerClient<T>,
+    x: &mut ClientBuffer<T>,
+    lr: &LrSchedule,
+    sampler: &BatchSampler,
+    t: usize,
+    solver: &'static str,
+) -> Result<()> {
+    let rate = lr.at(t);
+    descend(clients, lambda, None, x, T::cast(rate), sampler, t as u64);
+    if all_finite(x) {
+        Ok(())
+    } else {
+        Err(InnerError::Diverged {
+            solver,
+            step: t,
+            lr: rate,
+        })
     }
 }
 

@@ -71,7 +71,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
             descend(
                 clients,
                 lambda,
-                &x,
+                Some(&x),
                 &mut step,
                 T::cast(lr),
                 &self.sampler,

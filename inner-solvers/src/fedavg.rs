@@ -3,7 +3,7 @@
 use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Scalar};
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
-use crate::descent::{all_finite, descend};
+use crate::descent::local_step;
 use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
@@ -77,24 +77,15 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
         for r in 0..self.rounds {
             for k in 0..self.local_steps {
                 let t = r * self.local_steps + k;
-                let lr = self.lr.at(t);
-                let point = x.clone();
-                descend(
+                local_step(
                     clients,
                     lambda,
-                    &point,
                     &mut x,
-                    T::cast(lr),
+                    &self.lr,
                     &self.sampler,
-                    t as u64,
-                );
-                if !all_finite(&x) {
-                    return Err(InnerError::Diverged {
-                        solver: "FedAvg",
-                        step: t,
-                        lr,
-                    });
-                }
+                    t,
+                    "FedAvg",
+                )?;
             }
             // The server averages the participants and broadcasts (its cost includes the
             // download that starts the next round).
@@ -153,24 +144,15 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
         check_inputs(clients, lambda, x0)?;
         let mut x = x0.clone();
         for t in 0..self.steps {
-            let lr = self.lr.at(t);
-            let point = x.clone();
-            descend(
+            local_step(
                 clients,
                 lambda,
-                &point,
                 &mut x,
-                T::cast(lr),
+                &self.lr,
                 &self.sampler,
-                t as u64,
-            );
-            if !all_finite(&x) {
-                return Err(InnerError::Diverged {
-                    solver: "local SGD",
-                    step: t,
-                    lr,
-                });
-            }
+                t,
+                "local SGD",
+            )?;
         }
         Ok(InnerSolution::measure(
             clients,

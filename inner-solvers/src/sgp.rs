@@ -112,7 +112,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                     descend(
                         clients,
                         lambda,
-                        &x,
+                        Some(&x),
                         state.z_mut(),
                         T::cast(lr),
                         &self.sampler,
@@ -126,7 +126,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                     descend(
                         clients,
                         lambda,
-                        &x,
+                        Some(&x),
                         state.z_mut(),
                         T::cast(lr),
                         &self.sampler,

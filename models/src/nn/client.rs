@@ -3,6 +3,7 @@
 
 use std::marker::PhantomData;
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Result as CandleResult, Tensor, Var, WithDType};
 use hgp_graphs::Scalar;
 
@@ -300,13 +301,10 @@ impl<T: Scalar + WithDType> NetClient<T> {
         let xv = Var::from_tensor(&self.tensor(x)?)?;
         let lv = Var::from_tensor(&self.tensor(lambda)?)?;
         let grads = loss(xv.as_tensor(), lv.as_tensor())?.backward()?;
-        let pull = |v: &Var, n: usize| -> CandleResult<Vec<T>> {
-            match grads.get(v.as_tensor()) {
-                Some(g) => g.detach().to_vec1::<T>(),
-                None => Ok(vec![T::zero(); n]),
-            }
-        };
-        Ok((pull(&xv, x.len())?, pull(&lv, lambda.len())?))
+        Ok((
+            pull(&grads, &xv, x.len())?,
+            pull(&grads, &lv, lambda.len())?,
+        ))
     }
 
     /// The derivative in x and λ of ⟨∂_x g(x, λ; batch), u⟩ by double backward:
@@ -328,13 +326,10 @@ impl<T: Scalar + WithDType> NetClient<T> {
             .ok_or_else(|| candle_core::Error::Msg("no gradient in x".to_string()))?;
         let directional = (gx * self.tensor(u)?)?.sum_all()?;
         let second = directional.backward()?;
-        let pull = |v: &Var, n: usize| -> CandleResult<Vec<T>> {
-            match second.get(v.as_tensor()) {
-                Some(g) => g.detach().to_vec1::<T>(),
-                None => Ok(vec![T::zero(); n]),
-            }
-        };
-        Ok((pull(&xv, x.len())?, pull(&lv, lambda.len())?))
+        Ok((
+            pull(&second, &xv, x.len())?,
+            pull(&second, &lv, lambda.len())?,
+        ))
     }
 
     /// Central differences of (∂_x g, ∂_λ g) along u: (∂²_x g · u, ∂²_{xλ} g · u). The step
@@ -384,6 +379,14 @@ impl<T: Scalar + WithDType> NetClient<T> {
             self.second_order_by_differences(x, lambda, u, batch)
         };
         unwrap_candle(result)
+    }
+}
+
+/// The gradient of `v` in `grads` as a vector (zeros where `v` did not reach the loss).
+fn pull<T: WithDType + Scalar>(grads: &GradStore, v: &Var, n: usize) -> CandleResult<Vec<T>> {
+    match grads.get(v.as_tensor()) {
+        Some(g) => g.detach().to_vec1::<T>(),
+        None => Ok(vec![T::zero(); n]),
     }
 }
 
