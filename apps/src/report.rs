@@ -1,42 +1,227 @@
-//! Output helpers: progress bars, CSV files, JSON for communication costs.
+//! Output helpers: the output directory, the run log and progress, CSV files, JSON for
+//! communication costs, and small number formats.
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use clap::Args;
 use hgp_averaging::CommCost;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 
-/// A progress bar on stderr (hidden when stderr is not a terminal or `quiet` is set).
-pub fn progress(len: u64, message: &str, quiet: bool) -> ProgressBar {
-    let bar = if quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(len)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{msg:<28} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_message(message.to_string());
-    bar
+/// How a command shows what it is doing.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ReportArgs {
+    /// Write progress as lines on stderr (stage started, every 10 % or minute with the ETA,
+    /// stage done) instead of progress bars: for runs under nohup or in CI logs. The same
+    /// lines always go to hgp.log in the output directory.
+    #[arg(long)]
+    pub log: bool,
+    /// No progress bars and no progress lines on stderr (hgp.log is still written).
+    #[arg(long, conflicts_with = "log")]
+    pub quiet: bool,
 }
 
-/// A spinner with elapsed time for a stage of unknown length (hidden when `quiet`).
-pub fn spinner(message: &str, quiet: bool) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
+/// Creates `dir` if needed and checks that files can be written in it, so a bad `--out` is
+/// reported before any work.
+pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("--out {} is a file, not a directory", dir.display());
     }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.set_message(message.to_string());
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
+    let probe = dir.join(".hgp-write-test");
+    File::create(&probe)
+        .and_then(|mut f| f.write_all(b"ok"))
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    std::fs::remove_file(&probe)
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    Ok(dir.to_path_buf())
+}
+
+/// The run log: timestamped lines to `hgp.log` in the output directory (if any) and, with
+/// `--log`, to stderr; progress bars on a terminal otherwise.
+pub struct Reporter {
+    start: Instant,
+    file: Option<Mutex<File>>,
+    to_stderr: bool,
+    bars: bool,
+}
+
+impl Reporter {
+    /// A reporter writing `hgp.log` in `out` (appending when `append`, e.g. on resume);
+    /// `json` hides the bars (stdout is for the machine-readable result).
+    pub fn new(args: &ReportArgs, out: Option<&Path>, json: bool, append: bool) -> Result<Self> {
+        let file = match out {
+            Some(dir) => {
+                let path = dir.join("hgp.log");
+                let f = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(append)
+                    .truncate(!append)
+                    .open(&path)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                Some(Mutex::new(f))
+            }
+            None => None,
+        };
+        Ok(Self {
+            start: Instant::now(),
+            file,
+            to_stderr: args.log,
+            bars: !(args.log || args.quiet || json),
+        })
+    }
+
+    /// Writes one timestamped line.
+    pub fn line(&self, text: &str) {
+        let line = format!("[{:>9}] {text}", clock(self.start.elapsed()));
+        if let Some(f) = &self.file
+            && let Ok(mut f) = f.lock()
+        {
+            // The log is a convenience: a full disk must not stop the computation.
+            let _ = writeln!(f, "{line}");
+            let _ = f.flush();
+        }
+        if self.to_stderr {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Starts a stage of `total` units (e.g. SGP steps; 0 when the stage reports its own
+    /// total through [`Stage::set`]), logging its start.
+    pub fn stage(&self, name: impl Into<String>, total: u64, unit: &'static str) -> Stage<'_> {
+        let name = name.into();
+        if total > 0 {
+            self.line(&format!("start: {name} ({total} {unit})"));
+        } else {
+            self.line(&format!("start: {name}"));
+        }
+        let bar = if self.bars {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{msg:<30.30} [{bar:30}] {pos}/{len} {prefix} ({elapsed}, ETA {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_message(name.clone());
+            bar.set_prefix(unit);
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Stage {
+            reporter: self,
+            name,
+            unit,
+            total: AtomicU64::new(total.max(1)),
+            done: AtomicU64::new(0),
+            last: Mutex::new((0, Instant::now())),
+            started: Instant::now(),
+            bar,
+        }
+    }
+}
+
+/// One stage of a run: a progress bar and progress lines every 10 % or every minute.
+pub struct Stage<'a> {
+    reporter: &'a Reporter,
+    name: String,
+    unit: &'static str,
+    total: AtomicU64,
+    done: AtomicU64,
+    /// The last logged tenth and when.
+    last: Mutex<(u64, Instant)>,
+    started: Instant,
+    bar: ProgressBar,
+}
+
+/// Seconds between progress lines at the least.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+impl Stage<'_> {
+    /// Adds `k` finished units (safe from several threads).
+    pub fn inc(&self, k: u64) {
+        let done = self.done.fetch_add(k, Ordering::Relaxed) + k;
+        self.bar.inc(k);
+        self.progress(done);
+    }
+
+    /// Sets the units finished to `done` of `total` (a solver's or estimator's own count).
+    pub fn set(&self, done: u64, total: u64) {
+        let total = total.max(1);
+        if self.total.swap(total, Ordering::Relaxed) != total {
+            self.bar.set_length(total);
+        }
+        self.done.store(done, Ordering::Relaxed);
+        self.bar.set_position(done);
+        self.progress(done);
+    }
+
+    /// Sets the label shown on the bar (e.g. the current method).
+    pub fn set_label(&self, label: &str) {
+        self.bar.set_message(format!("{}: {label}", self.name));
+    }
+
+    fn progress(&self, done: u64) {
+        let total = self.total.load(Ordering::Relaxed);
+        let tenth = (done * 10 / total).min(10);
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        if (tenth > last.0 && done < total) || last.1.elapsed() >= LOG_EVERY {
+            let elapsed = self.started.elapsed();
+            let eta = if done > 0 {
+                elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64)
+            } else {
+                Duration::ZERO
+            };
+            self.reporter.line(&format!(
+                "{}: {done}/{total} {} ({} %), {} elapsed, ETA {}",
+                self.name,
+                self.unit,
+                100 * done / total,
+                clock(elapsed),
+                clock(eta)
+            ));
+            *last = (tenth, Instant::now());
+        }
+    }
+
+    /// Ends the stage, logging `summary`.
+    pub fn finish(self, summary: &str) {
+        self.bar.finish_and_clear();
+        self.reporter.line(&format!(
+            "done: {} in {}{}{summary}",
+            self.name,
+            clock(self.started.elapsed()),
+            if summary.is_empty() { "" } else { ": " }
+        ));
+    }
+}
+
+/// A duration as `12.3 s`, `4 min 05 s` or `2 h 03 min`.
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{} h {:02} min",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
+    }
 }
 
 /// Communication cost as a JSON object.
@@ -68,6 +253,93 @@ pub fn write_csv(path: &Path, header: &str, rows: impl IntoIterator<Item = Strin
     w.flush()
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// A CSV file that grows one row at a time, each written and flushed as soon as it is
+/// known, so an interrupted run keeps every finished row.
+pub struct RowWriter {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl RowWriter {
+    /// Creates `path` with `header`, or with `append` keeps the rows already there (its
+    /// header must then be `header`).
+    pub fn open(path: &Path, header: &str, append: bool) -> Result<Self> {
+        let keep = append && path.exists();
+        if keep {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if text.lines().next() != Some(header) {
+                bail!(
+                    "{} does not start with the header {header:?}: not written by this command",
+                    path.display()
+                );
+            }
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(keep)
+            .truncate(!keep)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !keep {
+            writeln!(file, "{header}")
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one row and flushes it.
+    pub fn write(&self, row: &str) -> Result<()> {
+        let mut f = self
+            .file
+            .lock()
+            .map_err(|_| anyhow::anyhow!("cannot write {}", self.path.display()))?;
+        writeln!(f, "{row}")
+            .and_then(|_| f.flush())
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// Records the settings of a run in `hgp-settings.txt` in `out`; with `resume`, first
+/// refuses a directory whose recorded settings differ (its rows would not belong to this
+/// run).
+pub fn record_settings(out: &Path, settings: &str, resume: bool) -> Result<()> {
+    let path = out.join("hgp-settings.txt");
+    if resume && path.exists() {
+        let before = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if before.trim_end() != settings {
+            bail!(
+                "--resume: {} was written with other settings (see {}); use another --out, or run without --resume",
+                out.display(),
+                path.display()
+            );
+        }
+    }
+    std::fs::write(&path, format!("{settings}\n"))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The data rows (header skipped) of a CSV written by [`RowWriter`], split at commas; an
+/// absent file has none.
+pub fn read_rows(path: &Path) -> Result<Vec<Vec<String>>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect())
 }
 
 /// A number in a compact scientific format for tables.
@@ -103,5 +375,51 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), 4.0);
         assert!((percentile(&v, 0.1) - 1.3).abs() < 1e-12);
         assert!(percentile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn clock_reads_naturally() {
+        assert_eq!(clock(Duration::from_millis(12_340)), "12.3 s");
+        assert_eq!(clock(Duration::from_secs(245)), "4 min 05 s");
+        assert_eq!(clock(Duration::from_secs(7380)), "2 h 03 min");
+    }
+
+    #[test]
+    fn out_must_be_a_writable_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let e = prepare_out(&file).unwrap_err().to_string();
+        assert!(e.contains("is a file"), "{e}");
+        let nested = dir.path().join("new/nested");
+        assert!(prepare_out(&nested).is_ok() && nested.is_dir());
+    }
+
+    #[test]
+    fn resume_needs_the_same_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        record_settings(dir.path(), "a", false).unwrap();
+        assert!(record_settings(dir.path(), "a", true).is_ok());
+        assert!(record_settings(dir.path(), "b", true).is_err());
+        assert!(record_settings(dir.path(), "b", false).is_ok());
+    }
+
+    #[test]
+    fn rows_are_kept_and_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        let w = RowWriter::open(&path, "a,b", false).unwrap();
+        w.write("1,2").unwrap();
+        drop(w);
+        let w = RowWriter::open(&path, "a,b", true).unwrap();
+        w.write("3,4").unwrap();
+        assert_eq!(
+            read_rows(&path).unwrap(),
+            vec![vec!["1", "2"], vec!["3", "4"]]
+        );
+        assert!(RowWriter::open(&path, "x,y", true).is_err());
+        let w = RowWriter::open(&path, "a,b", false).unwrap();
+        drop(w);
+        assert!(read_rows(&path).unwrap().is_empty());
     }
 }

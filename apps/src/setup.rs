@@ -1,4 +1,10 @@
-//! Command-line options shared by the subcommands, and the objects they build.
+//! Command-line options shared by the subcommands, the checks they pass before any work
+//! starts, and the objects they build.
+//!
+//! Options whose meaning depends on another choice (`--fraction` only with the central
+//! averager, `--rho-low` only on random networks, …) are `Option`s, so that giving one where
+//! it has no effect is refused instead of silently ignored. Defaults a command may change
+//! live in [`Defaults`], which both the code and the help text read.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +16,10 @@ use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
 };
-use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient, Local, SampleMode};
-use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, Sgp, SgpOrder};
+use hgp_hypergrad::{
+    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, Local, PowerIteration, SampleMode,
+};
+use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder};
 use hgp_models::data::{ClientData, SyntheticConfig, generate_synthetic, load_client_dir};
 use hgp_models::{BatchSize, ClientObjective, InnerHvp};
 
@@ -34,9 +42,37 @@ pub fn derive(seed: u64, domain: u64) -> u64 {
     rng::key(seed, domain, 0)
 }
 
-/// The published SGP learning-rate milestones of the HGP paper's Fig. 1 (App. A.1).
+/// The published SGP learning-rate milestones of the HGP paper's Fig. 1 (App. A.1), for
+/// [`FIG1_STEPS`] steps.
 pub const FIG1_MILESTONES: [usize; 10] =
     [3000, 4000, 4500, 4600, 4700, 4800, 4900, 4950, 4990, 4999];
+/// The number of SGP steps of the published schedule.
+pub const FIG1_STEPS: usize = 5000;
+
+/// The published milestones scaled to `steps` steps (the same fractions of the run;
+/// duplicates and milestones at step 0 dropped).
+pub fn scaled_milestones(steps: usize) -> Vec<usize> {
+    let mut m: Vec<usize> = FIG1_MILESTONES
+        .iter()
+        .map(|&t| t * steps / FIG1_STEPS)
+        .filter(|&t| t > 0)
+        .collect();
+    m.dedup();
+    m
+}
+
+/// Default Push-Sum (or gossip) steps S per average.
+pub const PUSH_STEPS: usize = 100;
+/// Default lower end of the link probabilities ρ ~ U[low, high] (RandD, RandU).
+pub const RHO_LOW: f64 = 0.4;
+/// Default upper end of the link probabilities.
+pub const RHO_HIGH: f64 = 0.8;
+/// Default edge probability of the Erdős–Rényi base graph of RandD / RandU.
+pub const BASE_P: f64 = 1.0;
+/// Default edge probability of the static Erdős–Rényi graph of FixU.
+pub const EDGE_P: f64 = 0.5;
+/// Default SGP learning-rate decay factor at each milestone.
+pub const LR_DECAY: f64 = 0.1;
 
 /// Parses `full` or a positive batch size.
 pub fn parse_batch(s: &str) -> Result<BatchSize, String> {
@@ -50,6 +86,75 @@ pub fn parse_batch(s: &str) -> Result<BatchSize, String> {
     }
 }
 
+/// A Neumann step as given on the command line: `auto` or a number (checked later, so a
+/// bad number gets the commands' own one-line message).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EtaArg {
+    /// η = 1/L̂ by power iteration.
+    Auto,
+    /// This η.
+    Value(f64),
+}
+
+/// Parses `auto` or a number.
+pub fn parse_eta(s: &str) -> Result<EtaArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(EtaArg::Auto);
+    }
+    s.parse::<f64>()
+        .map(EtaArg::Value)
+        .map_err(|_| format!("expected `auto` or a number, got {s:?}"))
+}
+
+impl EtaArg {
+    /// The step, with `iterations` power iterations for `auto`; a value must be positive
+    /// and finite.
+    pub fn resolve(self, iterations: usize) -> Result<Eta> {
+        match self {
+            Self::Auto => Ok(Eta::Auto(PowerIteration { iterations })),
+            Self::Value(v) if v.is_finite() && v > 0.0 => Ok(Eta::Fixed(v)),
+            Self::Value(v) => bail!("--eta must be `auto` or a positive number (got {v})"),
+        }
+    }
+}
+
+impl std::fmt::Display for EtaArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => write!(f, "auto"),
+            Self::Value(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// The help text of `--eta`, for commands whose default is `default`.
+pub fn eta_help(default: EtaArg) -> String {
+    format!(
+        "Neumann step η of HGP: `auto`, or a positive number below 2 / the largest \
+         eigenvalue of the clients' mean Hessian (larger values diverge, and are reported). \
+         `auto` sets η = 1/L̂, L̂ the largest curvature of the mean Hessian at x(λ), \
+         estimated by K power iterations (--power-iterations) on averaged Hessian-vector \
+         products: K more HVPs per client and K more averages per estimate \
+         [default: {default}]"
+    )
+}
+
+/// The help text of `--power-iterations`.
+pub fn power_help() -> String {
+    format!(
+        "Power iterations K that estimate L̂ for --eta auto [default: {}]",
+        PowerIteration::default().iterations
+    )
+}
+
+/// Fails with `message` when `given` is set: an option that would have no effect.
+pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()> {
+    if given {
+        bail!("{}", message());
+    }
+    Ok(())
+}
+
 /// Where the data come from.
 #[derive(Args, Clone, Debug)]
 pub struct DataArgs {
@@ -58,15 +163,31 @@ pub struct DataArgs {
     /// Fig. 1 are generated from --seed.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// Clients of the generated synthetic data (ignored with --data).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub clients: usize,
+    /// Clients of the generated synthetic data (not with --data) [default: 3].
+    #[arg(long, value_name = "N")]
+    pub clients: Option<usize>,
     /// Fit an intercept (an extra, last coordinate of x).
     #[arg(long)]
     pub bias: bool,
 }
 
+/// Clients of the synthetic data by default.
+pub const SYNTHETIC_CLIENTS: usize = 3;
+
 impl DataArgs {
+    /// Checks the options (before any work).
+    pub fn validate(&self) -> Result<()> {
+        refuse_unused(self.data.is_some() && self.clients.is_some(), || {
+            "--clients sets the number of clients of the generated data; with --data the \
+             clients are the directory's files"
+                .to_string()
+        })?;
+        if self.clients == Some(0) {
+            bail!("--clients must be at least 1");
+        }
+        Ok(())
+    }
+
     /// Loads or generates the clients' data, with a one-line description.
     pub fn load(&self, seed: u64) -> Result<(Vec<ClientData>, String)> {
         match &self.data {
@@ -82,7 +203,7 @@ impl DataArgs {
             }
             None => {
                 let config = SyntheticConfig {
-                    clients: self.clients,
+                    clients: self.clients.unwrap_or(SYNTHETIC_CLIENTS),
                     ..SyntheticConfig::default()
                 };
                 let data = generate_synthetic(&config, derive(seed, domain::DATA))?;
@@ -111,24 +232,43 @@ pub enum NetworkKind {
     Exp,
 }
 
+impl NetworkKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fc => "fc",
+            Self::Fixu => "fixu",
+            Self::Randu => "randu",
+            Self::Randd => "randd",
+            Self::Exp => "exp",
+        }
+    }
+
+    fn random(self) -> bool {
+        matches!(self, Self::Randu | Self::Randd)
+    }
+}
+
 /// The communication network.
 #[derive(Args, Clone, Debug)]
 pub struct NetworkArgs {
     /// Communication network.
     #[arg(long, value_enum, default_value_t = NetworkKind::Randd)]
     pub network: NetworkKind,
-    /// Lower end of U[low, high] from which each link's probability ρ is drawn (randd, randu).
-    #[arg(long, default_value_t = 0.4, value_name = "P")]
-    pub rho_low: f64,
-    /// Upper end of U[low, high] (randd, randu).
-    #[arg(long, default_value_t = 0.8, value_name = "P")]
-    pub rho_high: f64,
-    /// Edge probability of the Erdős–Rényi base graph of randd / randu (1 = complete).
-    #[arg(long, default_value_t = 1.0, value_name = "P")]
-    pub base_p: f64,
-    /// Edge probability of the static Erdős–Rényi graph (fixu).
-    #[arg(long, default_value_t = 0.5, value_name = "P")]
-    pub edge_p: f64,
+    /// Lower end of U[low, high] from which each link's probability ρ is drawn (randd,
+    /// randu) [default: 0.4].
+    #[arg(long, value_name = "P")]
+    pub rho_low: Option<f64>,
+    /// Upper end of U[low, high] (randd, randu) [default: 0.8].
+    #[arg(long, value_name = "P")]
+    pub rho_high: Option<f64>,
+    /// Edge probability of the Erdős–Rényi base graph of randd / randu (1 = complete)
+    /// [default: 1].
+    #[arg(long, value_name = "P")]
+    pub base_p: Option<f64>,
+    /// Edge probability of the static Erdős–Rényi graph (fixu) [default: 0.5].
+    #[arg(long, value_name = "P")]
+    pub edge_p: Option<f64>,
 }
 
 /// A built network, with the fixed graph of FixU when there is one.
@@ -137,24 +277,77 @@ pub struct BuiltNetwork {
     pub network: Arc<dyn Network>,
     /// The static graph (FixU only).
     pub fixed: Option<StaticUndirected>,
-    /// The kind.
-    pub kind: NetworkKind,
 }
 
 impl NetworkArgs {
+    /// The options of `kind` with every default.
+    pub fn of(kind: NetworkKind) -> Self {
+        Self {
+            network: kind,
+            rho_low: None,
+            rho_high: None,
+            base_p: None,
+            edge_p: None,
+        }
+    }
+
+    fn edges(&self) -> RandomEdges {
+        RandomEdges {
+            base_p: self.base_p.unwrap_or(BASE_P),
+            low: self.rho_low.unwrap_or(RHO_LOW),
+            high: self.rho_high.unwrap_or(RHO_HIGH),
+        }
+    }
+
+    /// Checks the options (before any work).
+    pub fn validate(&self) -> Result<()> {
+        let name = self.network.name();
+        for (flag, given) in [
+            ("--rho-low", self.rho_low.is_some()),
+            ("--rho-high", self.rho_high.is_some()),
+            ("--base-p", self.base_p.is_some()),
+        ] {
+            refuse_unused(given && !self.network.random(), || {
+                format!(
+                    "{flag} applies to the random networks randd and randu, not to --network {name}"
+                )
+            })?;
+        }
+        refuse_unused(
+            self.edge_p.is_some() && self.network != NetworkKind::Fixu,
+            || format!("--edge-p applies to --network fixu, not to --network {name}"),
+        )?;
+        let e = self.edges();
+        for (flag, p) in [
+            ("--rho-low", e.low),
+            ("--rho-high", e.high),
+            ("--base-p", e.base_p),
+            ("--edge-p", self.edge_p.unwrap_or(EDGE_P)),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                bail!("{flag} is a probability, between 0 and 1 (got {p})");
+            }
+        }
+        if e.low > e.high {
+            bail!(
+                "--rho-low {} is above --rho-high {}: the link probabilities are drawn from U[low, high]",
+                e.low,
+                e.high
+            );
+        }
+        Ok(())
+    }
+
     /// Builds the network for `n` clients; `step_seed` selects the realization of its steps.
     pub fn build(&self, n: usize, seed: u64, step_seed: u64) -> Result<BuiltNetwork> {
-        let edges = RandomEdges {
-            base_p: self.base_p,
-            low: self.rho_low,
-            high: self.rho_high,
-        };
+        let edges = self.edges();
         let build_seed = derive(seed, domain::NETWORK);
         let mut fixed = None;
         let network: Arc<dyn Network> = match self.network {
             NetworkKind::Fc => Arc::new(FullyConnected::new(n)?),
             NetworkKind::Fixu => {
-                let g = StaticUndirected::erdos_renyi(n, self.edge_p, build_seed)?;
+                let g =
+                    StaticUndirected::erdos_renyi(n, self.edge_p.unwrap_or(EDGE_P), build_seed)?;
                 fixed = Some(g.clone());
                 Arc::new(g)
             }
@@ -166,11 +359,7 @@ impl NetworkArgs {
             }
             NetworkKind::Exp => Arc::new(ExponentialOnePeer::new(n)?),
         };
-        Ok(BuiltNetwork {
-            network,
-            fixed,
-            kind: self.network,
-        })
+        Ok(BuiltNetwork { network, fixed })
     }
 }
 
@@ -191,26 +380,80 @@ pub enum AveragerKind {
 /// The averaging scheme used by the estimator.
 #[derive(Args, Clone, Debug)]
 pub struct AveragerArgs {
-    /// How clients average vectors.
-    #[arg(long, value_enum, default_value_t = AveragerKind::PushSum)]
-    pub averager: AveragerKind,
-    /// Push-Sum (or gossip) steps S per average.
-    #[arg(long, default_value_t = 100, value_name = "S")]
-    pub push_steps: usize,
+    /// How clients average vectors (HGP only) [default: push-sum].
+    #[arg(long, value_enum)]
+    pub averager: Option<AveragerKind>,
+    /// Push-Sum (or gossip) steps S per average [default: 100].
+    #[arg(long, value_name = "S")]
+    pub push_steps: Option<usize>,
     /// Keep the Push-Sum debias weights ω across averages instead of resetting them to 1
     /// (the HGP paper's Sec. 5.3 variant).
     #[arg(long)]
     pub keep_omega: bool,
-    /// Participation fraction C of the central server.
-    #[arg(long, default_value_t = 1.0, value_name = "C")]
-    pub fraction: f64,
+    /// Participation fraction C of the central server, in (0, 1] [default: 1].
+    #[arg(long, value_name = "C")]
+    pub fraction: Option<f64>,
 }
 
 impl AveragerArgs {
+    fn kind(&self) -> AveragerKind {
+        self.averager.unwrap_or(AveragerKind::PushSum)
+    }
+
+    /// Checks the options (before any work); `used` is false when no averager runs (the
+    /// exact and local estimators).
+    pub fn validate(&self, used: bool, network: NetworkKind, estimator: &str) -> Result<()> {
+        if !used {
+            for (flag, given) in [
+                ("--averager", self.averager.is_some()),
+                ("--push-steps", self.push_steps.is_some()),
+                ("--keep-omega", self.keep_omega),
+                ("--fraction", self.fraction.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets how HGP averages; --estimator {estimator} does not average"
+                    )
+                })?;
+            }
+            return Ok(());
+        }
+        let kind = self.kind();
+        refuse_unused(
+            self.push_steps.is_some()
+                && !matches!(kind, AveragerKind::PushSum | AveragerKind::Gossip),
+            || "--push-steps applies to --averager push-sum and gossip".to_string(),
+        )?;
+        refuse_unused(self.keep_omega && kind != AveragerKind::PushSum, || {
+            "--keep-omega applies to --averager push-sum".to_string()
+        })?;
+        refuse_unused(
+            self.fraction.is_some() && kind != AveragerKind::Central,
+            || "--fraction is the participation of --averager central".to_string(),
+        )?;
+        if self.push_steps == Some(0) {
+            bail!("--push-steps must be at least 1");
+        }
+        if let Some(c) = self.fraction
+            && !(c > 0.0 && c <= 1.0)
+        {
+            bail!("--fraction must be in (0, 1] (got {c})");
+        }
+        if kind == AveragerKind::Gossip && matches!(network, NetworkKind::Randd | NetworkKind::Exp)
+        {
+            bail!(
+                "gossip needs an undirected network (fc, fixu or randu); {} is directed: use --averager push-sum",
+                network.name()
+            );
+        }
+        Ok(())
+    }
+
     /// Builds the averager over `net`.
     pub fn build<T: Scalar>(&self, net: &BuiltNetwork, seed: u64) -> Result<Box<dyn Averager<T>>> {
         let n = net.network.n();
-        Ok(match self.averager {
+        let steps = self.push_steps.unwrap_or(PUSH_STEPS);
+        Ok(match self.kind() {
             AveragerKind::Exact => Box::new(ExactAverage::new(n)?),
             AveragerKind::PushSum => {
                 let debias = if self.keep_omega {
@@ -218,25 +461,18 @@ impl AveragerArgs {
                 } else {
                     DebiasWeights::Reset
                 };
-                Box::new(PushSum::new(net.network.clone(), self.push_steps)?.with_debias(debias))
+                Box::new(PushSum::new(net.network.clone(), steps)?.with_debias(debias))
             }
-            AveragerKind::Gossip => match (&net.fixed, net.kind) {
-                (Some(graph), _) => {
+            AveragerKind::Gossip => match &net.fixed {
+                Some(graph) => {
                     let fmmc = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?;
-                    Box::new(Gossip::constant(fmmc.matrix, self.push_steps)?)
+                    Box::new(Gossip::constant(fmmc.matrix, steps)?)
                 }
-                (None, NetworkKind::Randd | NetworkKind::Exp) => bail!(
-                    "gossip needs an undirected network (fc, fixu or randu); {} is directed: use --averager push-sum",
-                    net.kind
-                        .to_possible_value()
-                        .map(|v| v.get_name().to_string())
-                        .unwrap_or_default()
-                ),
-                (None, _) => Box::new(Gossip::metropolis(net.network.clone(), self.push_steps)?),
+                None => Box::new(Gossip::metropolis(net.network.clone(), steps)?),
             },
             AveragerKind::Central => Box::new(Central::new(
                 n,
-                self.fraction,
+                self.fraction.unwrap_or(1.0),
                 derive(seed, domain::AVERAGER),
             )?),
         })
@@ -267,28 +503,30 @@ pub struct InnerArgs {
     /// How x(λ) is obtained.
     #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
     pub inner: InnerKind,
-    /// SGP steps [default: 5000; 300 for --model cnn --quick].
+    /// SGP steps [default: listed at the end].
     #[arg(long, value_name = "T")]
     pub sgp_steps: Option<usize>,
-    /// SGP learning rate before decay [default: 2 for the logistic model, 0.1 for networks].
+    /// SGP learning rate before decay [default: listed at the end].
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
-    /// Steps at which the learning rate is multiplied by --lr-decay (comma separated;
-    /// default: the published schedule of the HGP paper's Fig. 1).
+    /// Steps at which the learning rate is multiplied by --lr-decay (comma separated, each
+    /// below --sgp-steps) [default: the published schedule of the HGP paper's Fig. 1, at
+    /// 60, 80, 90, 92, 94, 96, 98, 99, 99.8 and 99.98 % of the steps].
     #[arg(long, value_delimiter = ',', value_name = "STEPS")]
     pub lr_milestones: Option<Vec<usize>>,
-    /// Learning-rate decay factor at each milestone.
-    #[arg(long, default_value_t = 0.1, value_name = "F")]
-    pub lr_decay: f64,
-    /// SGP mini-batch size, `full` or a number [default: full].
+    /// Learning-rate decay factor at each milestone, in (0, 1] [default: 0.1].
+    #[arg(long, value_name = "F")]
+    pub lr_decay: Option<f64>,
+    /// SGP mini-batch size, `full` or a number [default: listed at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
     pub inner_batch: Option<BatchSize>,
-    /// Order of SGP's local step and Push-Sum exchange.
-    #[arg(long, value_enum, default_value_t = OrderKind::StepThenMix)]
-    pub sgp_order: OrderKind,
+    /// Order of SGP's local step and Push-Sum exchange [default: step-then-mix].
+    #[arg(long, value_enum)]
+    pub sgp_order: Option<OrderKind>,
 }
 
-/// A command's defaults for the options the user may leave out.
+/// A command's defaults for the options the user may leave out. The code reads them, and
+/// [`Defaults::help`] prints them at the end of the command's `--help`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Defaults {
     /// SGP steps.
@@ -300,35 +538,133 @@ pub struct Defaults {
     /// Neumann terms M.
     pub neumann_terms: usize,
     /// Neumann step η.
-    pub eta: f64,
+    pub eta: EtaArg,
     /// HGP batch.
     pub batch: BatchSize,
 }
 
+fn batch_name(b: BatchSize) -> String {
+    match b {
+        BatchSize::Full => "full".to_string(),
+        BatchSize::Size(b) => b.to_string(),
+    }
+}
+
 impl Defaults {
-    /// The logistic experiments of the HGP paper (Fig. 1 settings).
+    /// The logistic experiments of the HGP paper (Fig. 1 settings; η from the problem).
     pub const LOGISTIC: Defaults = Defaults {
-        sgp_steps: 5000,
+        sgp_steps: FIG1_STEPS,
         lr: 2.0,
         inner_batch: BatchSize::Full,
         neumann_terms: 1000,
-        eta: 1.0,
+        eta: EtaArg::Auto,
         batch: BatchSize::Full,
     };
+
+    /// One line of `--help` listing these defaults, for `label` (e.g. "--model cnn").
+    pub fn help(&self, label: &str) -> String {
+        format!(
+            "  {label}: --sgp-steps {} --lr {} --inner-batch {} --neumann-terms {} --eta {} --batch {}",
+            self.sgp_steps,
+            self.lr,
+            batch_name(self.inner_batch),
+            self.neumann_terms,
+            self.eta,
+            batch_name(self.batch)
+        )
+    }
+}
+
+/// The smallest and largest training sets of the clients.
+pub fn train_sizes<T: Scalar, C: InnerHvp<T>>(clients: &[C]) -> (usize, usize) {
+    clients
+        .iter()
+        .map(|c| c.num_train())
+        .fold((usize::MAX, 0), |(lo, hi), m| (lo.min(m), hi.max(m)))
+}
+
+/// Refuses a batch larger than every client's training set, and says (one line on
+/// stderr, unless `quiet`) when it is larger than some clients' (they use all of theirs).
+pub fn check_batch(
+    flag: &str,
+    batch: BatchSize,
+    (lo, hi): (usize, usize),
+    quiet: bool,
+) -> Result<()> {
+    if let BatchSize::Size(b) = batch {
+        if b > hi {
+            bail!(
+                "{flag} {b} is larger than every client's training set (at most {hi} instances): use {flag} full, or a smaller batch"
+            );
+        }
+        if b > lo && !quiet {
+            eprintln!(
+                "note: {flag} {b} is larger than the smallest client's training set ({lo} instances): such clients use all of theirs"
+            );
+        }
+    }
+    Ok(())
 }
 
 impl InnerArgs {
+    /// Checks the options (before any work).
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        if self.inner == InnerKind::Exact {
+            for (flag, given) in [
+                ("--sgp-steps", self.sgp_steps.is_some()),
+                ("--lr", self.lr.is_some()),
+                ("--lr-milestones", self.lr_milestones.is_some()),
+                ("--lr-decay", self.lr_decay.is_some()),
+                ("--inner-batch", self.inner_batch.is_some()),
+                ("--sgp-order", self.sgp_order.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!("{flag} sets SGP; --inner exact solves by Newton's method")
+                })?;
+            }
+            return Ok(());
+        }
+        let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
+        if steps == 0 {
+            bail!("--sgp-steps must be at least 1");
+        }
+        if let Some(lr) = self.lr
+            && !(lr.is_finite() && lr > 0.0)
+        {
+            bail!("--lr must be a positive number (got {lr})");
+        }
+        if let Some(f) = self.lr_decay
+            && !(f > 0.0 && f <= 1.0)
+        {
+            bail!("--lr-decay must be in (0, 1] (got {f})");
+        }
+        if let Some(m) = &self.lr_milestones
+            && let Some(&late) = m.iter().find(|&&t| t >= steps)
+        {
+            bail!(
+                "--lr-milestones has step {late}, not below --sgp-steps {steps}: it would never apply"
+            );
+        }
+        Ok(())
+    }
+
     /// The learning-rate schedule.
     pub fn schedule(&self, defaults: &Defaults) -> Result<LrSchedule> {
+        let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
         let milestones = self
             .lr_milestones
             .clone()
-            .unwrap_or_else(|| FIG1_MILESTONES.to_vec());
+            .unwrap_or_else(|| scaled_milestones(steps));
         Ok(LrSchedule::multi_step(
             self.lr.unwrap_or(defaults.lr),
             milestones,
-            self.lr_decay,
+            self.lr_decay.unwrap_or(LR_DECAY),
         )?)
+    }
+
+    /// The SGP batch.
+    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
+        self.inner_batch.unwrap_or(defaults.inner_batch)
     }
 
     /// Builds the solver over `network`.
@@ -341,16 +677,15 @@ impl InnerArgs {
         Ok(match self.inner {
             InnerKind::Exact => Box::new(ExactNewton::new()),
             InnerKind::Sgp => {
-                let order = match self.sgp_order {
+                let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
                     OrderKind::StepThenMix => SgpOrder::StepThenMix,
                     OrderKind::MixThenStep => SgpOrder::MixThenStep,
                 };
                 let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
-                let batch = self.inner_batch.unwrap_or(defaults.inner_batch);
                 Box::new(
                     Sgp::new(network, steps, self.schedule(defaults)?)?
                         .with_order(order)
-                        .with_batches(batch, derive(seed, domain::INNER)),
+                        .with_batches(self.batch(defaults), derive(seed, domain::INNER)),
                 )
             }
         })
@@ -368,22 +703,36 @@ pub enum EstimatorKind {
     Local,
 }
 
+impl EstimatorKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hgp => "hgp",
+            Self::Exact => "exact",
+            Self::Local => "local",
+        }
+    }
+}
+
 /// The hyper-gradient estimator.
 #[derive(Args, Clone, Debug)]
 pub struct EstimatorArgs {
     /// Hyper-gradient estimator.
     #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
     pub estimator: EstimatorKind,
-    /// Neumann terms M of HGP [default: 1000 for hypergrad, 500 for influence, 1000 for
-    /// --model cnn (100 with --quick)].
+    /// Neumann terms M of HGP [default: listed at the end].
     #[arg(long, value_name = "M")]
     pub neumann_terms: Option<usize>,
-    /// Neumann step η of HGP [default: 1; 0.05 for networks]. It must be below 2 / the
-    /// largest eigenvalue of the clients' mean Hessian; too large a value is detected and
-    /// reported.
-    #[arg(long, value_name = "η")]
-    pub eta: Option<f64>,
-    /// HGP mini-batch size for the Jacobian products, `full` or a number [default: full].
+    /// Neumann step η of HGP: `auto` (η = 1/L̂ from the mean Hessian, by power iteration)
+    /// or a positive number below 2 / its largest eigenvalue [default: listed at the end].
+    #[arg(long, value_parser = parse_eta, value_name = "η")]
+    pub eta: Option<EtaArg>,
+    /// Power iterations K that estimate L̂ for --eta auto (each one HVP per client and one
+    /// average) [default: 20].
+    #[arg(long, value_name = "K")]
+    pub power_iterations: Option<usize>,
+    /// HGP mini-batch size for the Jacobian products, `full` or a number [default: listed
+    /// at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
     pub batch: Option<BatchSize>,
     /// Use one sample for both Jacobian products of an HGP iteration.
@@ -392,19 +741,65 @@ pub struct EstimatorArgs {
 }
 
 impl EstimatorArgs {
+    /// Checks the options (before any work).
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        let name = self.estimator.name();
+        if self.estimator != EstimatorKind::Hgp {
+            for (flag, given) in [
+                ("--neumann-terms", self.neumann_terms.is_some()),
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+                ("--batch", self.batch.is_some()),
+                ("--shared-samples", self.shared_samples),
+            ] {
+                refuse_unused(given, || {
+                    format!("{flag} sets HGP; --estimator {name} does not use it")
+                })?;
+            }
+            return Ok(());
+        }
+        if self.neumann_terms == Some(0) {
+            bail!("--neumann-terms must be at least 1");
+        }
+        let eta = self.eta.unwrap_or(defaults.eta);
+        eta.resolve(1)?;
+        refuse_unused(
+            self.power_iterations.is_some() && eta != EtaArg::Auto,
+            || "--power-iterations applies to --eta auto".to_string(),
+        )?;
+        if self.power_iterations == Some(0) {
+            bail!("--power-iterations must be at least 1");
+        }
+        refuse_unused(
+            self.shared_samples && self.batch.unwrap_or(defaults.batch) == BatchSize::Full,
+            || {
+                "--shared-samples needs mini-batches (--batch B): with full batches both products already use every instance".to_string()
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The HGP batch.
+    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
+        self.batch.unwrap_or(defaults.batch)
+    }
+
     /// HGP's options, with the command's defaults where an option was left out.
-    pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> HgpOptions {
-        HgpOptions {
+    pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> Result<HgpOptions> {
+        let iterations = self
+            .power_iterations
+            .unwrap_or(PowerIteration::default().iterations);
+        Ok(HgpOptions {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
-            eta: self.eta.unwrap_or(defaults.eta),
-            batch: self.batch.unwrap_or(defaults.batch),
+            eta: self.eta.unwrap_or(defaults.eta).resolve(iterations)?,
+            batch: self.batch(defaults),
             samples: if self.shared_samples {
                 SampleMode::Shared
             } else {
                 SampleMode::Independent
             },
             seed: derive(seed, domain::ESTIMATOR),
-        }
+        })
     }
 
     /// Builds the estimator; HGP uses `averager`.
@@ -416,7 +811,7 @@ impl EstimatorArgs {
     ) -> Result<Box<dyn HyperGradient<T, C>>> {
         Ok(match self.estimator {
             EstimatorKind::Hgp => Box::new(
-                Hgp::new(averager, self.hgp_options(seed, defaults)).context("HGP settings")?,
+                Hgp::new(averager, self.hgp_options(seed, defaults)?).context("HGP settings")?,
             ),
             EstimatorKind::Exact => Box::new(Exact::new()),
             EstimatorKind::Local => Box::new(Local),
@@ -440,6 +835,48 @@ pub struct Pipeline<'a> {
 }
 
 impl Pipeline<'_> {
+    /// Checks every option group (before any work).
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        self.network.validate()?;
+        self.inner.validate(defaults)?;
+        self.estimator.validate(defaults)?;
+        self.averager.validate(
+            self.estimator.estimator == EstimatorKind::Hgp,
+            self.network.network,
+            self.estimator.estimator.name(),
+        )
+    }
+
+    /// Checks what depends on the clients (before any work): batch sizes against the
+    /// training sets, and the sizes the dense reference methods can handle.
+    pub fn validate_clients<T: Scalar, C: InnerHvp<T>>(
+        &self,
+        clients: &[C],
+        defaults: &Defaults,
+        quiet: bool,
+    ) -> Result<()> {
+        let sizes = train_sizes(clients);
+        if self.inner.inner == InnerKind::Sgp {
+            check_batch("--inner-batch", self.inner.batch(defaults), sizes, quiet)?;
+        }
+        if self.estimator.estimator == EstimatorKind::Hgp {
+            check_batch("--batch", self.estimator.batch(defaults), sizes, quiet)?;
+        }
+        let d = clients.first().map_or(0, |c| c.dim_x());
+        if self.inner.inner == InnerKind::Exact && d > NEWTON_MAX_DIM {
+            bail!(
+                "--inner exact forms the dense {d} × {d} Hessian; at most {NEWTON_MAX_DIM} parameters: use --inner sgp"
+            );
+        }
+        let size = clients.len() * d;
+        if self.estimator.estimator == EstimatorKind::Exact && size > EXACT_MAX_SIZE {
+            bail!(
+                "--estimator exact solves a dense system of n·d_x = {size} unknowns; at most {EXACT_MAX_SIZE}: use --estimator hgp"
+            );
+        }
+        Ok(())
+    }
+
     /// The inner solver for `n` clients (its network steps drawn from the inner domain).
     pub fn solver<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
@@ -463,5 +900,33 @@ impl Pipeline<'_> {
             .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager = self.averager.build::<T>(&net, self.seed)?;
         self.estimator.build::<T, C>(averager, self.seed, defaults)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milestones_scale_with_the_steps() {
+        assert_eq!(scaled_milestones(FIG1_STEPS), FIG1_MILESTONES.to_vec());
+        assert_eq!(
+            scaled_milestones(500),
+            vec![300, 400, 450, 460, 470, 480, 490, 495, 499]
+        );
+        assert!(scaled_milestones(1).is_empty());
+    }
+
+    #[test]
+    fn eta_parses_auto_and_numbers() {
+        assert_eq!(parse_eta("auto"), Ok(EtaArg::Auto));
+        assert_eq!(parse_eta("0.5"), Ok(EtaArg::Value(0.5)));
+        assert!(parse_eta("fast").is_err());
+        assert!(EtaArg::Value(-1.0).resolve(20).is_err());
+        assert!(EtaArg::Value(f64::NAN).resolve(20).is_err());
+        assert_eq!(
+            EtaArg::Auto.resolve(7).unwrap(),
+            Eta::Auto(PowerIteration { iterations: 7 })
+        );
     }
 }

@@ -1,10 +1,14 @@
 //! The mixing step y ← W y on the n × d buffer, and the transport seam.
 //!
 //! Every output element is Σ_j W_ij y_jk accumulated over the in-neighbours j in the order of
-//! the mixing matrix, starting from zero. That order is the same whatever the tiling, the
-//! thread count or the vector width, so results are bit-identical for any number of
-//! threads. (With FMA available the multiply-adds are fused, so the last bits can differ
-//! between machines with and without FMA.)
+//! the mixing matrix, starting from zero, each term rounded as `acc + w · z` (a product, then
+//! a sum: never a fused multiply-add). That order and that rounding are the same whatever the
+//! tiling, the thread count or the vector width, so the AVX-512, AVX2 and portable paths
+//! give the same bits, and results are bit-identical across threads and across x86-64 CPUs.
+//!
+//! The path is chosen at run time from the CPU's features; the environment variable
+//! `HGP_KERNEL` (`avx512`, `avx2` or `portable`) forces one, to check on one machine what
+//! another would compute.
 
 use hgp_graphs::{MixingMatrix, Scalar};
 use rayon::prelude::*;
@@ -202,8 +206,57 @@ fn mix_rows_with<T: Scalar>(
         .for_each(|(g, (block, pack))| mix_block(w, src, block, g * rows_per_group, d, tile, pack));
 }
 
+/// The vector instructions a mixing step is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// AVX-512F (two 512-bit registers per receiver in the dense kernel).
+    Avx512,
+    /// AVX2 (two 256-bit registers per receiver).
+    Avx2,
+    /// Whatever the compilation target allows (SSE2 on plain x86-64).
+    Portable,
+}
+
+impl KernelPath {
+    /// Whether this CPU can run the path.
+    pub fn supported(self) -> bool {
+        match self {
+            Self::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512 => std::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => std::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The widest path this CPU runs, or the one `HGP_KERNEL` names (`avx512`, `avx2`,
+    /// `portable`) if the CPU supports it. Read once per process.
+    pub fn current() -> Self {
+        static PATH: std::sync::OnceLock<KernelPath> = std::sync::OnceLock::new();
+        *PATH.get_or_init(|| {
+            let forced = std::env::var("HGP_KERNEL").ok().and_then(|v| {
+                match v.to_ascii_lowercase().as_str() {
+                    "avx512" => Some(Self::Avx512),
+                    "avx2" => Some(Self::Avx2),
+                    "portable" => Some(Self::Portable),
+                    _ => None,
+                }
+            });
+            match forced {
+                Some(path) if path.supported() => path,
+                _ => [Self::Avx512, Self::Avx2]
+                    .into_iter()
+                    .find(|p| p.supported())
+                    .unwrap_or(Self::Portable),
+            }
+        })
+    }
+}
+
 /// Mixes the receivers `first..first + block.len() / d` into `block`, with the widest
-/// vector instructions the CPU has (checked at run time).
+/// vector instructions the CPU has (checked at run time; see [`KernelPath::current`]).
 fn mix_block<T: Scalar>(
     w: &MixingWeights<T>,
     src: &[T],
@@ -213,20 +266,31 @@ fn mix_block<T: Scalar>(
     tile: usize,
     pack: &mut Vec<T>,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            unsafe { mix_block_avx512(w, src, block, first, d, tile, pack) };
-            return;
-        }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            unsafe { mix_block_avx2(w, src, block, first, d, tile, pack) };
-            return;
-        }
+    mix_block_on(KernelPath::current(), w, src, block, first, d, tile, pack);
+}
+
+/// [`mix_block`] on the given path (which the CPU must support).
+#[allow(clippy::too_many_arguments)]
+fn mix_block_on<T: Scalar>(
+    path: KernelPath,
+    w: &MixingWeights<T>,
+    src: &[T],
+    block: &mut [T],
+    first: usize,
+    d: usize,
+    tile: usize,
+    pack: &mut Vec<T>,
+) {
+    debug_assert!(path.supported());
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the path is only chosen when the CPU supports AVX-512F.
+        KernelPath::Avx512 => unsafe { mix_block_avx512(w, src, block, first, d, tile, pack) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the path is only chosen when the CPU supports AVX2.
+        KernelPath::Avx2 => unsafe { mix_block_avx2(w, src, block, first, d, tile, pack) },
+        _ => mix_block_impl::<T, 16, 8>(w, src, block, first, d, tile, pack),
     }
-    mix_block_impl::<T, false, 16, 8>(w, src, block, first, d, tile, pack);
 }
 
 /// [`mix_block_impl`] compiled for AVX-512 (two 512-bit registers per receiver).
@@ -234,7 +298,7 @@ fn mix_block<T: Scalar>(
 /// # Safety
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
+#[target_feature(enable = "avx512f,avx2")]
 unsafe fn mix_block_avx512<T: Scalar>(
     w: &MixingWeights<T>,
     src: &[T],
@@ -244,16 +308,15 @@ unsafe fn mix_block_avx512<T: Scalar>(
     tile: usize,
     pack: &mut Vec<T>,
 ) {
-    mix_block_impl::<T, true, 32, 16>(w, src, block, first, d, tile, pack);
+    mix_block_impl::<T, 32, 16>(w, src, block, first, d, tile, pack);
 }
 
-/// [`mix_block_impl`] compiled for AVX2 with fused multiply-adds (two 256-bit registers per
-/// receiver).
+/// [`mix_block_impl`] compiled for AVX2 (two 256-bit registers per receiver).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2")]
 unsafe fn mix_block_avx2<T: Scalar>(
     w: &MixingWeights<T>,
     src: &[T],
@@ -263,14 +326,14 @@ unsafe fn mix_block_avx2<T: Scalar>(
     tile: usize,
     pack: &mut Vec<T>,
 ) {
-    mix_block_impl::<T, true, 16, 8>(w, src, block, first, d, tile, pack);
+    mix_block_impl::<T, 16, 8>(w, src, block, first, d, tile, pack);
 }
 
 /// The step for one block of receivers; `L32` / `L64` are the columns the dense kernel
 /// handles at once per receiver for f32 / f64.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn mix_block_impl<T: Scalar, const FMA: bool, const L32: usize, const L64: usize>(
+fn mix_block_impl<T: Scalar, const L32: usize, const L64: usize>(
     w: &MixingWeights<T>,
     src: &[T],
     block: &mut [T],
@@ -281,9 +344,9 @@ fn mix_block_impl<T: Scalar, const FMA: bool, const L32: usize, const L64: usize
 ) {
     if w.is_dense() {
         if std::mem::size_of::<T>() == 4 {
-            dense_block::<T, FMA, L32>(w, src, block, first, d, tile, pack);
+            dense_block::<T, L32>(w, src, block, first, d, tile, pack);
         } else {
-            dense_block::<T, FMA, L64>(w, src, block, first, d, tile, pack);
+            dense_block::<T, L64>(w, src, block, first, d, tile, pack);
         }
         return;
     }
@@ -294,27 +357,22 @@ fn mix_block_impl<T: Scalar, const FMA: bool, const L32: usize, const L64: usize
         for local in 0..rows {
             let (idx, wts) = w.row(first + local);
             let out = &mut block[local * d + c0..local * d + c1];
-            combine::<T, FMA>(out, idx, wts, src, d, c0);
+            combine(out, idx, wts, src, d, c0);
         }
         c0 = c1;
     }
 }
 
+/// acc + w · z, rounded twice (a fused multiply-add would round once and give other bits
+/// on CPUs with and without FMA).
 #[inline(always)]
-fn madd<T: Scalar, const FMA: bool>(w: T, z: T, acc: T) -> T {
-    if FMA { z.mul_add(w, acc) } else { acc + w * z }
+fn madd<T: Scalar>(w: T, z: T, acc: T) -> T {
+    acc + w * z
 }
 
 /// out[c] = Σ_k wts[k] · src[idx[k] · d + c0 + c], accumulated in k order.
 #[inline(always)]
-fn combine<T: Scalar, const FMA: bool>(
-    out: &mut [T],
-    idx: &[usize],
-    wts: &[T],
-    src: &[T],
-    d: usize,
-    c0: usize,
-) {
+fn combine<T: Scalar>(out: &mut [T], idx: &[usize], wts: &[T], src: &[T], d: usize, c0: usize) {
     let len = out.len();
     let mut c = 0;
     while c + LANES <= len {
@@ -323,7 +381,7 @@ fn combine<T: Scalar, const FMA: bool>(
             let start = j * d + c0 + c;
             let z: &[T; LANES] = src[start..start + LANES].try_into().expect("lane block");
             for t in 0..LANES {
-                acc[t] = madd::<T, FMA>(wj, z[t], acc[t]);
+                acc[t] = madd(wj, z[t], acc[t]);
             }
         }
         out[c..c + LANES].copy_from_slice(&acc);
@@ -332,7 +390,7 @@ fn combine<T: Scalar, const FMA: bool>(
     for (t, o) in out.iter_mut().enumerate().skip(c) {
         let mut acc = T::zero();
         for (&j, &wj) in idx.iter().zip(wts) {
-            acc = madd::<T, FMA>(wj, src[j * d + c0 + t], acc);
+            acc = madd(wj, src[j * d + c0 + t], acc);
         }
         *o = acc;
     }
@@ -343,7 +401,7 @@ fn combine<T: Scalar, const FMA: bool>(
 /// of the source is first packed strip by strip (L columns of all n rows side by side), so
 /// the micro-kernel reads memory contiguously, as GEMM packs its panels.
 #[inline(always)]
-fn dense_block<T: Scalar, const FMA: bool, const L: usize>(
+fn dense_block<T: Scalar, const L: usize>(
     w: &MixingWeights<T>,
     src: &[T],
     block: &mut [T],
@@ -375,7 +433,7 @@ fn dense_block<T: Scalar, const FMA: bool, const L: usize>(
             let c = c0 + s * L;
             let width = L.min(c1 - c);
             for (b, wb) in weight_blocks.chunks_exact(n * DENSE_ROWS).enumerate() {
-                let acc = micro::<T, FMA, L>(strip, wb);
+                let acc = micro::<T, L>(strip, wb);
                 let r0 = b * DENSE_ROWS;
                 for (r, a) in acc.iter().enumerate().take(rows - r0) {
                     let at = (r0 + r) * d + c;
@@ -389,17 +447,14 @@ fn dense_block<T: Scalar, const FMA: bool, const L: usize>(
 
 /// One block of DENSE_ROWS receivers over one packed strip of L columns.
 #[inline(always)]
-fn micro<T: Scalar, const FMA: bool, const L: usize>(
-    strip: &[T],
-    weights: &[T],
-) -> [[T; L]; DENSE_ROWS] {
+fn micro<T: Scalar, const L: usize>(strip: &[T], weights: &[T]) -> [[T; L]; DENSE_ROWS] {
     let mut acc = [[T::zero(); L]; DENSE_ROWS];
     for (z, wj) in strip.chunks_exact(L).zip(weights.chunks_exact(DENSE_ROWS)) {
         let z: &[T; L] = z.try_into().expect("strip");
         let wj: &[T; DENSE_ROWS] = wj.try_into().expect("weights");
         for r in 0..DENSE_ROWS {
             for l in 0..L {
-                acc[r][l] = madd::<T, FMA>(wj[r], z[l], acc[r][l]);
+                acc[r][l] = madd(wj[r], z[l], acc[r][l]);
             }
         }
     }
@@ -451,5 +506,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every path this CPU runs gives the same bits as the portable one, for f32 and f64,
+    /// dense and sparse weights, and widths that exercise full strips, partial strips and
+    /// tails.
+    #[test]
+    fn every_kernel_path_gives_the_same_bits() {
+        fn check<T: Scalar>(to_t: impl Fn(f64) -> T, bits: impl Fn(T) -> u64) {
+            let n = 14;
+            let ring = DiGraph::from_edges(n, (0..n).map(|i| (i, (i + 3) % n))).unwrap();
+            for graph in [ring, DiGraph::complete(n)] {
+                let m = MixingMatrix::push_sum(&graph);
+                let wt = MixingWeights::<T>::from_matrix(&m);
+                for d in [1, 7, 33, 100, 1000] {
+                    // Values of many magnitudes and signs, so roundings differ if orders do.
+                    let src: Vec<T> = (0..n * d)
+                        .map(|k| {
+                            to_t(((k * 7919) % 1013) as f64 / 97.0 - 5.0)
+                                * to_t(1.0 + (k % 13) as f64 * 1e3)
+                        })
+                        .collect();
+                    let tile = 64;
+                    let run = |path: KernelPath| {
+                        let mut dst = vec![T::zero(); n * d];
+                        mix_block_on(path, &wt, &src, &mut dst, 0, d, tile, &mut Vec::new());
+                        dst.into_iter().map(&bits).collect::<Vec<u64>>()
+                    };
+                    let portable = run(KernelPath::Portable);
+                    for path in [KernelPath::Avx512, KernelPath::Avx2] {
+                        if path.supported() {
+                            assert!(run(path) == portable, "{path:?}, d = {d}");
+                        }
+                    }
+                }
+            }
+        }
+        check::<f32>(|v| v as f32, |v| u64::from(v.to_bits()));
+        check::<f64>(|v| v, |v| v.to_bits());
     }
 }

@@ -45,6 +45,32 @@ pub use error::{AveragingError, Result};
 pub use exact::ExactAverage;
 pub use gossip::{Gossip, GossipWeights};
 pub use hgp_graphs::Scalar;
-pub use kernel::{InProcess, MixingWeights, Transport};
+pub use kernel::{InProcess, KernelPath, MixingWeights, Transport};
 pub use operator::realized_operator;
 pub use push_sum::{DebiasWeights, PushSum, PushSumState};
+
+#[cfg(test)]
+mod auto_traits {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Buffers and costs cross threads freely; an averager (with its transport's scratch)
+    /// moves to the thread that runs it.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<ClientBuffer<f32>>();
+        send_sync::<ClientBuffer<f64>>();
+        send_sync::<CommCost>();
+        send_sync::<MixingWeights<f64>>();
+        send_sync::<ExactAverage>();
+        send_sync::<Central<f64>>();
+        send_sync::<AveragingError>();
+        send::<PushSum<f32>>();
+        send::<PushSum<f64>>();
+        send::<Gossip<f64>>();
+        send::<PushSumState<f64>>();
+        send::<Box<dyn Averager<f64>>>();
+    }
+}

@@ -31,7 +31,7 @@ impl Scheduled {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         Self::parse_edge_list(&text, n, &path.display().to_string())
     }

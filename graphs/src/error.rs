@@ -94,12 +94,13 @@ pub enum GraphError {
         message: String,
     },
     /// An edge-list file could not be read.
-    #[error("cannot read edge list {path}: {source}")]
+    #[error("cannot read edge list {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (in the message, and not a `source()`, so
+        /// a printed chain names it once).
+        error: std::io::Error,
     },
     /// Assumption 1 of the HGP paper fails on a window.
     #[error(

@@ -40,3 +40,25 @@ pub use network::{
     RandomUndirected, Scheduled, StaticUndirected, erdos_renyi_connected,
 };
 pub use scalar::Scalar;
+
+#[cfg(test)]
+mod auto_traits {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Networks and weights are shared by every client's thread.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<FullyConnected>();
+        send_sync::<StaticUndirected>();
+        send_sync::<RandomDirected>();
+        send_sync::<RandomUndirected>();
+        send_sync::<ExponentialOnePeer>();
+        send_sync::<Scheduled>();
+        send_sync::<DiGraph>();
+        send_sync::<MixingMatrix>();
+        send_sync::<GraphError>();
+        send_sync::<std::sync::Arc<dyn Network>>();
+    }
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group};
 use hgp_averaging::{Averager, ClientBuffer, PushSum};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
-use hgp_hypergrad::{Hgp, HgpOptions, HyperGradient};
+use hgp_hypergrad::{Eta, Hgp, HgpOptions, HyperGradient};
 use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{Batch, InnerCrossJvp, InnerHvp, L2Logistic, PerClient};
 use rand::RngExt;
@@ -88,7 +88,7 @@ fn bench(c: &mut Criterion) {
     for m in [1, 1 + K] {
         let options = HgpOptions {
             neumann_terms: m,
-            eta: 1.0,
+            eta: Eta::Fixed(1.0),
             ..HgpOptions::default()
         };
         group.bench_function(format!("hgp_m{m}"), |b| {

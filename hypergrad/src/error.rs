@@ -27,7 +27,7 @@ pub enum HypergradError {
     },
     /// The Neumann iteration diverged.
     #[error(
-        "HGP diverged: |u| grew from {initial:.3e} to {current:.3e} by m = {m}; the Neumann step η = {eta} is too large (it must be below 2 / the largest eigenvalue of the clients' mean Hessian): lower --eta"
+        "HGP diverged: ‖u‖ grew from {initial:.3e} to {current:.3e} by m = {m}; the Neumann step η = {eta} is too large (it must be below 2 / the largest eigenvalue of the clients' mean Hessian): lower η, or let it be chosen from the problem (η = auto)"
     )]
     Diverged {
         /// Iteration at which it was detected.
@@ -39,6 +39,31 @@ pub enum HypergradError {
         /// The step η.
         eta: f64,
     },
+    /// The Neumann iteration grows slowly: ‖u‖ more than doubled over the second half of
+    /// the iterations so far.
+    #[error(
+        "HGP diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}, so the Neumann series does not converge; the step η = {eta} is too large for this problem (it must be below 2 / the largest eigenvalue of the clients' mean Hessian) or the inner cost is not convex at x: lower η, or let it be chosen from the problem (η = auto)"
+    )]
+    Growing {
+        /// The earlier iteration compared.
+        from: usize,
+        /// The iteration at which the growth was detected.
+        to: usize,
+        /// ‖u^(from)‖.
+        before: f64,
+        /// ‖u^(to)‖.
+        after: f64,
+        /// The step η.
+        eta: f64,
+    },
+    /// The power iteration that chooses η found no usable curvature.
+    #[error(
+        "cannot choose the Neumann step from the problem: the estimated largest curvature of the clients' mean Hessian is {0:e} (the inner cost must be strongly convex in x, with a finite Hessian): give η explicitly"
+    )]
+    Curvature(f64),
+    /// K = 0 power iterations.
+    #[error("choosing η from the problem needs at least one power iteration (got K = 0)")]
+    ZeroPowerIterations,
     /// The dense exact estimator would be too large.
     #[error(
         "the exact estimator solves a dense (n·d_x) x (n·d_x) system; n·d_x = {size} exceeds the limit {limit} (use --estimator hgp)"

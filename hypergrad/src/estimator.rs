@@ -12,6 +12,10 @@ pub struct HyperGradEstimate<T> {
     pub v: PerClient<T>,
     /// Communication spent.
     pub comm: CommCost,
+    /// The Neumann step η used (estimators that have one).
+    pub eta: Option<f64>,
+    /// L̂, the estimated largest curvature of the mean Hessian, when η was chosen from it.
+    pub curvature: Option<f64>,
 }
 
 /// Estimates the hyper-gradient of F(λ) = Σ_k f_k(x_k(λ), λ_k) at the inner solution `x`
@@ -24,6 +28,20 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send {
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>>;
+
+    /// The estimate, calling `progress(done, total)` as it goes (by default only once,
+    /// when done; iterative estimators report every iteration).
+    fn estimate_with_progress(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<HyperGradEstimate<T>> {
+        let estimate = self.estimate(clients, x, lambda)?;
+        progress(1, 1);
+        Ok(estimate)
+    }
 
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;

@@ -97,6 +97,8 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Exact {
         Ok(HyperGradEstimate {
             v,
             comm: CommCost::new(n),
+            eta: None,
+            curvature: None,
         })
     }
 
@@ -122,6 +124,8 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Local {
         Ok(HyperGradEstimate {
             v,
             comm: CommCost::new(clients.len()),
+            eta: None,
+            curvature: None,
         })
     }
 

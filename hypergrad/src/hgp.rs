@@ -6,6 +6,7 @@ use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
 use rayon::prelude::*;
 
+use crate::curvature::{PowerIteration, estimate_curvature};
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 
@@ -13,6 +14,11 @@ use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gra
 const DOMAIN_HGP: u64 = 0x6867_7068;
 /// |u| may grow this much over |u^(0)| before HGP is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
+/// From this many terms on, ‖u‖ is also checked for slow growth: at m = 64, 128, 256, …
+/// and at m = M, ‖u^(m)‖ must not exceed [`GROWTH_FACTOR`] × ‖u^(⌊m/2⌋)‖.
+pub const GROWTH_CHECK_MIN_TERMS: usize = 64;
+/// Growth of ‖u‖ over the second half of the iterations so far that counts as divergence.
+const GROWTH_FACTOR: f64 = 2.0;
 /// Work (HVP values × instances) above which clients update in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
@@ -27,13 +33,47 @@ pub enum SampleMode {
     Shared,
 }
 
+/// How HGP's Neumann step η is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Eta {
+    /// This η (must be positive; the series converges for η < 2 / λ_max of the mean
+    /// Hessian).
+    Fixed(f64),
+    /// η = 1 / L̂, L̂ the largest curvature of the clients' mean Hessian at x, estimated at
+    /// every estimate by power iteration on averaged Hessian-vector products
+    /// ([`estimate_curvature`](crate::estimate_curvature)): K more HVPs per client and K more
+    /// averages.
+    Auto(PowerIteration),
+}
+
+impl Default for Eta {
+    fn default() -> Self {
+        Self::Auto(PowerIteration::default())
+    }
+}
+
+impl From<f64> for Eta {
+    fn from(eta: f64) -> Self {
+        Self::Fixed(eta)
+    }
+}
+
+impl std::fmt::Display for Eta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fixed(eta) => write!(f, "{eta}"),
+            Self::Auto(p) => write!(f, "1/L̂ (power iteration, K = {})", p.iterations),
+        }
+    }
+}
+
 /// The settings of HGP: M Neumann terms, step η ("dumping" in the papers' code), batches.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HgpOptions {
     /// M, the number of Neumann terms (iterations of eq. 10).
     pub neumann_terms: usize,
-    /// η of φ'(x, λ) = Θ(x − η ∂_x g(x, λ)) (eq. 9).
-    pub eta: f64,
+    /// η of φ'(x, λ) = Θ(x − η ∂_x g(x, λ)) (eq. 9), given or chosen from the problem.
+    pub eta: Eta,
     /// Full batch, or mini-batches ξ̂ for the Jacobian products.
     pub batch: BatchSize,
     /// Independent or shared samples for the two products.
@@ -46,7 +86,7 @@ impl Default for HgpOptions {
     fn default() -> Self {
         Self {
             neumann_terms: 100,
-            eta: 1.0,
+            eta: Eta::default(),
             batch: BatchSize::Full,
             samples: SampleMode::Independent,
             seed: 0,
@@ -82,6 +122,11 @@ impl<T> HgpObserver<T> for Silent {
 ///
 /// from u_i^(0) = ∂_x f_i, v_i^(0) = ∂_λ f_i, and returns v^(M) ≈ d_λ Σ_k f_k (eq. 10).
 /// The averager Θ̂ is any [`Averager`]: Push-Sum as in the paper, or exact, gossip, central.
+///
+/// Divergence (η too large, or a cost that is not convex at x) is an error, never a
+/// number: ‖u‖ growing 10⁶-fold over ‖u^(0)‖ or becoming non-finite, and, for M ≥ 64,
+/// ‖u‖ more than doubling over the second half of the iterations so far (checked at
+/// m = 64, 128, 256, … and M), which catches slow growth long before it dominates v.
 pub struct Hgp<T: Scalar, A: Averager<T>> {
     averager: A,
     options: HgpOptions,
@@ -89,13 +134,20 @@ pub struct Hgp<T: Scalar, A: Averager<T>> {
 }
 
 impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
-    /// HGP with the given averager and settings (M ≥ 1, η > 0).
+    /// HGP with the given averager and settings (M ≥ 1, η > 0 or chosen with K ≥ 1
+    /// power iterations).
     pub fn new(averager: A, options: HgpOptions) -> Result<Self> {
         if options.neumann_terms == 0 {
             return Err(HypergradError::ZeroTerms);
         }
-        if !(options.eta.is_finite() && options.eta > 0.0) {
-            return Err(HypergradError::Eta(options.eta));
+        match options.eta {
+            Eta::Fixed(eta) if !(eta.is_finite() && eta > 0.0) => {
+                return Err(HypergradError::Eta(eta));
+            }
+            Eta::Auto(PowerIteration { iterations: 0 }) => {
+                return Err(HypergradError::ZeroPowerIterations);
+            }
+            _ => {}
         }
         Ok(Self {
             averager,
@@ -139,11 +191,21 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
             seed,
         } = self.options;
         let sampler = BatchSampler::new(batch, seed, DOMAIN_HGP);
+        let (eta, curvature, mut comm) = match eta {
+            Eta::Fixed(eta) => (eta, None, CommCost::new(n)),
+            Eta::Auto(power) => {
+                let c =
+                    estimate_curvature(clients, x, lambda, &mut self.averager, batch, power, seed)?;
+                (c.eta, Some(c.largest), c.comm)
+            }
+        };
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients(clients, x, lambda);
         let initial = u.norm();
+        // ‖u^(m)‖ for m = 0..=M, for the slow-growth check.
+        let mut norms = Vec::with_capacity(neumann_terms + 1);
+        norms.push(initial);
         observer.observe(0, &v, &u);
-        let mut comm = CommCost::new(n);
         let d = x.d();
         let work = d * clients.first().map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
@@ -197,6 +259,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                     .collect()
             };
             let current = squares.iter().sum::<f64>().sqrt();
+            norms.push(current);
             if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE)
             {
                 return Err(HypergradError::Diverged {
@@ -206,9 +269,27 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                     eta,
                 });
             }
+            let checkpoint = m.is_power_of_two() || m == neumann_terms;
+            if checkpoint && m >= GROWTH_CHECK_MIN_TERMS {
+                let half = norms[m / 2];
+                if current > GROWTH_FACTOR * half {
+                    return Err(HypergradError::Growing {
+                        from: m / 2,
+                        to: m,
+                        before: half,
+                        after: current,
+                        eta,
+                    });
+                }
+            }
             observer.observe(m, &v, &u);
         }
-        Ok(HyperGradEstimate { v, comm })
+        Ok(HyperGradEstimate {
+            v,
+            comm,
+            eta: Some(eta),
+            curvature,
+        })
     }
 }
 
@@ -247,6 +328,23 @@ impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for H
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>> {
         self.estimate_observed(clients, x, lambda, &mut Silent)
+    }
+
+    /// Reports (m, M) after every Neumann term.
+    fn estimate_with_progress(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<HyperGradEstimate<T>> {
+        let total = self.options.neumann_terms;
+        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
+            if m > 0 {
+                progress(m, total);
+            }
+        };
+        self.estimate_observed(clients, x, lambda, &mut observer)
     }
 
     fn describe(&self) -> String {

@@ -15,7 +15,7 @@
 //! use std::sync::Arc;
 //! use hgp_averaging::{ClientBuffer, ExactAverage, PushSum};
 //! use hgp_graphs::{RandomDirected, RandomEdges};
-//! use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
+//! use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient};
 //! use hgp_models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
 //!
 //! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.7, 0.1], labels: vec![1.0, 0.0, 1.0], dim: 2 };
@@ -24,7 +24,8 @@
 //! let lambda = PerClient::filled(&[2, 2, 2], 0.5);
 //! let x = ClientBuffer::from_fn(3, 2, |_, k| [0.3, -0.1][k]);
 //! let network = Arc::new(RandomDirected::new(3, RandomEdges::default(), 1)?);
-//! let options = HgpOptions { neumann_terms: 300, eta: 1.0, ..HgpOptions::default() };
+//! // η = 1 here; `Eta::default()` chooses η = 1/L̂ from the mean Hessian by power iteration.
+//! let options = HgpOptions { neumann_terms: 300, eta: Eta::Fixed(1.0), ..HgpOptions::default() };
 //! // Push-Sum with S = 50 steps; `ExactAverage::new(3)?` would be the exact Θ.
 //! let mut hgp = Hgp::new(PushSum::<f64>::new(network, 50)?, options)?;
 //! let estimate = hgp.estimate(&clients, &x, &lambda)?;
@@ -34,13 +35,38 @@
 //! ```
 
 mod adam;
+mod curvature;
 mod error;
 mod estimator;
 mod exact;
 mod hgp;
 
 pub use adam::Adam;
+pub use curvature::{Curvature, PowerIteration, estimate_curvature};
 pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
-pub use hgp::{Hgp, HgpObserver, HgpOptions, SampleMode};
+pub use hgp::{Eta, GROWTH_CHECK_MIN_TERMS, Hgp, HgpObserver, HgpOptions, SampleMode};
+
+#[cfg(test)]
+mod auto_traits {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Estimators move to the thread that runs them (e.g. one HGP run per seed in parallel).
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send::<Hgp<f64, hgp_averaging::PushSum<f64>>>();
+        send::<Hgp<f32, Box<dyn hgp_averaging::Averager<f32>>>>();
+        send_sync::<Hgp<f64, hgp_averaging::ExactAverage>>();
+        send_sync::<Exact>();
+        send_sync::<Local>();
+        send_sync::<Adam<f32>>();
+        send_sync::<HgpOptions>();
+        send_sync::<HyperGradEstimate<f32>>();
+        send_sync::<HypergradError>();
+        send::<Box<dyn HyperGradient<f64, hgp_models::L2Logistic<f64>>>>();
+    }
+}

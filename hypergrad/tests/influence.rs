@@ -4,7 +4,7 @@
 
 use hgp_averaging::{ClientBuffer, ExactAverage};
 use hgp_graphs::rng;
-use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
+use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
 use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{InnerCost, OuterCost, PerClient, WeightedLogistic};
@@ -54,7 +54,7 @@ proptest! {
         let cs = clients(n, m, d, 0.05, seed);
         let lambda = PerClient::filled(&vec![m; n], 1.0);
         let x = ExactNewton::new().solve(&cs, &lambda, &ClientBuffer::zeros(n, d + 1)).unwrap().x;
-        let options = HgpOptions { neumann_terms: 3000, eta: 1.0, ..HgpOptions::default() };
+        let options = HgpOptions { neumann_terms: 3000, eta: Eta::Fixed(1.0), ..HgpOptions::default() };
         let v = Hgp::new(ExactAverage::new(n).unwrap(), options).unwrap().estimate(&cs, &x, &lambda).unwrap().v;
         let exact = Exact::new().estimate(&cs, &x, &lambda).unwrap().v;
         let scale = exact.as_slice().iter().fold(0.0f64, |a, b| a.max(b.abs()));

@@ -2,7 +2,7 @@
 
 use hgp_averaging::{ClientBuffer, PushSum};
 use hgp_graphs::{RandomDirected, RandomEdges};
-use hgp_hypergrad::{Adam, Hgp, HgpOptions, HyperGradient};
+use hgp_hypergrad::{Adam, Eta, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{L2Logistic, OuterCost, PerClient};
@@ -43,7 +43,7 @@ fn five_adam_steps_with_hgp_lower_the_validation_loss() {
         let (_, x) = total(&lambda);
         let options = HgpOptions {
             neumann_terms: 300,
-            eta: 1.0,
+            eta: Eta::Fixed(1.0),
             ..HgpOptions::default()
         };
         let mut hgp = Hgp::new(PushSum::new(network.clone(), 20).unwrap(), options).unwrap();

@@ -45,11 +45,12 @@ impl DecentralizedSgd {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
-    fn solve(
+    fn solve_with_progress(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -88,6 +89,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
                     lr,
                 });
             }
+            progress(t + 1, self.steps);
         }
         Ok(InnerSolution::measure(
             clients, lambda, x, None, self.steps, comm,

@@ -61,11 +61,12 @@ impl FedAvg {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
-    fn solve(
+    fn solve_with_progress(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -90,6 +91,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
             // The server averages the participants and broadcasts (its cost includes the
             // download that starts the next round).
             comm.merge(&server.average(&mut x)?);
+            progress(r + 1, self.rounds);
         }
         let steps = self.rounds * self.local_steps;
         Ok(InnerSolution::measure(
@@ -135,11 +137,12 @@ impl LocalSgd {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
-    fn solve(
+    fn solve_with_progress(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let mut x = x0.clone();
@@ -153,6 +156,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
                 t,
                 "local SGD",
             )?;
+            progress(t + 1, self.steps);
         }
         Ok(InnerSolution::measure(
             clients,

@@ -47,3 +47,23 @@ pub use schedule::LrSchedule;
 pub use sgp::{Sgp, SgpOrder};
 pub use solution::{InnerSolution, total_gradient};
 pub use solver::InnerSolver;
+
+#[cfg(test)]
+mod auto_traits {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Solvers run on worker threads (e.g. parallel retraining); solutions are shared.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<Sgp>();
+        send_sync::<DecentralizedSgd>();
+        send_sync::<FedAvg>();
+        send_sync::<LocalSgd>();
+        send_sync::<ExactNewton>();
+        send_sync::<LrSchedule>();
+        send_sync::<InnerSolution<f32>>();
+        send_sync::<InnerError>();
+    }
+}

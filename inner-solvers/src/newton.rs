@@ -71,11 +71,12 @@ pub fn total_hessian<T: Scalar, C: InnerHvp<T>>(
 }
 
 impl<T: Scalar, C: InnerHvp<T>> InnerSolver<T, C> for ExactNewton {
-    fn solve(
+    fn solve_with_progress(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let d = x0.d();
@@ -131,6 +132,7 @@ impl<T: Scalar, C: InnerHvp<T>> InnerSolver<T, C> for ExactNewton {
             }
             x = trial;
             current = norm;
+            progress(iterations, self.max_iterations);
         }
         if x.iter().any(|v| !v.as_f64().is_finite()) {
             return Err(InnerError::Newton("the iterate is not finite".to_string()));

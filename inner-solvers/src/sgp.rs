@@ -81,11 +81,12 @@ impl Sgp {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
-    fn solve(
+    fn solve_with_progress(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -141,6 +142,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                     lr,
                 });
             }
+            progress(t + 1, self.steps);
         }
         state.estimate_into(&mut x);
         let omega = state.omega().to_vec();

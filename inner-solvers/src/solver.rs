@@ -9,13 +9,25 @@ use crate::solution::InnerSolution;
 /// Reaches x(λ) = argmin_x Σ_i g_i(x, λ_i) subject to consensus (HGP eq. 2), starting from
 /// each client's `x0` row, and reports how close it got.
 pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send {
+    /// Solves for the given hyper-parameters, calling `progress(done, total)` after every
+    /// step (for a solver with an unknown number of steps, `total` is its maximum).
+    fn solve_with_progress(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<InnerSolution<T>>;
+
     /// Solves for the given hyper-parameters.
     fn solve(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-    ) -> Result<InnerSolution<T>>;
+    ) -> Result<InnerSolution<T>> {
+        self.solve_with_progress(clients, lambda, x0, &mut |_, _| {})
+    }
 
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;

@@ -9,7 +9,6 @@ use hgp_models::{BatchSize, PerClient};
 
 #[test]
 fn table5_cnn_reaches_95_percent_on_mnist() {
-    hgp_models::nn::tune_allocator();
     let mnist = embedded_mnist().unwrap();
     let train = mnist.subset(&(0..8000).collect::<Vec<_>>());
     let test = mnist.subset(&(8000..10_000).collect::<Vec<_>>());

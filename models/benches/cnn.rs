@@ -9,10 +9,12 @@ use criterion::{Criterion, criterion_group};
 use hgp_graphs::rng;
 use hgp_models::nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
-    tune_allocator,
 };
 use hgp_models::{Batch, InnerCost, InnerHvp};
 use rand::RngExt;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
 const ARCH: Architecture = Architecture::Table5Cnn { classes: 10 };
@@ -97,7 +99,6 @@ criterion_group!(benches, bench);
 fn main() {
     // SAFETY: nothing else runs yet.
     unsafe { enable_double_backward() };
-    tune_allocator();
     benches();
     Criterion::default().configure_from_args().final_summary();
     summary();

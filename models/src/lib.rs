@@ -37,3 +37,25 @@ pub use logistic::{L2Logistic, WeightedLogistic, bce_with_logit, sigmoid};
 pub use objective::{Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 pub use per_client::PerClient;
 pub use sampler::{BatchSampler, BatchSize};
+
+#[cfg(test)]
+mod auto_traits {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Clients are evaluated from every rayon thread at once.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<L2Logistic<f32>>();
+        send_sync::<L2Logistic<f64>>();
+        send_sync::<WeightedLogistic<f64>>();
+        send_sync::<nn::NetClient<f32>>();
+        send_sync::<nn::NetClient<f64>>();
+        send_sync::<PerClient<f64>>();
+        send_sync::<BatchSampler>();
+        send_sync::<data::ClientData>();
+        send_sync::<images::ImageSet>();
+        send_sync::<ModelError>();
+    }
+}

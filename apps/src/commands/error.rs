@@ -9,15 +9,18 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, PushSum};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
-use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient, SampleMode};
+use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient, PowerIteration, SampleMode};
 use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, Sgp};
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 use rayon::prelude::*;
 
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::report::{percentile, progress, sci, write_csv};
-use crate::setup::{FIG1_MILESTONES, InnerKind, derive, domain};
+use crate::report::{ReportArgs, Reporter, percentile, prepare_out, sci, write_csv};
+use crate::setup::{
+    EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind, derive, domain, eta_help, parse_eta,
+    power_help, refuse_unused,
+};
 
 /// Which of the two panels of Fig. 1 to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -28,6 +31,23 @@ pub enum Panels {
     Mini,
     /// Both.
     Both,
+}
+
+/// Seeds per setting by default (3 with --quick).
+const SEEDS: [usize; 2] = [10, 3];
+/// Neumann terms M by default (300 with --quick).
+const TERMS: [usize; 2] = [1000, 300];
+/// Fig. 1's step η = 1 (the published setting).
+const ETA: EtaArg = EtaArg::Value(1.0);
+/// Fig. 1b's mini-batch size.
+const BATCH: usize = 20;
+
+/// The defaults listed at the end of `hgp error --help`.
+pub fn after_help() -> String {
+    format!(
+        "Fig. 1 of the HGP paper: n = 3 clients of the synthetic data, RandD (ρ ~ U[0.4, 0.8]),          SGP with {FIG1_STEPS} steps (lr 2, ×0.1 at {FIG1_MILESTONES:?}), HGP with η = 1,          --seeds {} and --neumann-terms {} ({} and {} with --quick).",
+        SEEDS[0], TERMS[0], SEEDS[1], TERMS[1]
+    )
 }
 
 /// Options of `hgp error`.
@@ -42,10 +62,11 @@ pub struct ErrorCmd {
     /// Seed of the data, the network's link probabilities and the inner solve.
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
-    /// HGP runs (seeds of the network's realization and of the mini-batches) per setting.
+    /// HGP runs (seeds of the network's realization and of the mini-batches) per setting
+    /// [default: 10; 3 with --quick].
     #[arg(long, value_name = "N")]
     seeds: Option<usize>,
-    /// Neumann terms M.
+    /// Neumann terms M [default: 1000; 300 with --quick].
     #[arg(long, value_name = "M")]
     neumann_terms: Option<usize>,
     /// Push-Sum steps S to compare (comma separated).
@@ -56,12 +77,13 @@ pub struct ErrorCmd {
         value_name = "S"
     )]
     push_steps: Vec<usize>,
-    /// Neumann step η.
-    #[arg(long, default_value_t = 1.0, value_name = "η")]
-    eta: f64,
-    /// Mini-batch size of Fig. 1b.
-    #[arg(long, default_value_t = 20, value_name = "B")]
-    batch: usize,
+    #[arg(long, value_parser = parse_eta, value_name = "η", help = eta_help(ETA))]
+    eta: Option<EtaArg>,
+    #[arg(long, value_name = "K", help = power_help())]
+    power_iterations: Option<usize>,
+    /// Mini-batch size of Fig. 1b (the mini-batch panel) [default: 20].
+    #[arg(long, value_name = "B")]
+    batch: Option<usize>,
     /// Panels to run.
     #[arg(long, value_enum, default_value_t = Panels::Both)]
     panels: Panels,
@@ -69,9 +91,8 @@ pub struct ErrorCmd {
     /// exact Newton solution.
     #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
     inner: InnerKind,
-    /// Do not show progress bars.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// Clients of Fig. 1.
@@ -88,15 +109,16 @@ struct PanelSetup {
 }
 
 impl ErrorCmd {
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let started = Instant::now();
-        let seeds = self.seeds.unwrap_or(if self.quick { 3 } else { 10 });
-        let m_max = self
-            .neumann_terms
-            .unwrap_or(if self.quick { 300 } else { 1000 });
+    /// Checks every option and the output directory (before any work).
+    fn validate(&self) -> Result<(usize, usize, Eta)> {
+        let quick = usize::from(self.quick);
+        let seeds = self.seeds.unwrap_or(SEEDS[quick]);
+        let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
         if seeds == 0 {
             bail!("--seeds must be at least 1");
+        }
+        if m_max == 0 {
+            bail!("--neumann-terms must be at least 1");
         }
         if self.push_steps.is_empty() || self.push_steps.contains(&0) {
             bail!(
@@ -104,9 +126,38 @@ impl ErrorCmd {
                 self.push_steps
             );
         }
-        if self.batch == 0 {
-            bail!("--batch must be at least 1");
+        refuse_unused(self.batch.is_some() && self.panels == Panels::Full, || {
+            "--batch sets the mini-batch panel (Fig. 1b); --panels full has none".to_string()
+        })?;
+        let train = SyntheticConfig::default().train_per_client;
+        match self.batch {
+            Some(0) => bail!("--batch must be at least 1"),
+            Some(b) if b > train => bail!(
+                "--batch {b} is larger than each client's {train} training instances: the mini-batch panel needs B ≤ {train} (B = {train} is the full batch)"
+            ),
+            _ => {}
         }
+        let eta = self.eta.unwrap_or(ETA);
+        refuse_unused(
+            self.power_iterations.is_some() && eta != EtaArg::Auto,
+            || "--power-iterations applies to --eta auto".to_string(),
+        )?;
+        if self.power_iterations == Some(0) {
+            bail!("--power-iterations must be at least 1");
+        }
+        let eta = eta.resolve(
+            self.power_iterations
+                .unwrap_or(PowerIteration::default().iterations),
+        )?;
+        prepare_out(&self.out)?;
+        Ok((seeds, m_max, eta))
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let started = Instant::now();
+        let (seeds, m_max, eta) = self.validate()?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), false, false)?;
         let config = SyntheticConfig {
             clients: CLIENTS,
             ..SyntheticConfig::default()
@@ -129,15 +180,13 @@ impl ErrorCmd {
             batches.push(("full batch".to_string(), BatchSize::Full));
         }
         if self.panels != Panels::Full {
-            batches.push((
-                format!("mini-batch {}", self.batch),
-                BatchSize::Size(self.batch),
-            ));
+            let b = self.batch.unwrap_or(BATCH);
+            batches.push((format!("mini-batch {b}"), BatchSize::Size(b)));
         }
         let setups: Vec<PanelSetup> = batches
             .into_iter()
             .map(|(label, batch)| {
-                let solution = self.inner_solve(&clients, &lambda, &base, batch)?;
+                let solution = self.inner_solve(&clients, &lambda, &base, batch, &reporter)?;
                 let exact = Exact::new().estimate(&clients, &solution.x, &lambda)?.v;
                 Ok(PanelSetup {
                     label,
@@ -156,7 +205,11 @@ impl ErrorCmd {
                     .flat_map(move |&s| (0..seeds as u64).map(move |k| (p, s, k)))
             })
             .collect();
-        let bar = progress((tasks.len() * m_max) as u64, "HGP runs", self.quiet);
+        let stage = reporter.stage(
+            format!("{} HGP runs", tasks.len()),
+            (tasks.len() * m_max) as u64,
+            "terms",
+        );
         let curves: Vec<Vec<f64>> = tasks
             .par_iter()
             .map(|&(p, s, k)| {
@@ -168,7 +221,7 @@ impl ErrorCmd {
                 )));
                 let options = HgpOptions {
                     neumann_terms: m_max,
-                    eta: self.eta,
+                    eta,
                     batch: setup.batch,
                     samples: SampleMode::Independent,
                     seed: rng::key(self.seed, domain::ESTIMATOR, k),
@@ -179,14 +232,14 @@ impl ErrorCmd {
                 let mut observe = |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
                     errors.push(v.distance(&setup.exact) / scale);
                     if m > 0 {
-                        bar.inc(1);
+                        stage.inc(1);
                     }
                 };
                 hgp.estimate_observed(&clients, &setup.solution.x, &lambda, &mut observe)?;
                 Ok(errors)
             })
             .collect::<Result<_>>()?;
-        bar.finish_and_clear();
+        stage.finish("");
 
         let csv = self.out.join("error.csv");
         let rows = tasks.iter().zip(&curves).flat_map(|(&(p, s, k), errors)| {
@@ -223,21 +276,36 @@ impl ErrorCmd {
         lambda: &PerClient<f64>,
         base: &RandomDirected,
         batch: BatchSize,
+        reporter: &Reporter,
     ) -> Result<InnerSolution<f64>> {
         let x0 = ClientBuffer::zeros(CLIENTS, lambda.row(0).len());
-        Ok(match self.inner {
-            InnerKind::Exact => ExactNewton::new().solve(clients, lambda, &x0)?,
+        let mut solver: Box<dyn InnerSolver<f64, L2Logistic<f64>>> = match self.inner {
+            InnerKind::Exact => Box::new(ExactNewton::new()),
             InnerKind::Sgp => {
                 let net: Arc<dyn Network> = Arc::new(
                     base.clone()
                         .with_step_seed(derive(self.seed, domain::INNER)),
                 );
                 let lr = LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?;
-                Sgp::new(net, 5000, lr)?
-                    .with_batches(batch, derive(self.seed, domain::INNER))
-                    .solve(clients, lambda, &x0)?
+                Box::new(
+                    Sgp::new(net, FIG1_STEPS, lr)?
+                        .with_batches(batch, derive(self.seed, domain::INNER)),
+                )
             }
-        })
+        };
+        let stage = reporter.stage(
+            format!("inner solve ({})", solver.describe()),
+            FIG1_STEPS as u64,
+            "steps",
+        );
+        let solution =
+            solver.solve_with_progress(clients, lambda, &x0, &mut |_, _| stage.inc(1))?;
+        stage.finish(&format!(
+            "consensus error {}, stationarity {}",
+            sci(solution.consensus_error),
+            sci(solution.stationarity)
+        ));
+        Ok(solution)
     }
 
     /// The error curves of every seed of one (panel, S).
@@ -279,7 +347,7 @@ impl ErrorCmd {
     ) {
         println!(
             "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {CLIENTS}, RandD, η = {}",
-            self.eta
+            self.eta.unwrap_or(ETA)
         );
         for (p, setup) in setups.iter().enumerate() {
             println!();

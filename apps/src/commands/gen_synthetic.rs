@@ -2,11 +2,26 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Args;
-use hgp_models::data::{SyntheticConfig, generate_synthetic, write_client_dir};
+use hgp_models::data::{DataError, SyntheticConfig, generate_synthetic, write_client_dir};
 
+use crate::report::prepare_out;
 use crate::setup::{derive, domain};
+
+/// The flag that sets each parameter of [`SyntheticConfig`].
+fn flag(parameter: &str) -> &str {
+    match parameter {
+        "clients" => "--clients",
+        "dim" => "--dim",
+        "components" => "--components",
+        "alpha" => "--alpha",
+        "train_per_client" => "--train",
+        "val_per_client" => "--val",
+        "noise_std" => "--noise",
+        other => other,
+    }
+}
 
 /// Options of `hgp gen-synthetic`.
 #[derive(Args, Debug)]
@@ -53,6 +68,16 @@ impl GenSynthetic {
             val_per_client: self.val,
             noise_std: self.noise,
         };
+        if let Err(DataError::InvalidConfig {
+            parameter,
+            value,
+            requirement,
+        }) = config.check()
+        {
+            bail!("{} {value}: it must be {requirement}", flag(parameter));
+        }
+        config.check()?;
+        prepare_out(&self.out)?;
         let data = generate_synthetic(&config, derive(self.seed, domain::DATA))?;
         write_client_dir(&self.out, &data)?;
         println!(

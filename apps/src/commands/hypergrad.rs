@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use hgp_averaging::ClientBuffer;
 use hgp_inner_solvers::InnerSolution;
@@ -10,18 +10,29 @@ use hgp_models::data::load_lambda_csv;
 use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
 use serde_json::json;
 
-use crate::report::{comm_json, sci, spinner};
+use crate::report::{ReportArgs, Reporter, comm_json, sci};
 use crate::setup::{
     AveragerArgs, DataArgs, Defaults, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline,
 };
+
+/// The defaults listed at the end of `hgp hypergrad --help`.
+pub fn after_help() -> String {
+    format!(
+        "Defaults (the logistic problem of the HGP paper, eq. 11, Fig. 1 settings):\n{}",
+        Defaults::LOGISTIC.help("hypergrad")
+    )
+}
+
+/// λ of every client when no --lambda file is given.
+const LAMBDA: f64 = 0.01;
 
 /// Options of `hgp hypergrad`.
 #[derive(Args, Debug)]
 pub struct Hypergrad {
     #[command(flatten)]
     data: DataArgs,
-    /// λ, one row per client with one L2 weight per coordinate of x (comma separated);
-    /// default 0.01 everywhere.
+    /// λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma
+    /// separated) [default: 0.01 everywhere].
     #[arg(long, value_name = "FILE")]
     lambda: Option<PathBuf>,
     #[command(flatten)]
@@ -35,14 +46,30 @@ pub struct Hypergrad {
     /// Seed of every random choice (data, network, batches).
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
-    /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner"} instead of text.
+    /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner", "estimator",
+    /// "eta", "curvature"} instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 impl Hypergrad {
+    fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline {
+            network: &self.network,
+            averager: &self.averager,
+            inner: &self.inner,
+            estimator: &self.estimator,
+            seed: self.seed,
+        }
+    }
+
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
+        let defaults = Defaults::LOGISTIC;
+        self.data.validate()?;
+        self.pipeline().validate(&defaults)?;
         let (data, description) = self.data.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
@@ -52,31 +79,40 @@ impl Hypergrad {
         let n = clients.len();
         let d = clients[0].dim_x();
         let lambda = match &self.lambda {
-            Some(path) => PerClient::from_rows(load_lambda_csv(path, &vec![d; n])?),
-            None => PerClient::filled(&vec![d; n], 0.01),
+            Some(path) => {
+                let rows = load_lambda_csv(path, &vec![d; n])?;
+                check_l2_weights(&rows, path)?;
+                PerClient::from_rows(rows)
+            }
+            None => PerClient::filled(&vec![d; n], LAMBDA),
         };
-        let pipeline = Pipeline {
-            network: &self.network,
-            averager: &self.averager,
-            inner: &self.inner,
-            estimator: &self.estimator,
-            seed: self.seed,
-        };
-        let mut solver = pipeline.solver::<f64, L2Logistic<f64>>(n, &Defaults::LOGISTIC)?;
-        let stage = spinner(&format!("inner solve: {}", solver.describe()), self.json);
+        let pipeline = self.pipeline();
+        pipeline.validate_clients::<f64, _>(&clients, &defaults, self.json)?;
+
+        let reporter = Reporter::new(&self.report, None, self.json, false)?;
+        let mut solver = pipeline.solver::<f64, L2Logistic<f64>>(n, &defaults)?;
+        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
         let solution: InnerSolution<f64> = solver
-            .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
+            .solve_with_progress(
+                &clients,
+                &lambda,
+                &ClientBuffer::zeros(n, d),
+                &mut |done, total| stage.set(done as u64, total as u64),
+            )
             .context("inner solve")?;
-        stage.finish_and_clear();
-        let mut estimator = pipeline.estimator::<f64, L2Logistic<f64>>(n, &Defaults::LOGISTIC)?;
-        let stage = spinner(
-            &format!("hyper-gradient: {}", estimator.describe()),
-            self.json,
+        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
+        let mut estimator = pipeline.estimator::<f64, L2Logistic<f64>>(n, &defaults)?;
+        let stage = reporter.stage(
+            format!("hyper-gradient ({})", estimator.describe()),
+            0,
+            "terms",
         );
         let estimate = estimator
-            .estimate(&clients, &solution.x, &lambda)
+            .estimate_with_progress(&clients, &solution.x, &lambda, &mut |done, total| {
+                stage.set(done as u64, total as u64)
+            })
             .context("hyper-gradient")?;
-        stage.finish_and_clear();
+        stage.finish("");
         let outer_loss: f64 = clients
             .iter()
             .enumerate()
@@ -97,6 +133,8 @@ impl Hypergrad {
                     "comm": comm_json(&solution.comm),
                 },
                 "estimator": estimator.describe(),
+                "eta": estimate.eta,
+                "curvature": estimate.curvature,
             });
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
@@ -118,6 +156,11 @@ impl Hypergrad {
         );
         println!("outer loss: F = Σ_i f_i(x_i) = {outer_loss:.6}");
         println!("estimator:  {}", estimator.describe());
+        if let (Some(eta), Some(l)) = (estimate.eta, estimate.curvature) {
+            println!(
+                "            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)"
+            );
+        }
         println!("            {}", estimate.comm);
         println!();
         println!("{:>6}  d_λ F (one entry per coordinate of x)", "client");
@@ -127,4 +170,22 @@ impl Hypergrad {
         }
         Ok(())
     }
+}
+
+/// The L2 weights of eq. (11) must be finite and non-negative (a negative weight makes g_i
+/// non-convex, and SGP would diverge with a misleading message).
+fn check_l2_weights(rows: &[Vec<f64>], path: &std::path::Path) -> Result<()> {
+    for (i, row) in rows.iter().enumerate() {
+        for (k, &v) in row.iter().enumerate() {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!(
+                    "{}, line {}, column {}: λ = {v}; the L2 weights of eq. (11) must be finite and ≥ 0",
+                    path.display(),
+                    i + 1,
+                    k + 1
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@
 //! instances keep their weight 1/|T_i|) and the model is retrained, giving the actual change:
 //! F after retraining without the instance minus F after the same retraining with it.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -20,9 +21,13 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
-use crate::report::{comm_json, progress, sci, spinner, write_csv};
+use crate::report::{
+    ReportArgs, Reporter, RowWriter, comm_json, prepare_out, read_rows, record_settings, sci,
+    write_csv,
+};
 use crate::setup::{
-    AveragerArgs, DataArgs, Defaults, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline,
+    AveragerArgs, DataArgs, Defaults, EstimatorArgs, EtaArg, InnerArgs, InnerKind, NetworkArgs,
+    Pipeline, derive, domain, refuse_unused,
 };
 
 /// The model whose instances are scored.
@@ -34,6 +39,52 @@ pub enum ModelKind {
     Cnn,
 }
 
+/// Eq. (12) with logistic regression: HGP Sec. 5.2 (M = 500), η from the problem.
+const LOGISTIC: Defaults = Defaults {
+    neumann_terms: 500,
+    ..Defaults::LOGISTIC
+};
+/// The CNN of Table 4 (App. A.2: SGP 5000 steps, lr 0.1, M = 1000), η from the problem.
+const CNN: Defaults = Defaults {
+    sgp_steps: 5000,
+    lr: 0.1,
+    inner_batch: BatchSize::Full,
+    neumann_terms: 1000,
+    eta: EtaArg::Auto,
+    batch: BatchSize::Full,
+};
+/// `--model cnn --quick`: a few minutes on 2 cores.
+const CNN_QUICK: Defaults = Defaults {
+    sgp_steps: 150,
+    inner_batch: BatchSize::Size(32),
+    neumann_terms: 50,
+    ..CNN
+};
+/// Instances removed and retrained: default, with --quick, with --model cnn --quick.
+const TOP: [usize; 3] = [50, 10, 6];
+/// Images split over the clients for --model cnn: default (about 1 % of EMNIST's digits, as
+/// in the paper) and with --quick.
+const IMAGES: [usize; 2] = [2800, 300];
+/// Clients of the CNN split.
+const CNN_CLIENTS: usize = 3;
+/// The CSV's header.
+const HEADER: &str = "client,instance,predicted,actual,stationarity";
+
+/// The defaults listed at the end of `hgp influence --help`.
+pub fn after_help() -> String {
+    format!(
+        "Defaults:\n{}\n{}\n{}\n  --top {} ({} with --quick, {} with --model cnn --quick); --model cnn: --images {} ({} with --quick), --clients {CNN_CLIENTS}",
+        LOGISTIC.help("logistic"),
+        CNN.help("--model cnn"),
+        CNN_QUICK.help("--model cnn --quick"),
+        TOP[0],
+        TOP[1],
+        TOP[2],
+        IMAGES[0],
+        IMAGES[1]
+    )
+}
+
 /// Options of `hgp influence`.
 #[derive(Args, Debug)]
 pub struct Influence {
@@ -42,28 +93,33 @@ pub struct Influence {
     model: ModelKind,
     #[command(flatten)]
     data: DataArgs,
-    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) for --model cnn;
-    /// default: the embedded 10,000-digit MNIST subset.
+    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) for --model cnn
+    /// [default: the embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Images (digits only) split over the clients for --model cnn [default: 2800, about
     /// 1 % of EMNIST's digits as in the paper; 300 with --quick].
     #[arg(long, value_name = "N")]
     images: Option<usize>,
-    /// Fixed L2 weight γ of eq. (12).
+    /// Fixed L2 weight γ of eq. (12), ≥ 0.
     #[arg(long, default_value_t = 1e-3, value_name = "γ")]
     gamma: f64,
-    /// Instances (largest predicted |change|, over all clients) to remove and retrain.
-    #[arg(long, default_value_t = 50, value_name = "K")]
-    top: usize,
+    /// Instances (largest predicted |change|, over all clients) to remove and retrain
+    /// [default: 50; 10 with --quick, 6 with --model cnn --quick].
+    #[arg(long, value_name = "K")]
+    top: Option<usize>,
     /// A smaller run: top 10 (logistic, well under a second), or for --model cnn 300 images,
     /// 150 SGP steps on mini-batches of 32, M = 50 and the top 6 (a few minutes on 2 cores;
     /// the paper's CNN setting, the default, takes many hours on a CPU).
     #[arg(long)]
     quick: bool,
-    /// Output directory for influence.csv and influence.svg.
+    /// Output directory for influence.csv, influence.svg and hgp.log.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]
     out: PathBuf,
+    /// Keep the retrainings already in influence.csv (from an interrupted run with the
+    /// same settings) and do only the missing ones.
+    #[arg(long)]
+    resume: bool,
     #[command(flatten)]
     network: NetworkArgs,
     #[command(flatten)]
@@ -76,18 +132,43 @@ pub struct Influence {
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
     /// Print one JSON object {"r2", "f1", "top": [[client, instance, predicted, actual], ...]}
-    /// instead of text.
+    /// instead of text (r2 is null where it is undefined).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// One removed instance.
+#[derive(Clone, Debug, PartialEq)]
 struct Removal {
     client: usize,
     instance: usize,
     predicted: f64,
     actual: f64,
     stationarity: f64,
+}
+
+impl Removal {
+    fn row(&self) -> String {
+        format!(
+            "{},{},{:e},{:e},{:e}",
+            self.client, self.instance, self.predicted, self.actual, self.stationarity
+        )
+    }
+
+    fn parse(row: &[String]) -> Option<Self> {
+        let [client, instance, predicted, actual, stationarity] = row else {
+            return None;
+        };
+        Some(Self {
+            client: client.parse().ok()?,
+            instance: instance.parse().ok()?,
+            predicted: predicted.parse().ok()?,
+            actual: actual.parse().ok()?,
+            stationarity: stationarity.parse().ok()?,
+        })
+    }
 }
 
 /// How well the predicted changes explain the actual ones.
@@ -104,12 +185,17 @@ pub struct Fit {
     pub slope: f64,
 }
 
-/// Scores `actual` against `predicted`.
-pub fn fit(predicted: &[f64], actual: &[f64]) -> Fit {
+/// Scores `actual` against `predicted`; `None` where R² is undefined: fewer than two
+/// points, or predictions or actual changes that are all equal (zero variance).
+pub fn fit(predicted: &[f64], actual: &[f64]) -> Option<Fit> {
     let n = actual.len() as f64;
     let mean_a = actual.iter().sum::<f64>() / n;
     let mean_p = predicted.iter().sum::<f64>() / n;
     let ss_tot: f64 = actual.iter().map(|a| (a - mean_a).powi(2)).sum();
+    let sxx: f64 = predicted.iter().map(|p| (p - mean_p).powi(2)).sum();
+    if actual.len() < 2 || !(ss_tot > 0.0 && sxx > 0.0) {
+        return None;
+    }
     let ss_identity: f64 = actual
         .iter()
         .zip(predicted)
@@ -120,18 +206,21 @@ pub fn fit(predicted: &[f64], actual: &[f64]) -> Fit {
         .zip(actual)
         .map(|(p, a)| (p - mean_p) * (a - mean_a))
         .sum();
-    let sxx: f64 = predicted.iter().map(|p| (p - mean_p).powi(2)).sum();
     let slope = sxy / sxx;
     let ss_line: f64 = predicted
         .iter()
         .zip(actual)
         .map(|(p, a)| (a - mean_a - slope * (p - mean_p)).powi(2))
         .sum();
-    Fit {
+    let fit = Fit {
         r2: 1.0 - ss_line / ss_tot,
         r2_identity: 1.0 - ss_identity / ss_tot,
         slope,
-    }
+    };
+    [fit.r2, fit.r2_identity, fit.slope]
+        .iter()
+        .all(|v| v.is_finite())
+        .then_some(fit)
 }
 
 /// F1 score of "removal lowers F" (true positive: predicted and actual change both
@@ -173,19 +262,101 @@ struct Problem<T, C> {
     clients: Vec<C>,
     x0: ClientBuffer<T>,
     defaults: Defaults,
-    top: usize,
     description: String,
 }
 
 impl Influence {
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
+    fn pipeline(&self) -> Pipeline<'_> {
+        Pipeline {
+            network: &self.network,
+            averager: &self.averager,
+            inner: &self.inner,
+            estimator: &self.estimator,
+            seed: self.seed,
+        }
+    }
+
+    fn defaults(&self) -> Defaults {
+        match (self.model, self.quick) {
+            (ModelKind::Logistic, _) => LOGISTIC,
+            (ModelKind::Cnn, false) => CNN,
+            (ModelKind::Cnn, true) => CNN_QUICK,
+        }
+    }
+
+    fn top(&self) -> usize {
+        self.top.unwrap_or(match (self.model, self.quick) {
+            (_, false) => TOP[0],
+            (ModelKind::Logistic, true) => TOP[1],
+            (ModelKind::Cnn, true) => TOP[2],
+        })
+    }
+
+    /// Checks every option and the output directory (before any work).
+    fn validate(&self) -> Result<()> {
         if !(self.gamma.is_finite() && self.gamma >= 0.0) {
             bail!(
                 "--gamma must be finite and non-negative (got {})",
                 self.gamma
             );
         }
+        if self.top() == 0 {
+            bail!("--top must be at least 1");
+        }
+        match self.model {
+            ModelKind::Logistic => {
+                self.data.validate()?;
+                for (flag, given) in [
+                    ("--data-dir", self.data_dir.is_some()),
+                    ("--images", self.images.is_some()),
+                ] {
+                    refuse_unused(given, || {
+                        format!(
+                            "{flag} applies to --model cnn; the logistic model reads --data (a client CSV directory) or generates its data"
+                        )
+                    })?;
+                }
+            }
+            ModelKind::Cnn => {
+                for (flag, given) in [
+                    ("--data", self.data.data.is_some()),
+                    ("--bias", self.data.bias),
+                ] {
+                    refuse_unused(given, || {
+                        format!(
+                            "{flag} applies to the logistic model; --model cnn reads IDX images (--data-dir)"
+                        )
+                    })?;
+                }
+                if self.data.clients == Some(0) {
+                    bail!("--clients must be at least 1");
+                }
+                if self.images == Some(0) {
+                    bail!("--images must be at least 1");
+                }
+                for (flag, reference) in [
+                    ("--inner", self.inner.inner == InnerKind::Exact),
+                    (
+                        "--estimator",
+                        self.estimator.estimator == crate::setup::EstimatorKind::Exact,
+                    ),
+                ] {
+                    refuse_unused(reference, || {
+                        format!(
+                            "{flag} exact forms dense matrices of the network's parameters: only for the logistic model"
+                        )
+                    })?;
+                }
+            }
+        }
+        self.pipeline().validate(&self.defaults())?;
+        prepare_out(&self.out)?;
+        Ok(())
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        self.validate()?;
         match self.model {
             ModelKind::Logistic => self.study(self.logistic()?),
             ModelKind::Cnn => self.study(self.cnn()?),
@@ -207,21 +378,13 @@ impl Influence {
         Ok(Problem {
             clients,
             x0: ClientBuffer::zeros(n, d),
-            defaults: Defaults {
-                neumann_terms: 500,
-                ..Defaults::LOGISTIC
-            },
-            top: if self.quick {
-                self.top.min(10)
-            } else {
-                self.top
-            },
+            defaults: self.defaults(),
             description,
         })
     }
 
     /// Eq. (12) with the small CNN of Table 3 on digits split over the clients as in HGP
-    /// App. A.3 (App. A.2 settings: L2 1e-3, HGP M = 1000, S = 100, η = 0.05).
+    /// App. A.3 (App. A.2 settings: L2 1e-3, HGP M = 1000, S = 100).
     fn cnn(&self) -> Result<Problem<f32, NetClient<f32>>> {
         let (all, source) = match &self.data_dir {
             Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
@@ -231,18 +394,30 @@ impl Influence {
         if digits.is_empty() {
             bail!("{source} has no digit images (labels 0-9)");
         }
-        let wanted = self.images.unwrap_or(if self.quick { 300 } else { 2800 });
+        let wanted = self.images.unwrap_or(IMAGES[usize::from(self.quick)]);
         let take: Vec<usize> = (0..wanted.min(digits.len())).collect();
         let subset = digits.subset(&take);
+        let clients = self.data.clients.unwrap_or(CNN_CLIENTS);
         let config = SplitConfig {
-            clients: self.data.clients,
+            clients,
+            clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
-        let split = heterogeneous_split(
-            &subset,
-            &config,
-            crate::setup::derive(self.seed, crate::setup::domain::DATA),
-        )?;
+        let split = heterogeneous_split(&subset, &config, derive(self.seed, domain::DATA))?;
+        if let Some(i) = split
+            .iter()
+            .position(|c| c.train.is_empty() || c.val.is_empty())
+        {
+            bail!(
+                "client {i} has no {} images after the split of {} images over {clients} clients: use more --images or fewer --clients",
+                if split[i].train.is_empty() {
+                    "training"
+                } else {
+                    "validation"
+                },
+                subset.len()
+            );
+        }
         let arch = Architecture::SmallCnn { classes: 10 };
         let net = NetConfig {
             arch,
@@ -273,27 +448,10 @@ impl Influence {
             digits.len(),
             arch.name()
         );
-        let defaults = Defaults {
-            sgp_steps: if self.quick { 150 } else { 5000 },
-            lr: 0.1,
-            inner_batch: if self.quick {
-                BatchSize::Size(32)
-            } else {
-                BatchSize::Full
-            },
-            neumann_terms: if self.quick { 50 } else { 1000 },
-            eta: 0.05,
-            batch: BatchSize::Full,
-        };
         Ok(Problem {
             clients,
             x0,
-            defaults,
-            top: if self.quick {
-                self.top.min(6)
-            } else {
-                self.top
-            },
+            defaults: self.defaults(),
             description,
         })
     }
@@ -307,38 +465,71 @@ impl Influence {
             clients,
             x0,
             defaults,
-            top: wanted,
             description,
         } = problem;
         let n = clients.len();
         let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
         let total: usize = sizes.iter().sum();
         let lambda = PerClient::filled(&sizes, T::one());
-        let pipeline = Pipeline {
-            network: &self.network,
-            averager: &self.averager,
-            inner: &self.inner,
-            estimator: &self.estimator,
-            seed: self.seed,
+        let pipeline = self.pipeline();
+        pipeline.validate_clients::<T, C>(&clients, &defaults, self.json)?;
+        let csv = self.out.join("influence.csv");
+        // The rows of an interrupted run, read before anything is overwritten.
+        let kept: Vec<Removal> = if self.resume {
+            read_rows(&csv)?
+                .iter()
+                .map(|r| {
+                    Removal::parse(r).with_context(|| {
+                        format!(
+                            "--resume: {} has a row that is not {HEADER:?}",
+                            csv.display()
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
         };
+        // Everything that changes the numbers (--top only changes how many).
+        let settings = format!(
+            "influence {:?}",
+            (
+                self.model,
+                &self.data,
+                &self.data_dir,
+                self.images,
+                self.gamma,
+                self.quick,
+                (&self.network, &self.averager, &self.inner, &self.estimator),
+                self.seed,
+            )
+        );
+        record_settings(&self.out, &settings, self.resume)?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+        reporter.line(&format!("data: {description}"));
 
         let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
-        let stage = spinner(&format!("inner solve: {}", solver.describe()), self.json);
+        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
         let solution: InnerSolution<T> = solver
-            .solve(&clients, &lambda, &x0)
+            .solve_with_progress(&clients, &lambda, &x0, &mut |done, total| {
+                stage.set(done as u64, total as u64)
+            })
             .context("inner solve")?;
-        stage.finish_and_clear();
+        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
         let f0 = total_outer(&clients, &solution.x, &lambda);
 
         let mut estimator = pipeline.estimator::<T, C>(n, &defaults)?;
-        let stage = spinner(
-            &format!("hyper-gradient: {}", estimator.describe()),
-            self.json,
+        let stage = reporter.stage(
+            format!("hyper-gradient ({})", estimator.describe()),
+            0,
+            "terms",
         );
         let estimate = estimator
-            .estimate(&clients, &solution.x, &lambda)
+            .estimate_with_progress(&clients, &solution.x, &lambda, &mut |done, total| {
+                stage.set(done as u64, total as u64)
+            })
             .context("hyper-gradient")?;
-        stage.finish_and_clear();
+        stage.finish("");
 
         // Rank every instance by |predicted change| = |−d_{λ_ik}F|.
         let mut candidates: Vec<(usize, usize, f64)> = estimate
@@ -356,9 +547,7 @@ impl Influence {
                 .total_cmp(&a.2.abs())
                 .then((a.0, a.1).cmp(&(b.0, b.1)))
         });
-        if wanted == 0 {
-            bail!("--top must be at least 1");
-        }
+        let wanted = self.top();
         let top = wanted.min(total);
         if top < wanted && !self.json {
             eprintln!(
@@ -367,18 +556,55 @@ impl Influence {
         }
         candidates.truncate(top);
 
+        // Resume: a kept row must be one of this run's candidates with the same prediction
+        // to the last digit, or the file came from other settings.
+        let mut done: HashMap<(usize, usize), Removal> = HashMap::new();
+        for r in kept {
+            let same = candidates
+                .iter()
+                .any(|&(i, k, p)| (i, k) == (r.client, r.instance) && p == r.predicted);
+            if !same {
+                bail!(
+                    "--resume: {} has instance {} of client {} with predicted change {:e}, which this run does not predict: it was written with other settings (remove it, or run without --resume)",
+                    csv.display(),
+                    r.instance,
+                    r.client,
+                    r.predicted
+                );
+            }
+            done.insert((r.client, r.instance), r);
+        }
+        let rows = RowWriter::open(&csv, HEADER, self.resume)?;
+        let todo: Vec<_> = candidates
+            .iter()
+            .filter(|c| !done.contains_key(&(c.0, c.1)))
+            .copied()
+            .collect();
+        if !done.is_empty() {
+            reporter.line(&format!(
+                "resume: {} of {top} retrainings kept from {}",
+                done.len(),
+                csv.display()
+            ));
+        }
+
         // The control: the same retraining (warm start from x(λ), same solver and settings)
         // with every instance kept. Comparing against it, not against x(λ), keeps further
         // training from being mistaken for the effect of a removal when the inner solve has
         // not fully converged; for a converged solve the two agree.
-        let bar = progress(top as u64 + 1, "retraining without each", self.json);
+        let stage = reporter.stage(
+            format!("retraining: control and {} removals", todo.len()),
+            0,
+            "solves",
+        );
+        stage.set(0, todo.len() as u64 + 1);
         let control = pipeline
             .solver::<T, C>(n, &defaults)?
             .solve(&clients, &lambda, &solution.x)
             .context("control retraining")?;
         let f_control = total_outer(&clients, &control.x, &lambda);
-        bar.inc(1);
-        let removals: Vec<Removal> = candidates
+        stage.inc(1);
+        let fresh: Vec<Removal> = todo
             .par_iter()
             .map(|&(client, instance, predicted)| {
                 let mut without = lambda.clone();
@@ -389,17 +615,28 @@ impl Influence {
                     .with_context(|| {
                         format!("retraining without instance {instance} of client {client}")
                     })?;
-                bar.inc(1);
-                Ok(Removal {
+                let removal = Removal {
                     client,
                     instance,
                     predicted,
                     actual: total_outer(&clients, &s.x, &without) - f_control,
                     stationarity: s.stationarity,
-                })
+                };
+                rows.write(&removal.row())?;
+                stage.inc(1);
+                Ok(removal)
             })
             .collect::<Result<_>>()?;
-        bar.finish_and_clear();
+        stage.finish("");
+        for r in fresh {
+            done.insert((r.client, r.instance), r);
+        }
+        // In rank order, whatever order the retrainings finished in.
+        let removals: Vec<Removal> = candidates
+            .iter()
+            .filter_map(|c| done.remove(&(c.0, c.1)))
+            .collect();
+        write_csv(&csv, HEADER, removals.iter().map(Removal::row))?;
         self.report(
             &removals,
             total,
@@ -427,24 +664,9 @@ impl Influence {
         let top = removals.len();
         let predicted: Vec<f64> = removals.iter().map(|r| r.predicted).collect();
         let actual: Vec<f64> = removals.iter().map(|r| r.actual).collect();
-        let Fit {
-            r2,
-            r2_identity,
-            slope,
-        } = fit(&predicted, &actual);
+        let fitted = fit(&predicted, &actual);
         let (f1, [tp, fp, fn_]) = f1_lowers(&predicted, &actual);
-
         let csv = self.out.join("influence.csv");
-        write_csv(
-            &csv,
-            "client,instance,predicted,actual",
-            removals.iter().map(|r| {
-                format!(
-                    "{},{},{:e},{:e}",
-                    r.client, r.instance, r.predicted, r.actual
-                )
-            }),
-        )?;
         let svg = self.out.join("influence.svg");
         let points = predicted
             .iter()
@@ -457,10 +679,17 @@ impl Influence {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
                 (l.min(v), h.max(v))
             });
+        let title = match fitted {
+            Some(f) => format!(
+                "top {top} instances: R² = {:.3} (about y = x: {:.3}), F1 = {f1:.2}",
+                f.r2, f.r2_identity
+            ),
+            None => format!("top {top} instances: R² undefined, F1 = {f1:.2}"),
+        };
         Figure::new()
             .with_panel(
                 Panel::new(
-                    format!("top {top} instances: R² = {r2:.3} (about y = x: {r2_identity:.3}), F1 = {f1:.2}"),
+                    title,
                     "actual change of F after removal and retraining",
                     "predicted change −d_λF",
                 )
@@ -472,9 +701,9 @@ impl Influence {
 
         if self.json {
             let out = json!({
-                "r2": r2,
-                "r2_identity": r2_identity,
-                "slope": slope,
+                "r2": fitted.map(|f| f.r2),
+                "r2_identity": fitted.map(|f| f.r2_identity),
+                "slope": fitted.map(|f| f.slope),
                 "f1": f1,
                 "top": removals.iter().map(|r| json!([r.client, r.instance, r.predicted, r.actual])).collect::<Vec<_>>(),
                 "outer_loss": f0,
@@ -513,8 +742,21 @@ impl Influence {
             );
         }
         println!();
-        println!("R² = {r2:.4} (least-squares line of actual on predicted; slope {slope:.3})");
-        println!("R² about y = x = {r2_identity:.4}");
+        match fitted {
+            Some(Fit {
+                r2,
+                r2_identity,
+                slope,
+            }) => {
+                println!(
+                    "R² = {r2:.4} (least-squares line of actual on predicted; slope {slope:.3})"
+                );
+                println!("R² about y = x = {r2_identity:.4}");
+            }
+            None => println!(
+                "R² undefined: it needs at least two removals whose predicted and actual changes are not all equal (use a larger --top)"
+            ),
+        }
         println!("F1 (removal lowers F) = {f1:.3}   (TP {tp}, FP {fp}, FN {fn_})");
         println!("wrote {} and {}", csv.display(), svg.display());
         Ok(())
@@ -527,16 +769,37 @@ mod tests {
 
     #[test]
     fn scores() {
-        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]);
+        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]).unwrap();
         assert!((exact.r2 - 1.0).abs() < 1e-15 && (exact.r2_identity - 1.0).abs() < 1e-15);
         // Twice the prediction: perfectly correlated, badly calibrated.
-        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]);
+        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap();
         assert!((scaled.r2 - 1.0).abs() < 1e-15 && (scaled.slope - 2.0).abs() < 1e-15);
         assert!((scaled.r2_identity - (1.0 - 14.0 / 8.0)).abs() < 1e-12);
-        assert!(fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0]).r2_identity < 0.0);
+        assert!(fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0]).unwrap().r2_identity < 0.0);
         let (f1, counts) = f1_lowers(&[-1.0, -1.0, 1.0, 1.0], &[-1.0, 1.0, -1.0, 1.0]);
         assert_eq!(counts, [1, 1, 1]);
         assert!((f1 - 0.5).abs() < 1e-15);
         assert_eq!(f1_lowers(&[1.0], &[2.0]).0, 1.0);
+    }
+
+    #[test]
+    fn r2_is_undefined_without_spread() {
+        assert_eq!(fit(&[1.0], &[2.0]), None);
+        assert_eq!(fit(&[1.0, 1.0], &[2.0, 3.0]), None);
+        assert_eq!(fit(&[1.0, 2.0], &[3.0, 3.0]), None);
+        assert_eq!(fit(&[], &[]), None);
+    }
+
+    #[test]
+    fn rows_round_trip() {
+        let r = Removal {
+            client: 2,
+            instance: 17,
+            predicted: -1.2345678901234567e-3,
+            actual: 4.0e-5,
+            stationarity: 1e-9,
+        };
+        let fields: Vec<String> = r.row().split(',').map(str::to_string).collect();
+        assert_eq!(Removal::parse(&fields), Some(r));
     }
 }

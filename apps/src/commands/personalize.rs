@@ -9,19 +9,24 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, PushSum};
 use hgp_graphs::{FmmcOptions, fastest_mixing};
-use hgp_hypergrad::{Adam, Hgp, HgpOptions, HyperGradient, Local, SampleMode};
+use hgp_hypergrad::{Adam, Hgp, HgpOptions, HyperGradient, Local, PowerIteration, SampleMode};
 use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
 use hgp_models::images::{
     ImageClient, SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir,
 };
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, OuterCost, PerClient};
-use indicatif::ProgressBar;
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
-use crate::report::{percentile, progress, write_csv};
-use crate::setup::{NetworkArgs, NetworkKind, derive, domain};
+use crate::report::{
+    ReportArgs, Reporter, RowWriter, Stage, percentile, prepare_out, read_rows, record_settings,
+    write_csv,
+};
+use crate::setup::{
+    EtaArg, NetworkArgs, NetworkKind, derive, domain, eta_help, parse_eta, power_help,
+    refuse_unused,
+};
 
 /// The methods of HGP Table 2 and PDBO Table 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -56,15 +61,46 @@ impl Method {
     fn tunes_lambda(self) -> bool {
         matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)
     }
+
+    fn solves(self, outer_steps: usize) -> usize {
+        if self.tunes_lambda() {
+            outer_steps + 1
+        } else {
+            1
+        }
+    }
 }
 
-fn network_name(kind: NetworkKind) -> &'static str {
-    match kind {
-        NetworkKind::Fc => "fc",
-        NetworkKind::Fixu => "fixu",
-        NetworkKind::Randu => "randu",
-        NetworkKind::Randd => "randd",
-        NetworkKind::Exp => "exp",
+/// The networks of HGP Table 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Network {
+    /// Fully connected; SGP.
+    Fc,
+    /// Static undirected Erdős–Rényi graph (p = 0.5); decentralized SGD and gossip with
+    /// fastest-mixing weights.
+    Fixu,
+    /// Time-varying undirected, link probabilities ρ ~ U[0.4, 0.8]; SGP.
+    Randu,
+    /// Time-varying directed, link probabilities ρ ~ U[0.4, 0.8]; SGP.
+    Randd,
+}
+
+impl Network {
+    fn kind(self) -> NetworkKind {
+        match self {
+            Self::Fc => NetworkKind::Fc,
+            Self::Fixu => NetworkKind::Fixu,
+            Self::Randu => NetworkKind::Randu,
+            Self::Randd => NetworkKind::Randd,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        self.kind().name()
+    }
+
+    fn time_varying(self) -> bool {
+        matches!(self, Self::Randu | Self::Randd)
     }
 }
 
@@ -77,6 +113,67 @@ pub enum ModelKind {
     Cnn3,
     /// An MLP 784–200–C.
     Mlp,
+}
+
+/// The sizes of a run: the paper's, and `--quick`'s.
+struct Sizes {
+    clients: usize,
+    images: Option<usize>,
+    model: ModelKind,
+    model_name: &'static str,
+    steps: usize,
+    batch: usize,
+}
+
+/// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
+/// batches of 128), and `--quick`.
+const SIZES: [Sizes; 2] = [
+    Sizes {
+        clients: 20,
+        images: None,
+        model: ModelKind::Cnn5,
+        model_name: "cnn5",
+        steps: 600,
+        batch: 128,
+    },
+    Sizes {
+        clients: 3,
+        images: Some(600),
+        model: ModelKind::Cnn3,
+        model_name: "cnn3",
+        steps: 20,
+        batch: 16,
+    },
+];
+/// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
+const NEUMANN_TERMS: usize = 10;
+/// Push-Sum (or gossip) steps S per average.
+const PUSH_STEPS: usize = 10;
+/// Outer (Adam) steps on λ.
+const OUTER_STEPS: usize = 5;
+/// η from the problem: the papers' 0.1 diverges on these networks, whose mean Hessian has
+/// a largest curvature of 20–80 early in training.
+const ETA: EtaArg = EtaArg::Auto;
+/// The CSV's header.
+const HEADER: &str = "method,network,average,bottom10,chosen_step,outer_loss_first,outer_loss_last,validation,outer_loss";
+
+/// The defaults listed at the end of `hgp personalize --help`.
+pub fn after_help() -> String {
+    let line = |s: &Sizes, label: &str| {
+        format!(
+            "  {label}: --clients {} --images {} --model {} --sgp-steps {} --batch {}",
+            s.clients,
+            s.images.map_or("all".to_string(), |n| n.to_string()),
+            s.model_name,
+            s.steps,
+            s.batch
+        )
+    };
+    format!(
+        "Defaults:\n{}\n{}\n  both: --outer-steps {OUTER_STEPS} --neumann-terms {NEUMANN_TERMS} --push-steps {PUSH_STEPS} --eta {ETA}",
+        line(&SIZES[0], "the paper's setting"),
+        line(&SIZES[1], "--quick")
+    )
 }
 
 /// Options of `hgp personalize`.
@@ -97,18 +194,19 @@ pub struct Personalize {
         value_delimiter = ',',
         default_value = "fc,fixu,randu,randd"
     )]
-    networks: Vec<NetworkKind>,
-    /// Clients [default: 20; 3 with --quick].
+    networks: Vec<Network>,
+    /// Clients, split as in HGP App. A.3 into min(3, N) clusters [default: listed at the
+    /// end].
     #[arg(long, value_name = "N")]
     clients: Option<usize>,
-    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST); default: the
-    /// embedded 10,000-digit MNIST subset.
+    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) [default: the
+    /// embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Images used [default: all; 600 with --quick].
+    /// Images used [default: listed at the end].
     #[arg(long, value_name = "N")]
     images: Option<usize>,
-    /// Network architecture [default: cnn5, the paper's; cnn3 with --quick].
+    /// Network architecture [default: listed at the end].
     #[arg(long, value_enum)]
     model: Option<ModelKind>,
     /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps on
@@ -116,34 +214,41 @@ pub struct Personalize {
     /// (`--features cuda`): on a CPU it takes days.
     #[arg(long)]
     quick: bool,
-    /// Inner SGP steps [default: 600; 20 with --quick]; the learning rate is multiplied by
-    /// 0.1 at 5/6 and 11/12 of them (steps 500 and 550 of 600, as in the paper).
+    /// Inner SGP steps; the learning rate is multiplied by 0.1 at 5/6 and 11/12 of them
+    /// (steps 500 and 550 of 600, as in the paper) [default: listed at the end].
     #[arg(long, value_name = "T")]
     sgp_steps: Option<usize>,
-    /// Mini-batch size of the inner solve and of HGP [default: 128; 16 with --quick].
+    /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
     #[arg(long, value_name = "B")]
     batch: Option<usize>,
     /// Outer (Adam) steps on λ.
-    #[arg(long, default_value_t = 5, value_name = "K")]
+    #[arg(long, default_value_t = OUTER_STEPS, value_name = "K")]
     outer_steps: usize,
     /// Neumann terms M of HGP.
-    #[arg(long, default_value_t = 10, value_name = "M")]
+    #[arg(long, default_value_t = NEUMANN_TERMS, value_name = "M")]
     neumann_terms: usize,
     /// Push-Sum (or gossip) steps S per average.
-    #[arg(long, default_value_t = 10, value_name = "S")]
+    #[arg(long, default_value_t = PUSH_STEPS, value_name = "S")]
     push_steps: usize,
-    /// Neumann step η of HGP (the papers' 0.1).
-    #[arg(long, default_value_t = 0.1, value_name = "η")]
-    eta: f64,
+    #[arg(long, value_parser = parse_eta, value_name = "η", help = eta_help(ETA))]
+    eta: Option<EtaArg>,
+    #[arg(long, value_name = "K", help = power_help())]
+    power_iterations: Option<usize>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
-    /// Output directory for personalize.csv, personalize.md and curves.svg.
+    /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
     #[arg(long, default_value = "out/personalize", value_name = "DIR")]
     out: PathBuf,
+    /// Keep the rows already in personalize.csv (from an interrupted run with the same
+    /// settings) and run only the missing method/network pairs.
+    #[arg(long)]
+    resume: bool,
     /// Print one JSON object {"rows": [{"method", "network", "average", "bottom10"}, ...]}.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// The resolved sizes of a run.
@@ -152,12 +257,14 @@ struct Setting {
     steps: usize,
     batch: usize,
     classes: usize,
+    eta: hgp_hypergrad::Eta,
 }
 
 /// One cell of the table.
+#[derive(Clone, Debug, PartialEq)]
 struct Cell {
     method: Method,
-    network: NetworkKind,
+    network: Network,
     /// Test accuracy averaged over clients, weighted by their test sizes.
     average: f64,
     /// 10th percentile of the clients' test accuracies.
@@ -170,14 +277,72 @@ struct Cell {
     chosen: usize,
 }
 
-/// Accuracy of each client on its validation or test set.
+fn join(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:e}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn split_list(s: &str) -> Option<Vec<f64>> {
+    if s.is_empty() {
+        return Some(Vec::new());
+    }
+    s.split(';').map(|x| x.parse().ok()).collect()
+}
+
+impl Cell {
+    fn row(&self) -> String {
+        format!(
+            "{},{},{:e},{:e},{},{:e},{:e},{},{}",
+            self.method.name(),
+            self.network.name(),
+            self.average,
+            self.bottom10,
+            self.chosen,
+            self.outer_loss.first().copied().unwrap_or(f64::NAN),
+            self.outer_loss.last().copied().unwrap_or(f64::NAN),
+            join(&self.curve),
+            join(&self.outer_loss)
+        )
+    }
+
+    fn parse(row: &[String]) -> Option<Self> {
+        let [
+            method,
+            network,
+            average,
+            bottom10,
+            chosen,
+            _,
+            _,
+            curve,
+            losses,
+        ] = row
+        else {
+            return None;
+        };
+        Some(Self {
+            method: Method::from_str(method, false).ok()?,
+            network: Network::from_str(network, false).ok()?,
+            average: average.parse().ok()?,
+            bottom10: bottom10.parse().ok()?,
+            chosen: chosen.parse().ok()?,
+            curve: split_list(curve)?,
+            outer_loss: split_list(losses)?,
+        })
+    }
+}
+
+/// Accuracy of each client on its validation or test set, with the set's size; `None` for
+/// a client whose set is empty.
 fn accuracies(
     clients: &[NetClient<f32>],
     split: &[ImageClient],
     x: &ClientBuffer<f32>,
     lambda: &PerClient<f32>,
     test: bool,
-) -> Result<Vec<(f64, usize)>> {
+) -> Result<Vec<Option<(f64, usize)>>> {
     clients
         .iter()
         .zip(split)
@@ -185,7 +350,7 @@ fn accuracies(
         .map(|(i, (c, data))| {
             let set = if test { &data.test } else { &data.val };
             if set.is_empty() {
-                return Ok((0.0, 0));
+                return Ok(None);
             }
             let predicted = c.predict(x.row(i), lambda.row(i), &set.images)?;
             let correct = predicted
@@ -193,102 +358,242 @@ fn accuracies(
                 .zip(&set.labels)
                 .filter(|(p, y)| p == y)
                 .count();
-            Ok((correct as f64 / set.len() as f64, set.len()))
+            Ok(Some((correct as f64 / set.len() as f64, set.len())))
         })
         .collect()
 }
 
-fn weighted_mean(acc: &[(f64, usize)]) -> f64 {
+/// Mean accuracy weighted by set size, over the clients that have a set.
+fn weighted_mean(acc: &[Option<(f64, usize)>]) -> f64 {
+    let acc: Vec<_> = acc.iter().flatten().collect();
     let total: usize = acc.iter().map(|a| a.1).sum();
-    acc.iter().map(|(a, w)| a * *w as f64).sum::<f64>() / total.max(1) as f64
+    acc.iter().map(|(a, w)| a * *w as f64).sum::<f64>() / total as f64
+}
+
+/// The 10th percentile of the accuracies of the clients that have a set.
+fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
+    percentile(&acc.iter().flatten().map(|a| a.0).collect::<Vec<_>>(), 0.1)
 }
 
 impl Personalize {
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
+    fn sizes(&self) -> &'static Sizes {
+        &SIZES[usize::from(self.quick)]
+    }
+
+    /// Checks every option and the output directory (before any work).
+    fn validate(&self) -> Result<hgp_hypergrad::Eta> {
         if self.methods.is_empty() || self.networks.is_empty() {
             bail!("--methods and --networks need at least one value each");
         }
-        if self.networks.contains(&NetworkKind::Exp) {
-            bail!("--networks takes fc, fixu, randu and randd (the networks of HGP Table 2)");
-        }
         for (name, v) in [
-            ("--outer-steps", self.outer_steps),
-            ("--neumann-terms", self.neumann_terms),
-            ("--push-steps", self.push_steps),
+            ("--outer-steps", Some(self.outer_steps)),
+            ("--neumann-terms", Some(self.neumann_terms)),
+            ("--push-steps", Some(self.push_steps)),
+            ("--sgp-steps", self.sgp_steps),
+            ("--batch", self.batch),
+            ("--clients", self.clients),
+            ("--images", self.images),
+            ("--power-iterations", self.power_iterations),
         ] {
-            if v == 0 {
+            if v == Some(0) {
                 bail!("{name} must be at least 1");
             }
         }
-        let (split, setting, description) = self.data()?;
-        let total_solves: usize = self
+        let eta = self.eta.unwrap_or(ETA);
+        refuse_unused(
+            self.power_iterations.is_some() && eta != EtaArg::Auto,
+            || "--power-iterations applies to --eta auto".to_string(),
+        )?;
+        let eta = eta.resolve(
+            self.power_iterations
+                .unwrap_or(PowerIteration::default().iterations),
+        )?;
+        prepare_out(&self.out)?;
+        Ok(eta)
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let eta = self.validate()?;
+        let (split, setting, description) = self.data(eta)?;
+        let csv = self.out.join("personalize.csv");
+        let mut cells: Vec<Cell> = Vec::new();
+        if self.resume {
+            cells = read_rows(&csv)?
+                .iter()
+                .map(|r| {
+                    Cell::parse(r).with_context(|| {
+                        format!(
+                            "--resume: {} has a row that is not of this command's format",
+                            csv.display()
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?;
+            self.check_resumed(&cells, &csv)?;
+        }
+        // Everything that changes the numbers (--methods and --networks only select rows).
+        let settings = format!(
+            "personalize {:?}",
+            (
+                (
+                    self.clients,
+                    &self.data_dir,
+                    self.images,
+                    self.model,
+                    self.quick
+                ),
+                (self.sgp_steps, self.batch, self.outer_steps),
+                (
+                    self.neumann_terms,
+                    self.push_steps,
+                    self.eta,
+                    self.power_iterations
+                ),
+                self.seed,
+            )
+        );
+        record_settings(&self.out, &settings, self.resume)?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+        reporter.line(&format!("data: {description}"));
+        let rows = RowWriter::open(&csv, HEADER, self.resume)?;
+        let todo: Vec<(Method, Network)> = self
             .networks
             .iter()
-            .map(|_| {
-                self.methods
-                    .iter()
-                    .map(|m| {
-                        if m.tunes_lambda() {
-                            self.outer_steps + 1
-                        } else {
-                            1
-                        }
-                    })
-                    .sum::<usize>()
-            })
+            .flat_map(|&k| self.methods.iter().map(move |&m| (m, k)))
+            .filter(|&(m, k)| !cells.iter().any(|c| c.method == m && c.network == k))
+            .collect();
+        if !cells.is_empty() {
+            reporter.line(&format!(
+                "resume: {} rows kept from {}",
+                cells.len(),
+                csv.display()
+            ));
+        }
+        let steps: usize = todo
+            .iter()
+            .map(|(m, _)| m.solves(self.outer_steps) * setting.steps)
             .sum();
-        let bar = progress(total_solves as u64, "inner solves", self.json);
-        let mut cells = Vec::new();
-        for &network in &self.networks {
-            for &method in &self.methods {
-                bar.set_message(format!("{} on {}", method.name(), network_name(network)));
-                cells.push(
-                    self.cell(method, network, &split, &setting, &bar)
-                        .with_context(|| {
-                            format!("{} on {}", method.name(), network_name(network))
-                        })?,
+        let stage = reporter.stage(
+            format!("{} method/network pairs", todo.len()),
+            steps as u64,
+            "SGP steps",
+        );
+        for &(method, network) in &todo {
+            stage.set_label(&format!("{} on {}", method.name(), network.name()));
+            let cell = self
+                .cell(method, network, &split, &setting, &stage)
+                .with_context(|| format!("{} on {}", method.name(), network.name()))?;
+            rows.write(&cell.row())?;
+            reporter.line(&format!(
+                "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
+                method.name(),
+                network.name(),
+                100.0 * cell.average,
+                100.0 * cell.bottom10
+            ));
+            cells.push(cell);
+        }
+        stage.finish("");
+        // Table order, whatever order the rows were computed in.
+        let mut ordered = Vec::new();
+        for &k in &self.networks {
+            for &m in &self.methods {
+                if let Some(c) = cells.iter().find(|c| c.method == m && c.network == k) {
+                    ordered.push(c.clone());
+                }
+            }
+        }
+        write_csv(&csv, HEADER, ordered.iter().map(Cell::row))?;
+        self.report(&ordered, &description)
+    }
+
+    /// A resumed file may only hold rows this run would compute.
+    fn check_resumed(&self, cells: &[Cell], csv: &std::path::Path) -> Result<()> {
+        for c in cells {
+            if !self.methods.contains(&c.method) || !self.networks.contains(&c.network) {
+                bail!(
+                    "--resume: {} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
+                    csv.display(),
+                    c.method.name(),
+                    c.network.name()
+                );
+            }
+            let expected = if c.method.tunes_lambda() {
+                self.outer_steps
+            } else {
+                1
+            };
+            if c.curve.len() != expected {
+                bail!(
+                    "--resume: {} was written with a different number of outer steps (remove it, or run without --resume)",
+                    csv.display()
                 );
             }
         }
-        bar.finish_and_clear();
-        self.report(&cells, &description)
+        Ok(())
     }
 
     /// Loads the images and splits them over the clients (HGP App. A.3).
-    fn data(&self) -> Result<(Vec<ImageClient>, Setting, String)> {
+    fn data(&self, eta: hgp_hypergrad::Eta) -> Result<(Vec<ImageClient>, Setting, String)> {
+        let sizes = self.sizes();
         let (all, source) = match &self.data_dir {
             Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
             None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
         };
-        let wanted = self
-            .images
-            .unwrap_or(if self.quick { 600 } else { all.len() });
+        let wanted = self.images.or(sizes.images).unwrap_or(all.len());
         let set = all.subset(&(0..wanted.min(all.len())).collect::<Vec<_>>());
         let classes = all.classes();
-        let clients = self.clients.unwrap_or(if self.quick { 3 } else { 20 });
+        let clients = self.clients.unwrap_or(sizes.clients);
         let config = SplitConfig {
             clients,
+            clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
         let split = heterogeneous_split(&set, &config, derive(self.seed, domain::DATA))?;
-        let arch = match self.model.unwrap_or(if self.quick {
-            ModelKind::Cnn3
-        } else {
-            ModelKind::Cnn5
-        }) {
+        if let Some(i) = split.iter().position(|c| c.train.is_empty()) {
+            bail!(
+                "client {i} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
+                set.len()
+            );
+        }
+        for (what, empty) in [
+            (
+                "validation",
+                split.iter().filter(|c| c.val.is_empty()).count(),
+            ),
+            ("test", split.iter().filter(|c| c.test.is_empty()).count()),
+        ] {
+            if empty == clients {
+                bail!(
+                    "no client has {what} images after the split of {} images: use more --images",
+                    set.len()
+                );
+            }
+            if empty > 0 && !self.json {
+                eprintln!(
+                    "note: {empty} of {clients} clients have no {what} images: they are left out of the {what} accuracies"
+                );
+            }
+        }
+        let arch = match self.model.unwrap_or(sizes.model) {
             ModelKind::Cnn5 => Architecture::Table5Cnn { classes },
             ModelKind::Cnn3 => Architecture::SmallCnn { classes },
             ModelKind::Mlp => Architecture::Mlp { classes },
         };
         let setting = Setting {
             arch,
-            steps: self.sgp_steps.unwrap_or(if self.quick { 20 } else { 600 }),
-            batch: self.batch.unwrap_or(if self.quick { 16 } else { 128 }),
+            steps: self.sgp_steps.unwrap_or(sizes.steps),
+            batch: self.batch.unwrap_or(sizes.batch),
             classes,
+            eta,
         };
-        if setting.steps == 0 || setting.batch == 0 {
-            bail!("--sgp-steps and --batch must be at least 1");
+        let largest = split.iter().map(|c| c.train.len()).max().unwrap_or(0);
+        if setting.batch > largest {
+            bail!(
+                "--batch {} is larger than every client's training set (at most {largest} images): use a smaller --batch",
+                setting.batch
+            );
         }
         let description = format!(
             "{clients} clients, {} images ({classes} classes) from {source}, App. A.3 split; {}; inner: {} steps, batch {}",
@@ -305,13 +610,12 @@ impl Personalize {
     fn clients(
         &self,
         method: Method,
-        network: NetworkKind,
+        network: Network,
         split: &[ImageClient],
         s: &Setting,
     ) -> Result<Vec<NetClient<f32>>> {
-        let time_varying = matches!(network, NetworkKind::Randu | NetworkKind::Randd);
         // HGP Table 6: L2 rates of the outer problem.
-        let l2_lambda = match (method.ensemble(), time_varying) {
+        let l2_lambda = match (method.ensemble(), network.time_varying()) {
             (false, true) => 1e-3,
             _ => 1e-2,
         };
@@ -346,7 +650,7 @@ impl Personalize {
     fn solver(
         &self,
         method: Method,
-        network: NetworkKind,
+        network: Network,
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
@@ -359,7 +663,7 @@ impl Personalize {
                 LocalSgd::new(s.steps, schedule)?.with_batches(batch, seed),
             ));
         }
-        let net = self.network_args(network).build(n, self.seed, seed)?;
+        let net = NetworkArgs::of(network.kind()).build(n, self.seed, seed)?;
         Ok(match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -373,31 +677,23 @@ impl Personalize {
         })
     }
 
-    fn network_args(&self, kind: NetworkKind) -> NetworkArgs {
-        NetworkArgs {
-            network: kind,
-            rho_low: 0.4,
-            rho_high: 0.8,
-            base_p: 1.0,
-            edge_p: 0.5,
-        }
-    }
-
-    /// HGP with M = 10, S = 10, η = 0.1, one sample for both products and ω kept across
-    /// averages (HGP Sec. 5.3); gossip with fastest-mixing weights on FixU.
+    /// HGP with M = 10, S = 10, η from the problem, one sample for both products and ω kept
+    /// across averages (HGP Sec. 5.3); gossip with fastest-mixing weights on FixU.
     fn estimator(
         &self,
         method: Method,
-        network: NetworkKind,
+        network: Network,
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
         if method == Method::PdboMtlLocal {
             return Ok(Box::new(Local));
         }
-        let net =
-            self.network_args(network)
-                .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+        let net = NetworkArgs::of(network.kind()).build(
+            n,
+            self.seed,
+            derive(self.seed, domain::ESTIMATOR),
+        )?;
         let averager: Box<dyn Averager<f32>> = match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -409,7 +705,7 @@ impl Personalize {
         };
         let options = HgpOptions {
             neumann_terms: self.neumann_terms,
-            eta: self.eta,
+            eta: s.eta,
             batch: BatchSize::Size(s.batch),
             samples: SampleMode::Shared,
             seed: derive(self.seed, domain::ESTIMATOR),
@@ -421,10 +717,10 @@ impl Personalize {
     fn cell(
         &self,
         method: Method,
-        network: NetworkKind,
+        network: Network,
         split: &[ImageClient],
         s: &Setting,
-        bar: &ProgressBar,
+        stage: &Stage<'_>,
     ) -> Result<Cell> {
         let clients = self.clients(method, network, split, s)?;
         let n = clients.len();
@@ -446,8 +742,12 @@ impl Personalize {
                 .map(|(i, c)| f64::from(c.outer_value(x.row(i), lambda.row(i))))
                 .sum()
         };
-        let mut x = solver.solve(&clients, &lambda, &x0)?.x;
-        bar.inc(1);
+        let mut solve = |lambda: &PerClient<f32>| {
+            solver
+                .solve_with_progress(&clients, lambda, &x0, &mut |_, _| stage.inc(1))
+                .map(|s| s.x)
+        };
+        let mut x = solve(&lambda)?;
         if !method.tunes_lambda() {
             let val = weighted_mean(&accuracies(&clients, split, &x, &lambda, false)?);
             let test = accuracies(&clients, split, &x, &lambda, true)?;
@@ -455,15 +755,14 @@ impl Personalize {
                 method,
                 network,
                 average: weighted_mean(&test),
-                bottom10: percentile(&test.iter().map(|a| a.0).collect::<Vec<_>>(), 0.1),
+                bottom10: bottom10(&test),
                 curve: vec![val],
                 outer_loss: vec![outer_loss(&x, &lambda)],
                 chosen: 0,
             });
         }
         // HGP Table 6: hyper-learning rates.
-        let time_varying = matches!(network, NetworkKind::Randu | NetworkKind::Randd);
-        let hyper_lr = if method.ensemble() && !time_varying {
+        let hyper_lr = if method.ensemble() && !network.time_varying() {
             1.0
         } else {
             0.1
@@ -476,8 +775,7 @@ impl Personalize {
         for _ in 0..self.outer_steps {
             let v = estimator.estimate(&clients, &x, &lambda)?.v;
             adam.step(&mut lambda, &v);
-            x = solver.solve(&clients, &lambda, &x0)?.x;
-            bar.inc(1);
+            x = solve(&lambda)?;
             losses.push(outer_loss(&x, &lambda));
             curve.push(weighted_mean(&accuracies(
                 &clients, split, &x, &lambda, false,
@@ -492,7 +790,7 @@ impl Personalize {
             method,
             network,
             average: weighted_mean(test),
-            bottom10: percentile(&test.iter().map(|a| a.0).collect::<Vec<_>>(), 0.1),
+            bottom10: bottom10(test),
             curve,
             outer_loss: losses,
             chosen: chosen + 1,
@@ -500,28 +798,11 @@ impl Personalize {
     }
 
     fn report(&self, cells: &[Cell], description: &str) -> Result<()> {
-        let find =
-            |m: Method, k: NetworkKind| cells.iter().find(|c| c.method == m && c.network == k);
+        let find = |m: Method, k: Network| cells.iter().find(|c| c.method == m && c.network == k);
         let csv = self.out.join("personalize.csv");
-        write_csv(
-            &csv,
-            "method,network,average,bottom10,chosen_step,outer_loss_first,outer_loss_last",
-            cells.iter().map(|c| {
-                format!(
-                    "{},{},{},{},{},{},{}",
-                    c.method.name(),
-                    network_name(c.network),
-                    c.average,
-                    c.bottom10,
-                    c.chosen,
-                    c.outer_loss.first().copied().unwrap_or(f64::NAN),
-                    c.outer_loss.last().copied().unwrap_or(f64::NAN)
-                )
-            }),
-        )?;
         let mut md = String::from("| method |");
         for &k in &self.networks {
-            md += &format!(" {} |", network_name(k));
+            md += &format!(" {} |", k.name());
         }
         md += "\n| --- |";
         for _ in &self.networks {
@@ -546,11 +827,8 @@ impl Personalize {
 
         let mut figure = Figure::new().with_title("Validation accuracy per outer step (Fig. 4)");
         for &k in &self.networks {
-            let mut panel = Panel::new(
-                network_name(k).to_uppercase(),
-                "outer step",
-                "validation accuracy",
-            );
+            let mut panel =
+                Panel::new(k.name().to_uppercase(), "outer step", "validation accuracy");
             for &m in &self.methods {
                 if let Some(c) = find(m, k) {
                     let points = if c.curve.len() == 1 {
@@ -580,7 +858,7 @@ impl Personalize {
                 .map(|c| {
                     json!({
                         "method": c.method.name(),
-                        "network": network_name(c.network),
+                        "network": c.network.name(),
                         "average": c.average,
                         "bottom10": c.bottom10,
                         "chosen_step": c.chosen,
@@ -599,7 +877,7 @@ impl Personalize {
         println!();
         print!("{:<16}", "method");
         for &k in &self.networks {
-            print!("{:>16}", network_name(k));
+            print!("{:>16}", k.name());
         }
         println!();
         for &m in &self.methods {
@@ -623,5 +901,32 @@ impl Personalize {
             svg.display()
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip() {
+        let c = Cell {
+            method: Method::HgpMtl,
+            network: Network::Randd,
+            average: 0.6612345678901234,
+            bottom10: 0.5,
+            curve: vec![0.5, 0.625, 0.6],
+            outer_loss: vec![2.5, 2.25, 2.0, 1.9],
+            chosen: 2,
+        };
+        let fields: Vec<String> = c.row().split(',').map(str::to_string).collect();
+        assert_eq!(Cell::parse(&fields), Some(c));
+    }
+
+    #[test]
+    fn clients_without_a_set_are_left_out() {
+        let acc = [Some((0.5, 10)), None, Some((1.0, 30))];
+        assert!((weighted_mean(&acc) - 0.875).abs() < 1e-15);
+        assert!((bottom10(&acc) - 0.55).abs() < 1e-15);
     }
 }

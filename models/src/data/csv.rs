@@ -66,7 +66,7 @@ fn quoted(text: &str) -> String {
 fn read_text(path: &Path) -> Result<String, DataError> {
     fs::read_to_string(path).map_err(|source| DataError::Read {
         path: path.to_owned(),
-        source,
+        error: source,
     })
 }
 
@@ -165,7 +165,7 @@ fn load_labelled(path: &Path) -> Result<Dataset, DataError> {
 fn list_client_files(dir: &Path) -> Result<BTreeSet<(usize, Split)>, DataError> {
     let read_error = |source: io::Error| DataError::Read {
         path: dir.to_owned(),
-        source,
+        error: source,
     };
     let mut found = BTreeSet::new();
     for entry in fs::read_dir(dir).map_err(read_error)? {
@@ -203,7 +203,7 @@ fn check_dir(dir: &Path) -> Result<(), DataError> {
         }),
         Err(source) => Err(DataError::Read {
             path: dir.to_owned(),
-            source,
+            error: source,
         }),
     }
 }
@@ -345,7 +345,7 @@ fn check_writable(set: &Dataset, client: usize, split: Split, dim: usize) -> Res
 fn write_labelled(path: &Path, set: &Dataset) -> Result<(), DataError> {
     let write_error = |source: io::Error| DataError::Write {
         path: path.to_owned(),
-        source,
+        error: source,
     };
     let file = fs::File::create(path).map_err(write_error)?;
     let mut out = BufWriter::new(file);
@@ -409,7 +409,7 @@ pub fn write_client_dir(dir: &Path, clients: &[ClientData]) -> Result<(), DataEr
         Err(DataError::DirNotFound { .. }) => {
             fs::create_dir_all(dir).map_err(|source| DataError::Write {
                 path: dir.to_owned(),
-                source,
+                error: source,
             })?;
         }
         Err(e) => return Err(e),

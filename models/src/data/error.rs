@@ -13,21 +13,23 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum DataError {
     /// A file or directory could not be read.
-    #[error("cannot read {}: {source}", .path.display())]
+    #[error("cannot read {}: {error}", .path.display())]
     Read {
         /// The file or directory.
         path: PathBuf,
-        /// The underlying I/O error.
-        source: io::Error,
+        /// The underlying I/O error (in the message, and not a `source()`, so
+        /// a printed chain names it once).
+        error: io::Error,
     },
 
     /// A file or directory could not be created or written.
-    #[error("cannot write {}: {source}", .path.display())]
+    #[error("cannot write {}: {error}", .path.display())]
     Write {
         /// The file or directory.
         path: PathBuf,
-        /// The underlying I/O error.
-        source: io::Error,
+        /// The underlying I/O error (in the message, and not a `source()`, so
+        /// a printed chain names it once).
+        error: io::Error,
     },
 
     /// The client directory does not exist.

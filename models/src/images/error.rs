@@ -8,20 +8,22 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ImageError {
     /// A file or directory could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (in the message, and not a `source()`, so
+        /// a printed chain names it once).
+        error: std::io::Error,
     },
     /// A file starts with the gzip magic bytes but does not decompress.
-    #[error("{file}: gzip decompression failed: {source}")]
+    #[error("{file}: gzip decompression failed: {error}")]
     Decompress {
         /// The file (or other source) being read.
         file: String,
-        /// The decoder's error.
-        source: std::io::Error,
+        /// The decoder's error (in the message, and not a `source()`, so
+        /// a printed chain names it once).
+        error: std::io::Error,
     },
     /// The first four bytes are not the IDX magic number expected.
     #[error(

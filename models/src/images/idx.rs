@@ -216,7 +216,7 @@ fn open(path: &Path) -> Result<BufReader<File>, ImageError> {
         .map(BufReader::new)
         .map_err(|source| ImageError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })
 }
 
@@ -276,20 +276,20 @@ fn decode<R: BufRead>(
         .fill_buf()
         .map_err(|source| ImageError::Io {
             path: PathBuf::from(file),
-            source,
+            error: source,
         })?
         .starts_with(&GZIP_MAGIC);
     if gzipped {
         decode_stream(MultiGzDecoder::new(reader), file, kind, &|source| {
             ImageError::Decompress {
                 file: file.to_owned(),
-                source,
+                error: source,
             }
         })
     } else {
         decode_stream(reader, file, kind, &|source| ImageError::Io {
             path: PathBuf::from(file),
-            source,
+            error: source,
         })
     }
 }
@@ -412,7 +412,7 @@ fn prefix_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
 fn file_names(dir: &Path) -> Result<Vec<String>, ImageError> {
     let io_error = |source| ImageError::Io {
         path: dir.to_path_buf(),
-        source,
+        error: source,
     };
     match fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}

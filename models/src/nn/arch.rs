@@ -26,6 +26,14 @@ pub enum Architecture {
         /// Classes C.
         classes: usize,
     },
+    /// Linear(784,C): multinomial logistic regression on the pixels. With any of the λ
+    /// modes its inner cost is convex in x (the logits are linear in x), so it is the
+    /// network on which the theory's assumptions hold exactly (used to check HGP on the
+    /// network code path).
+    Linear {
+        /// Classes C.
+        classes: usize,
+    },
     /// Logistic regression without bias: one logit aᵀx per instance (binary labels). The
     /// analytic model of eq. (12) written as a network, to check the network derivatives.
     Logistic {
@@ -126,9 +134,10 @@ impl Architecture {
     /// Outputs per instance (C, or 1 logit for the logistic model).
     pub fn outputs(&self) -> usize {
         match *self {
-            Self::Table5Cnn { classes } | Self::SmallCnn { classes } | Self::Mlp { classes } => {
-                classes
-            }
+            Self::Table5Cnn { classes }
+            | Self::SmallCnn { classes }
+            | Self::Mlp { classes }
+            | Self::Linear { classes } => classes,
             Self::Logistic { .. } => 1,
         }
     }
@@ -161,6 +170,7 @@ impl Architecture {
                 .into_iter()
                 .flatten()
                 .collect(),
+            Self::Linear { classes } => linear(classes, 784).to_vec(),
             Self::Logistic { inputs } => vec![ParamSpec::new(&[1, inputs], inputs)],
         }
     }
@@ -176,6 +186,7 @@ impl Architecture {
             Self::Table5Cnn { classes } => format!("CNN of HGP Table 5 ({classes} classes)"),
             Self::SmallCnn { classes } => format!("small CNN of HGP Table 3 ({classes} classes)"),
             Self::Mlp { classes } => format!("MLP 784-200-{classes}"),
+            Self::Linear { classes } => format!("linear 784-{classes} (softmax regression)"),
             Self::Logistic { inputs } => format!("logistic regression ({inputs} features)"),
         }
     }
@@ -196,6 +207,7 @@ impl Architecture {
                 }
             }
             Self::Mlp { .. } => dense(&dense(x, &p[0], &p[1])?.relu()?, &p[2], &p[3]),
+            Self::Linear { .. } => dense(x, &p[0], &p[1]),
             Self::Logistic { .. } => x.matmul(&p[0].t()?),
         }
     }
@@ -215,6 +227,7 @@ impl Architecture {
                 conv_flops(20, 1, 5, 24) + conv_flops(20, 20, 5, 8) + 2 * 320 * classes as u64
             }
             Self::Mlp { classes } => 2 * 784 * 200 + 2 * 200 * classes as u64,
+            Self::Linear { classes } => 2 * 784 * classes as u64,
             Self::Logistic { inputs } => 2 * inputs as u64,
         }
     }

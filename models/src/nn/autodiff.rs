@@ -59,19 +59,3 @@ pub fn double_backward_available() -> bool {
         v
     })
 }
-
-/// Keeps freed memory in the process instead of returning it to the system (glibc on Linux;
-/// elsewhere a no-op). The networks allocate and free many large temporaries at every step;
-/// by default glibc maps and unmaps each one, and faulting the pages in again costs about a
-/// third of a CNN step. Process-wide: call it at program start.
-pub fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only changes allocator thresholds; it is safe to call at any time.
-        // 32 MiB is the largest mmap threshold glibc accepts on 64-bit systems.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-        }
-    }
-}

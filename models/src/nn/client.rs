@@ -208,24 +208,46 @@ impl<T: Scalar + WithDType> NetClient<T> {
         Tensor::from_slice(v, v.len(), &self.device)
     }
 
-    /// Per-instance losses (B) of `set` restricted to `batch`, with λ applied as a mask or
-    /// ensemble weights (instance weights are applied by the caller).
+    /// Per-instance losses of the instances `part` of `set`, with λ applied as a mask or
+    /// ensemble weights, and the instance weights λ_ik of those instances (instance-weight
+    /// mode only; applied by the caller).
     fn losses(
         &self,
         x: &Tensor,
         lambda: &Tensor,
         set: &Instances,
-        batch: Batch<'_>,
+        part: Part<'_>,
     ) -> CandleResult<(Tensor, Option<Tensor>)> {
-        let (features, targets, idx) = match batch {
-            Batch::Full => (set.features.clone(), set.targets.clone(), None),
-            Batch::Indices(idx) => {
+        let instance_weights = self.config.mode == HyperMode::InstanceWeights;
+        let (features, targets, weights) = match part {
+            Part::Range(start, len) if start == 0 && len == set.len => {
+                let w = instance_weights.then(|| lambda.clone());
+                (set.features.clone(), set.targets.clone(), w)
+            }
+            Part::Range(start, len) => {
+                let w = if instance_weights {
+                    Some(lambda.narrow(0, start, len)?)
+                } else {
+                    None
+                };
+                (
+                    set.features.narrow(0, start, len)?,
+                    set.targets.narrow(0, start, len)?,
+                    w,
+                )
+            }
+            Part::Indices(idx) => {
                 let ids: Vec<u32> = idx.iter().map(|&k| k as u32).collect();
                 let ids = Tensor::from_vec(ids, idx.len(), &self.device)?;
+                let w = if instance_weights {
+                    Some(lambda.index_select(&ids, 0)?)
+                } else {
+                    None
+                };
                 (
                     set.features.index_select(&ids, 0)?,
                     set.targets.index_select(&ids, 0)?,
-                    Some(ids),
+                    w,
                 )
             }
         };
@@ -264,51 +286,90 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 }
             }
         };
-        Ok((losses, idx))
+        Ok((losses, weights))
     }
 
-    /// g_i(x, λ; batch) as a scalar tensor.
-    fn inner_loss(&self, x: &Tensor, lambda: &Tensor, batch: Batch<'_>) -> CandleResult<Tensor> {
-        let (losses, idx) = self.losses(x, lambda, &self.train, batch)?;
-        let weighted = match self.config.mode {
-            HyperMode::InstanceWeights => {
-                let w = match &idx {
-                    Some(ids) => lambda.index_select(ids, 0)?,
-                    None => lambda.clone(),
-                };
-                (losses * w)?
-            }
+    /// The share of `part` in a cost: Σ_{k ∈ part} (λ_ik) ℓ_k / `size` of the inner cost
+    /// (training set) or the outer cost, plus the ridge term when `ridge` is set. Summed
+    /// over the parts of a batch (ridge in exactly one) it is the cost of the batch.
+    fn part_loss(
+        &self,
+        cost: Cost,
+        x: &Tensor,
+        lambda: &Tensor,
+        part: Part<'_>,
+        size: usize,
+        ridge: bool,
+    ) -> CandleResult<Tensor> {
+        let set = match cost {
+            Cost::Inner => &self.train,
+            Cost::Outer => &self.outer,
+        };
+        let (losses, weights) = self.losses(x, lambda, set, part)?;
+        let weighted = match (cost, weights) {
+            (Cost::Inner, Some(w)) => (losses * w)?,
             _ => losses,
         };
-        let ridge = (x.sqr()?.sum_all()? * (0.5 * self.config.l2))?;
-        weighted.mean_all()? + ridge
+        let share = (weighted.sum_all()? / size as f64)?;
+        if !ridge {
+            return Ok(share);
+        }
+        let ridge = match cost {
+            Cost::Inner => (x.sqr()?.sum_all()? * (0.5 * self.config.l2))?,
+            Cost::Outer => (lambda.sqr()?.sum_all()? * (0.5 * self.config.l2_lambda))?,
+        };
+        share + ridge
     }
 
-    /// f_i(x, λ) as a scalar tensor.
-    fn outer_loss(&self, x: &Tensor, lambda: &Tensor) -> CandleResult<Tensor> {
-        let (losses, _) = self.losses(x, lambda, &self.outer, Batch::Full)?;
-        let ridge = (lambda.sqr()?.sum_all()? * (0.5 * self.config.l2_lambda))?;
-        losses.mean_all()? + ridge
+    /// The parts (of at most [`CHUNK`] instances) of `batch` of the set of `cost`, and the
+    /// batch size.
+    fn parts<'a>(&self, cost: Cost, batch: Batch<'a>) -> (Vec<Part<'a>>, usize) {
+        match (cost, batch) {
+            (Cost::Inner, Batch::Indices(idx)) => {
+                (idx.chunks(CHUNK).map(Part::Indices).collect(), idx.len())
+            }
+            (Cost::Inner, Batch::Full) => (ranges(self.train.len), self.train.len),
+            (Cost::Outer, _) => (ranges(self.outer.len), self.outer.len),
+        }
     }
 
-    /// Gradients of `loss(x, λ)` in x and λ.
+    /// The value of a cost on `batch` (the outer cost always uses its whole set).
+    fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> CandleResult<f64> {
+        let (xt, lt) = (self.tensor(x)?, self.tensor(lambda)?);
+        let (parts, size) = self.parts(cost, batch);
+        let mut total = 0.0;
+        for (k, part) in parts.into_iter().enumerate() {
+            let l = self.part_loss(cost, &xt, &lt, part, size, k == 0)?;
+            total += l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        }
+        Ok(total)
+    }
+
+    /// Gradients of a cost on `batch` in x and λ, summed over its parts.
     fn gradients(
         &self,
+        cost: Cost,
         x: &[T],
         lambda: &[T],
-        loss: impl Fn(&Tensor, &Tensor) -> CandleResult<Tensor>,
+        batch: Batch<'_>,
     ) -> CandleResult<(Vec<T>, Vec<T>)> {
         let xv = Var::from_tensor(&self.tensor(x)?)?;
         let lv = Var::from_tensor(&self.tensor(lambda)?)?;
-        let grads = loss(xv.as_tensor(), lv.as_tensor())?.backward()?;
-        Ok((
-            pull(&grads, &xv, x.len())?,
-            pull(&grads, &lv, lambda.len())?,
-        ))
+        let (parts, size) = self.parts(cost, batch);
+        let mut gx = vec![T::zero(); x.len()];
+        let mut gl = vec![T::zero(); lambda.len()];
+        for (k, part) in parts.into_iter().enumerate() {
+            let grads = self
+                .part_loss(cost, xv.as_tensor(), lv.as_tensor(), part, size, k == 0)?
+                .backward()?;
+            add_pulled(&grads, &xv, &mut gx)?;
+            add_pulled(&grads, &lv, &mut gl)?;
+        }
+        Ok((gx, gl))
     }
 
     /// The derivative in x and λ of ⟨∂_x g(x, λ; batch), u⟩ by double backward:
-    /// (∂²_x g · u, ∂²_{xλ} g · u).
+    /// (∂²_x g · u, ∂²_{xλ} g · u), summed over the parts of the batch.
     fn second_order(
         &self,
         x: &[T],
@@ -318,18 +379,30 @@ impl<T: Scalar + WithDType> NetClient<T> {
     ) -> CandleResult<(Vec<T>, Vec<T>)> {
         let xv = Var::from_tensor(&self.tensor(x)?)?;
         let lv = Var::from_tensor(&self.tensor(lambda)?)?;
-        let grads = self
-            .inner_loss(xv.as_tensor(), lv.as_tensor(), batch)?
-            .backward()?;
-        let gx = grads
-            .get(xv.as_tensor())
-            .ok_or_else(|| candle_core::Error::Msg("no gradient in x".to_string()))?;
-        let directional = (gx * self.tensor(u)?)?.sum_all()?;
-        let second = directional.backward()?;
-        Ok((
-            pull(&second, &xv, x.len())?,
-            pull(&second, &lv, lambda.len())?,
-        ))
+        let ut = self.tensor(u)?;
+        let (parts, size) = self.parts(Cost::Inner, batch);
+        let mut hvp = vec![T::zero(); x.len()];
+        let mut cross = vec![T::zero(); lambda.len()];
+        for (k, part) in parts.into_iter().enumerate() {
+            let grads = self
+                .part_loss(
+                    Cost::Inner,
+                    xv.as_tensor(),
+                    lv.as_tensor(),
+                    part,
+                    size,
+                    k == 0,
+                )?
+                .backward()?;
+            let gx = grads
+                .get(xv.as_tensor())
+                .ok_or_else(|| candle_core::Error::Msg("no gradient in x".to_string()))?;
+            let directional = (gx * &ut)?.sum_all()?;
+            let second = directional.backward()?;
+            add_pulled(&second, &xv, &mut hvp)?;
+            add_pulled(&second, &lv, &mut cross)?;
+        }
+        Ok((hvp, cross))
     }
 
     /// Central differences of (∂_x g, ∂_λ g) along u: (∂²_x g · u, ∂²_{xλ} g · u). The step
@@ -353,7 +426,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 .zip(u)
                 .map(|(&a, &b)| a + T::cast(sign * eps) * b)
                 .collect();
-            self.gradients(&shifted, lambda, |xt, lt| self.inner_loss(xt, lt, batch))
+            self.gradients(Cost::Inner, &shifted, lambda, batch)
         };
         let (plus_x, plus_l) = at(1.0)?;
         let (minus_x, minus_l) = at(-1.0)?;
@@ -382,12 +455,47 @@ impl<T: Scalar + WithDType> NetClient<T> {
     }
 }
 
-/// The gradient of `v` in `grads` as a vector (zeros where `v` did not reach the loss).
-fn pull<T: WithDType + Scalar>(grads: &GradStore, v: &Var, n: usize) -> CandleResult<Vec<T>> {
-    match grads.get(v.as_tensor()) {
-        Some(g) => g.detach().to_vec1::<T>(),
-        None => Ok(vec![T::zero(); n]),
+/// Adds the gradient of `v` in `grads` to `acc` (nothing where `v` did not reach the loss).
+fn add_pulled<T: WithDType + Scalar>(
+    grads: &GradStore,
+    v: &Var,
+    acc: &mut [T],
+) -> CandleResult<()> {
+    if let Some(g) = grads.get(v.as_tensor()) {
+        for (a, b) in acc.iter_mut().zip(g.detach().to_vec1::<T>()?) {
+            *a += b;
+        }
     }
+    Ok(())
+}
+
+/// Which of the client's two costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cost {
+    /// g_i on the training set.
+    Inner,
+    /// f_i on the outer set.
+    Outer,
+}
+
+/// Some instances of a set: `len` consecutive ones from `start`, or a list.
+#[derive(Clone, Copy, Debug)]
+enum Part<'a> {
+    Range(usize, usize),
+    Indices(&'a [usize]),
+}
+
+/// Instances evaluated in one pass. Full-batch costs and larger batches are summed over
+/// chunks of at most this many, so memory stays bounded whatever the data size (the
+/// Table 5 CNN's patch matrix alone is about 0.6 MB per image).
+pub const CHUNK: usize = 256;
+
+/// 0..len in consecutive parts of at most [`CHUNK`].
+fn ranges(len: usize) -> Vec<Part<'static>> {
+    (0..len)
+        .step_by(CHUNK)
+        .map(|start| Part::Range(start, CHUNK.min(len - start)))
+        .collect()
 }
 
 /// log Σ_k exp(row_k) for each row (B × K → B).
@@ -429,15 +537,15 @@ impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
         self.train.len
     }
     fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T {
-        let value = (|| {
-            let l = self.inner_loss(&self.tensor(x)?, &self.tensor(lambda)?, batch)?;
-            l.to_dtype(DType::F64)?.to_scalar::<f64>()
-        })();
-        T::cast(unwrap_candle(value))
+        T::cast(unwrap_candle(self.cost_value(
+            Cost::Inner,
+            x,
+            lambda,
+            batch,
+        )))
     }
     fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]) {
-        let (gx, _) =
-            unwrap_candle(self.gradients(x, lambda, |xt, lt| self.inner_loss(xt, lt, batch)));
+        let (gx, _) = unwrap_candle(self.gradients(Cost::Inner, x, lambda, batch));
         out.copy_from_slice(&gx);
     }
 }
@@ -471,24 +579,25 @@ impl<T: Scalar + WithDType> InnerCrossJvp<T> for NetClient<T> {
 
 impl<T: Scalar + WithDType> OuterCost<T> for NetClient<T> {
     fn outer_value(&self, x: &[T], lambda: &[T]) -> T {
-        let value = (|| {
-            let l = self.outer_loss(&self.tensor(x)?, &self.tensor(lambda)?)?;
-            l.to_dtype(DType::F64)?.to_scalar::<f64>()
-        })();
-        T::cast(unwrap_candle(value))
+        T::cast(unwrap_candle(self.cost_value(
+            Cost::Outer,
+            x,
+            lambda,
+            Batch::Full,
+        )))
     }
     fn outer_grad_x(&self, x: &[T], lambda: &[T], out: &mut [T]) {
-        let (gx, _) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        let (gx, _) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
         out.copy_from_slice(&gx);
     }
     fn outer_grad_lambda(&self, x: &[T], lambda: &[T], out: &mut [T]) {
-        let (_, gl) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        let (_, gl) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
         out.copy_from_slice(&gl);
     }
 
     /// One backward pass gives both gradients.
     fn outer_grads(&self, x: &[T], lambda: &[T], grad_x: &mut [T], grad_lambda: &mut [T]) {
-        let (gx, gl) = unwrap_candle(self.gradients(x, lambda, |xt, lt| self.outer_loss(xt, lt)));
+        let (gx, gl) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
         grad_x.copy_from_slice(&gx);
         grad_lambda.copy_from_slice(&gl);
     }
@@ -499,48 +608,58 @@ impl<T: Scalar + WithDType> NetClient<T> {
     /// argmax of the masked logits, or of the ensemble's mixed probabilities.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
         let p = self.config.arch.inputs();
-        let m = features.len() / p.max(1);
         let run = || -> CandleResult<Vec<u8>> {
-            let feats: Vec<T> = features.iter().map(|&v| T::cast(f64::from(v))).collect();
-            let feats = Tensor::from_vec(feats, (m, p), &self.device)?;
             let xt = self.tensor(x)?;
             let lt = self.tensor(lambda)?;
             let params = self.params(&xt)?;
-            let per = self.shapes.len();
-            let arch = self.config.arch;
-            let scores = match self.config.mode {
-                HyperMode::Ensemble { members } => {
-                    let pi = softmax(&lt)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
-                    let mut mix: Option<Tensor> = None;
-                    for (k, &weight) in pi.iter().enumerate().take(members) {
-                        let probs =
-                            log_softmax(&arch.forward(&params[k * per..(k + 1) * per], &feats)?)?
-                                .exp()?;
-                        let weighted = (probs * weight)?;
-                        mix = Some(match mix {
-                            Some(acc) => (acc + weighted)?,
-                            None => weighted,
-                        });
-                    }
-                    mix.ok_or_else(|| candle_core::Error::Msg("empty ensemble".to_string()))?
-                }
-                HyperMode::ClassMask => {
-                    let mask = (softmax(&lt)? * arch.outputs() as f64)?;
-                    arch.forward(&params, &feats)?
-                        .broadcast_mul(&mask.unsqueeze(0)?)?
-                }
-                HyperMode::InstanceWeights => arch.forward(&params, &feats)?,
-            };
-            if arch.outputs() == 1 {
-                let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
-                return Ok(s.iter().map(|&v| u8::from(v > 0.0)).collect());
+            let mut out = Vec::with_capacity(features.len() / p.max(1));
+            // At most CHUNK images at a time, so memory stays bounded.
+            for rows in features.chunks(CHUNK * p.max(1)) {
+                out.extend(self.predict_chunk(&params, &lt, rows)?);
             }
-            scores
-                .argmax(1)?
-                .to_dtype(DType::U32)?
-                .to_vec1::<u32>()
-                .map(|v| v.iter().map(|&c| c as u8).collect())
+            Ok(out)
         };
         run().map_err(candle("prediction"))
+    }
+
+    fn predict_chunk(&self, params: &[Tensor], lt: &Tensor, rows: &[f32]) -> CandleResult<Vec<u8>> {
+        let p = self.config.arch.inputs();
+        let m = rows.len() / p.max(1);
+        let feats: Vec<T> = rows.iter().map(|&v| T::cast(f64::from(v))).collect();
+        let feats = Tensor::from_vec(feats, (m, p), &self.device)?;
+        let per = self.shapes.len();
+        let arch = self.config.arch;
+        let scores = match self.config.mode {
+            HyperMode::Ensemble { members } => {
+                let pi = softmax(lt)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+                let mut mix: Option<Tensor> = None;
+                for (k, &weight) in pi.iter().enumerate().take(members) {
+                    let probs =
+                        log_softmax(&arch.forward(&params[k * per..(k + 1) * per], &feats)?)?
+                            .exp()?;
+                    let weighted = (probs * weight)?;
+                    mix = Some(match mix {
+                        Some(acc) => (acc + weighted)?,
+                        None => weighted,
+                    });
+                }
+                mix.ok_or_else(|| candle_core::Error::Msg("empty ensemble".to_string()))?
+            }
+            HyperMode::ClassMask => {
+                let mask = (softmax(lt)? * arch.outputs() as f64)?;
+                arch.forward(params, &feats)?
+                    .broadcast_mul(&mask.unsqueeze(0)?)?
+            }
+            HyperMode::InstanceWeights => arch.forward(params, &feats)?,
+        };
+        if arch.outputs() == 1 {
+            let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+            return Ok(s.iter().map(|&v| u8::from(v > 0.0)).collect());
+        }
+        scores
+            .argmax(1)?
+            .to_dtype(DType::U32)?
+            .to_vec1::<u32>()
+            .map(|v| v.iter().map(|&c| c as u8).collect())
     }
 }

@@ -14,6 +14,5 @@ mod client;
 pub use arch::{Architecture, IMAGE_SIDE, ParamSpec, log_softmax};
 pub use autodiff::{
     DOUBLE_BACKWARD_ENV, DerivativeMode, double_backward_available, enable_double_backward,
-    tune_allocator,
 };
-pub use client::{HyperMode, NetClient, NetConfig, default_device};
+pub use client::{CHUNK, HyperMode, NetClient, NetConfig, default_device};
