@@ -147,6 +147,19 @@ pub fn power_help() -> String {
     )
 }
 
+/// The step of HGP from `--eta` (or the command's `default`) and `--power-iterations`,
+/// checked: a positive η or `auto`, and power iterations only with `auto`, at least 1.
+pub fn resolve_step(eta: Option<EtaArg>, default: EtaArg, power: Option<usize>) -> Result<Eta> {
+    let eta = eta.unwrap_or(default);
+    refuse_unused(power.is_some() && eta != EtaArg::Auto, || {
+        "--power-iterations applies to --eta auto".to_string()
+    })?;
+    if power == Some(0) {
+        bail!("--power-iterations must be at least 1");
+    }
+    eta.resolve(power.unwrap_or(PowerIteration::default().iterations))
+}
+
 /// Fails with `message` when `given` is set: an option that would have no effect.
 pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()> {
     if given {
@@ -786,12 +799,9 @@ impl EstimatorArgs {
 
     /// HGP's options, with the command's defaults where an option was left out.
     pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> Result<HgpOptions> {
-        let iterations = self
-            .power_iterations
-            .unwrap_or(PowerIteration::default().iterations);
         Ok(HgpOptions {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
-            eta: self.eta.unwrap_or(defaults.eta).resolve(iterations)?,
+            eta: resolve_step(self.eta, defaults.eta, self.power_iterations)?,
             batch: self.batch(defaults),
             samples: if self.shared_samples {
                 SampleMode::Shared
@@ -819,22 +829,39 @@ impl EstimatorArgs {
     }
 }
 
-/// Everything between the data and the hyper-gradient: the network, the averager, the inner
-/// solver and the estimator, built from the shared options.
-pub struct Pipeline<'a> {
-    /// Network options.
-    pub network: &'a NetworkArgs,
-    /// Averager options.
-    pub averager: &'a AveragerArgs,
-    /// Inner-solver options.
-    pub inner: &'a InnerArgs,
-    /// Estimator options.
-    pub estimator: &'a EstimatorArgs,
-    /// The run's seed.
-    pub seed: u64,
+/// The options of everything between the data and the hyper-gradient.
+#[derive(Args, Clone, Debug)]
+pub struct PipelineArgs {
+    #[command(flatten)]
+    pub network: NetworkArgs,
+    #[command(flatten)]
+    pub averager: AveragerArgs,
+    #[command(flatten)]
+    pub inner: InnerArgs,
+    #[command(flatten)]
+    pub estimator: EstimatorArgs,
 }
 
-impl Pipeline<'_> {
+/// Everything between the data and the hyper-gradient: the network, the averager, the inner
+/// solver and the estimator, built from the shared options and the run's seed.
+pub struct Pipeline<'a> {
+    args: &'a PipelineArgs,
+    seed: u64,
+}
+
+impl std::ops::Deref for Pipeline<'_> {
+    type Target = PipelineArgs;
+
+    fn deref(&self) -> &PipelineArgs {
+        self.args
+    }
+}
+
+impl<'a> Pipeline<'a> {
+    /// The pipeline of `args` for the run's `seed`.
+    pub fn new(args: &'a PipelineArgs, seed: u64) -> Self {
+        Self { args, seed }
+    }
     /// Checks every option group (before any work).
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
         self.network.validate()?;

@@ -688,3 +688,17 @@ fn personalize_resumes_a_table_and_runs_with_two_clients() {
     assert_eq!(resumed, fresh);
     assert_eq!(resumed["rows"].as_array().unwrap().len(), 4);
 }
+
+#[test]
+fn an_undefined_r2_is_said_to_be_undefined() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().to_str().unwrap();
+    let v = json(&hgp(&["influence", "--top", "1", "--json", "--out", o]));
+    assert!(v["r2"].is_null() && v["slope"].is_null(), "{v}");
+    assert_eq!(v["top"].as_array().unwrap().len(), 1);
+    let text = stdout(&hgp(&["influence", "--top", "1", "--out", o]));
+    assert!(
+        text.contains("R² undefined") && !text.contains("NaN") && !text.contains("-inf"),
+        "{text}"
+    );
+}

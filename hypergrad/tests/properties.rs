@@ -66,17 +66,8 @@ fn optimum(p: &Problem) -> ClientBuffer<f64> {
 
 /// Eigenvalues (min, max) of (1/n) Σ_i ∂²_x g_i(x_i).
 fn spectrum(p: &Problem, x: &ClientBuffer<f64>) -> (f64, f64) {
-    let n = p.clients.len();
-    let mut h = DMatrix::zeros(x.d(), x.d());
-    for (i, c) in p.clients.iter().enumerate() {
-        h += total_hessian(
-            std::slice::from_ref(c),
-            &PerClient::from_rows(vec![p.lambda.row(i).to_vec()]),
-            x.row(i),
-        );
-    }
-    let eig = SymmetricEigen::new(h / n as f64).eigenvalues;
-    (eig.min(), eig.max())
+    let eig = eigenvalues(p, x);
+    (eig[0], eig[eig.len() - 1])
 }
 
 /// The eigenvalues of the mean Hessian (1/n) Σ_i ∂²_x g_i(x_i), ascending.

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, PushSum};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
-use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient, PowerIteration, SampleMode};
+use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient, SampleMode};
 use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, Sgp};
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
@@ -19,7 +19,7 @@ use crate::plot::{Figure, Panel, Scale, Series};
 use crate::report::{ReportArgs, Reporter, percentile, prepare_out, sci, write_csv};
 use crate::setup::{
     EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind, derive, domain, eta_help, parse_eta,
-    power_help, refuse_unused,
+    power_help, refuse_unused, resolve_step,
 };
 
 /// Which of the two panels of Fig. 1 to run.
@@ -137,18 +137,7 @@ impl ErrorCmd {
             ),
             _ => {}
         }
-        let eta = self.eta.unwrap_or(ETA);
-        refuse_unused(
-            self.power_iterations.is_some() && eta != EtaArg::Auto,
-            || "--power-iterations applies to --eta auto".to_string(),
-        )?;
-        if self.power_iterations == Some(0) {
-            bail!("--power-iterations must be at least 1");
-        }
-        let eta = eta.resolve(
-            self.power_iterations
-                .unwrap_or(PowerIteration::default().iterations),
-        )?;
+        let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
         prepare_out(&self.out)?;
         Ok((seeds, m_max, eta))
     }

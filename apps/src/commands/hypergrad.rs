@@ -11,9 +11,7 @@ use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
 use serde_json::json;
 
 use crate::report::{ReportArgs, Reporter, comm_json, sci};
-use crate::setup::{
-    AveragerArgs, DataArgs, Defaults, EstimatorArgs, InnerArgs, NetworkArgs, Pipeline,
-};
+use crate::setup::{DataArgs, Defaults, Pipeline, PipelineArgs};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
@@ -36,13 +34,7 @@ pub struct Hypergrad {
     #[arg(long, value_name = "FILE")]
     lambda: Option<PathBuf>,
     #[command(flatten)]
-    network: NetworkArgs,
-    #[command(flatten)]
-    averager: AveragerArgs,
-    #[command(flatten)]
-    inner: InnerArgs,
-    #[command(flatten)]
-    estimator: EstimatorArgs,
+    pipeline: PipelineArgs,
     /// Seed of every random choice (data, network, batches).
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
@@ -56,13 +48,7 @@ pub struct Hypergrad {
 
 impl Hypergrad {
     fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline {
-            network: &self.network,
-            averager: &self.averager,
-            inner: &self.inner,
-            estimator: &self.estimator,
-            seed: self.seed,
-        }
+        Pipeline::new(&self.pipeline, self.seed)
     }
 
     /// Runs the command.

@@ -26,8 +26,7 @@ use crate::report::{
     write_csv,
 };
 use crate::setup::{
-    AveragerArgs, DataArgs, Defaults, EstimatorArgs, EtaArg, InnerArgs, InnerKind, NetworkArgs,
-    Pipeline, derive, domain, refuse_unused,
+    DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, derive, domain, refuse_unused,
 };
 
 /// The model whose instances are scored.
@@ -121,13 +120,7 @@ pub struct Influence {
     #[arg(long)]
     resume: bool,
     #[command(flatten)]
-    network: NetworkArgs,
-    #[command(flatten)]
-    averager: AveragerArgs,
-    #[command(flatten)]
-    inner: InnerArgs,
-    #[command(flatten)]
-    estimator: EstimatorArgs,
+    pipeline: PipelineArgs,
     /// Seed of every random choice (data, network, batches).
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
@@ -267,13 +260,7 @@ struct Problem<T, C> {
 
 impl Influence {
     fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline {
-            network: &self.network,
-            averager: &self.averager,
-            inner: &self.inner,
-            estimator: &self.estimator,
-            seed: self.seed,
-        }
+        Pipeline::new(&self.pipeline, self.seed)
     }
 
     fn defaults(&self) -> Defaults {
@@ -335,10 +322,10 @@ impl Influence {
                     bail!("--images must be at least 1");
                 }
                 for (flag, reference) in [
-                    ("--inner", self.inner.inner == InnerKind::Exact),
+                    ("--inner", self.pipeline.inner.inner == InnerKind::Exact),
                     (
                         "--estimator",
-                        self.estimator.estimator == crate::setup::EstimatorKind::Exact,
+                        self.pipeline.estimator.estimator == crate::setup::EstimatorKind::Exact,
                     ),
                 ] {
                     refuse_unused(reference, || {
@@ -500,7 +487,7 @@ impl Influence {
                 self.images,
                 self.gamma,
                 self.quick,
-                (&self.network, &self.averager, &self.inner, &self.estimator),
+                &self.pipeline,
                 self.seed,
             )
         );
