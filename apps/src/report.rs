@@ -12,6 +12,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use hgp_averaging::CommCost;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Value, json};
 
 /// How a command shows what it is doing.
@@ -237,73 +239,89 @@ pub fn comm_json(c: &CommCost) -> Value {
     })
 }
 
-/// Writes `rows` as CSV with `header` to `path` (creating the parent directory).
-pub fn write_csv(path: &Path, header: &str, rows: impl IntoIterator<Item = String>) -> Result<()> {
+/// Writes `rows` to `path` as CSV under `header` (whose names are the rows' serde fields),
+/// creating the parent directory.
+pub fn write_csv<R: Serialize>(
+    path: &Path,
+    header: &[&str],
+    rows: impl IntoIterator<Item = R>,
+) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    let file =
-        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    writeln!(w, "{header}")?;
+    let cannot = || format!("cannot write {}", path.display());
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .with_context(cannot)?;
+    w.write_record(header).with_context(cannot)?;
     for row in rows {
-        writeln!(w, "{row}")?;
+        w.serialize(row).with_context(cannot)?;
     }
-    w.flush()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    w.flush().with_context(cannot)
 }
 
 /// A CSV file that grows one row at a time, each written and flushed as soon as it is
 /// known, so an interrupted run keeps every finished row.
 pub struct RowWriter {
     path: PathBuf,
-    file: Mutex<File>,
+    writer: Mutex<csv::Writer<File>>,
 }
 
 impl RowWriter {
     /// Creates `path` with `header`, or with `append` keeps the rows already there (its
     /// header must then be `header`).
-    pub fn open(path: &Path, header: &str, append: bool) -> Result<Self> {
+    pub fn open(path: &Path, header: &[&str], append: bool) -> Result<Self> {
         let keep = append && path.exists();
         if keep {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            if text.lines().next() != Some(header) {
-                bail!(
-                    "{} does not start with the header {header:?}: not written by this command",
-                    path.display()
-                );
-            }
+            check_header(path, header)?;
         }
-        let mut file = OpenOptions::new()
+        let cannot = || format!("cannot write {}", path.display());
+        let file = OpenOptions::new()
             .create(true)
             .write(true)
             .append(keep)
             .truncate(!keep)
             .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+            .with_context(cannot)?;
+        let mut writer = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(file);
         if !keep {
-            writeln!(file, "{header}")
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            writer.write_record(header).with_context(cannot)?;
+            writer.flush().with_context(cannot)?;
         }
         Ok(Self {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            writer: Mutex::new(writer),
         })
     }
 
     /// Appends one row and flushes it.
-    pub fn write(&self, row: &str) -> Result<()> {
-        let mut f = self
-            .file
-            .lock()
-            .map_err(|_| anyhow::anyhow!("cannot write {}", self.path.display()))?;
-        writeln!(f, "{row}")
-            .and_then(|_| f.flush())
-            .with_context(|| format!("cannot write {}", self.path.display()))
+    pub fn write<R: Serialize>(&self, row: &R) -> Result<()> {
+        let cannot = || format!("cannot write {}", self.path.display());
+        let mut w = self.writer.lock().map_err(|_| anyhow::anyhow!(cannot()))?;
+        w.serialize(row).with_context(cannot)?;
+        w.flush().with_context(cannot)
     }
+}
+
+/// Refuses a CSV file whose header is not `header`.
+fn check_header(path: &Path, header: &[&str]) -> Result<()> {
+    let mut reader =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let found = reader
+        .headers()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if found.iter().ne(header.iter().copied()) {
+        bail!(
+            "{} does not start with the header {:?}: not written by this command",
+            path.display(),
+            header.join(",")
+        );
+    }
+    Ok(())
 }
 
 /// Records the settings of a run in `hgp-settings.txt` in `out`; with `resume`, first
@@ -326,20 +344,53 @@ pub fn record_settings(out: &Path, settings: &str, resume: bool) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The data rows (header skipped) of a CSV written by [`RowWriter`], split at commas; an
-/// absent file has none.
-pub fn read_rows(path: &Path) -> Result<Vec<Vec<String>>> {
+/// The rows of a CSV file written under `header` by [`RowWriter`] or [`write_csv`]; an
+/// absent file has none. A row that does not parse is an error naming its line.
+pub fn read_rows<R: DeserializeOwned>(path: &Path, header: &[&str]) -> Result<Vec<R>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(text
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect())
+    check_header(path, header)?;
+    let mut reader =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    reader
+        .deserialize()
+        .map(|row| {
+            row.map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                anyhow::anyhow!("{} line {line}: {e}", path.display())
+            })
+        })
+        .collect()
+}
+
+/// Serializes a number in Rust's shortest round-trip scientific form (`1.5e-3`), the form
+/// of every number in the CSV files.
+pub fn sci_exact<S: Serializer>(x: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{x:e}"))
+}
+
+/// Serializes numbers as one `;`-separated field (`1e0;5e-1`).
+pub fn sci_list<S: Serializer>(v: &[f64], s: S) -> std::result::Result<S::Ok, S::Error> {
+    let mut text = String::new();
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            text.push(';');
+        }
+        text += &format!("{x:e}");
+    }
+    s.serialize_str(&text)
+}
+
+/// Reads a field written by [`sci_list`].
+pub fn parse_list<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<f64>, D::Error> {
+    let text = String::deserialize(d)?;
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(';')
+        .map(|x| x.parse().map_err(serde::de::Error::custom))
+        .collect()
 }
 
 /// A number in a compact scientific format for tables.
@@ -362,6 +413,47 @@ pub fn percentile(values: &[f64], q: f64) -> f64 {
     let pos = q * (v.len() - 1) as f64;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+/// A table of results: printed on the terminal and written as markdown from the same cells.
+/// The first column is left-aligned (labels), the others right-aligned (numbers).
+pub struct Table {
+    inner: comfy_table::Table,
+}
+
+impl Table {
+    /// A table with these column names.
+    pub fn new<S: ToString>(header: impl IntoIterator<Item = S>) -> Self {
+        let mut inner = comfy_table::Table::new();
+        inner.set_header(header.into_iter().map(|h| h.to_string()));
+        for column in inner.column_iter_mut().skip(1) {
+            column.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+        Self { inner }
+    }
+
+    /// Appends a row.
+    pub fn row<S: ToString>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
+        self.inner
+            .add_row(cells.into_iter().map(|c| c.to_string()).collect::<Vec<_>>());
+        self
+    }
+
+    /// The table for a terminal: rules above and below the header and at the end only.
+    pub fn terminal(&self) -> String {
+        let mut t = self.inner.clone();
+        // comfy-table's preset string: borders, header rule and top/bottom intersections;
+        // a space leaves a component out (no vertical lines, no rules between rows).
+        t.load_preset("  ── ──      ──    ");
+        t.to_string()
+    }
+
+    /// The table as GitHub-flavoured markdown.
+    pub fn markdown(&self) -> String {
+        let mut t = self.inner.clone();
+        t.load_preset(comfy_table::presets::ASCII_MARKDOWN);
+        format!("{t}\n")
+    }
 }
 
 #[cfg(test)]
@@ -408,18 +500,28 @@ mod tests {
     fn rows_are_kept_and_appended() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.csv");
-        let w = RowWriter::open(&path, "a,b", false).unwrap();
-        w.write("1,2").unwrap();
+        let h = &["a", "b"];
+        let w = RowWriter::open(&path, h, false).unwrap();
+        w.write(&(1, 2.5)).unwrap();
         drop(w);
-        let w = RowWriter::open(&path, "a,b", true).unwrap();
-        w.write("3,4").unwrap();
+        let w = RowWriter::open(&path, h, true).unwrap();
+        w.write(&(3, 4.0)).unwrap();
         assert_eq!(
-            read_rows(&path).unwrap(),
-            vec![vec!["1", "2"], vec!["3", "4"]]
+            std::fs::read_to_string(&path).unwrap(),
+            "a,b\n1,2.5\n3,4.0\n"
         );
-        assert!(RowWriter::open(&path, "x,y", true).is_err());
-        let w = RowWriter::open(&path, "a,b", false).unwrap();
+        assert_eq!(
+            read_rows::<(u32, f64)>(&path, h).unwrap(),
+            [(1, 2.5), (3, 4.0)]
+        );
+        assert!(RowWriter::open(&path, &["x", "y"], true).is_err());
+        assert!(read_rows::<(u32, f64)>(&path, &["x", "y"]).is_err());
+        // A row that does not parse names its line.
+        std::fs::write(&path, "a,b\n1,2\nz,3\n").unwrap();
+        let err = read_rows::<(u32, f64)>(&path, h).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+        let w = RowWriter::open(&path, h, false).unwrap();
         drop(w);
-        assert!(read_rows(&path).unwrap().is_empty());
+        assert!(read_rows::<(u32, f64)>(&path, h).unwrap().is_empty());
     }
 }

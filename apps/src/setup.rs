@@ -22,19 +22,12 @@ use hgp_hypergrad::{
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder};
 use hgp_models::data::{ClientData, SyntheticConfig, generate_synthetic, load_client_dir};
 use hgp_models::{BatchSize, ClientObjective, InnerHvp};
-
-/// Stream domains for the seeds derived from `--seed`.
+/// The streams of a run, from the workspace's registry.
 pub mod domain {
-    /// The synthetic data set.
-    pub const DATA: u64 = 1;
-    /// The network's links and probabilities.
-    pub const NETWORK: u64 = 2;
-    /// The inner solver's network steps and batches.
-    pub const INNER: u64 = 3;
-    /// The estimator's network steps and batches.
-    pub const ESTIMATOR: u64 = 4;
-    /// Averagers with their own randomness (central participation).
-    pub const AVERAGER: u64 = 5;
+    pub use hgp_graphs::rng::domain::{
+        RUN_AVERAGER as AVERAGER, RUN_DATA as DATA, RUN_ESTIMATOR as ESTIMATOR, RUN_INNER as INNER,
+        RUN_NETWORK as NETWORK,
+    };
 }
 
 /// A seed for one part of a run, derived from the run's `--seed`.

@@ -8,7 +8,6 @@
 //! Push-Sum is measured on one thread (like the GEMM baseline) and on all threads. A summary
 //! table with the ratios is printed at the end, read from criterion's own estimates.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,26 +89,9 @@ fn sparse(c: &mut Criterion) {
     push_sum_steps(c, "sparse", Arc::new(net));
 }
 
-/// criterion's output folder: `<target>/criterion`, next to `<target>/release/deps/<bench>`.
-fn criterion_dir() -> Option<PathBuf> {
-    if let Ok(home) = std::env::var("CRITERION_HOME") {
-        return Some(PathBuf::from(home));
-    }
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
-}
-
-/// Mean time in seconds of one benchmark, from criterion's estimates of this run.
+/// Mean time in seconds of one benchmark of this run.
 fn mean_seconds(group: &str, function: &str, d: usize) -> Option<f64> {
-    let path = criterion_dir()?
-        .join(group)
-        .join(function)
-        .join(d.to_string())
-        .join("new")
-        .join("estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(json["mean"]["point_estimate"].as_f64()? * 1e-9)
+    hgp_base::bench::mean_seconds(&[group, function, &d.to_string()])
 }
 
 fn summary() {

@@ -1,5 +1,6 @@
 //! Central averaging: a server averages what (some of) the clients upload.
 
+use hgp_graphs::rng::domain;
 use std::marker::PhantomData;
 
 use hgp_graphs::{Scalar, rng};
@@ -9,9 +10,6 @@ use crate::averager::{Averager, check_clients, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
-
-/// Stream domain of the participant draws.
-const DOMAIN_PARTICIPANTS: u64 = 0x6365_6e74;
 
 /// A server collects the blocks of a random fraction C of the clients (at least one),
 /// averages them and broadcasts the result to all n clients (FedAvg-style; with C = 1 it is
@@ -53,7 +51,7 @@ impl<T: Scalar> Central<T> {
         self.participants.clear();
         self.participants.extend(0..self.n);
         if m < self.n {
-            let mut rng = rng::stream(self.seed, DOMAIN_PARTICIPANTS, self.calls);
+            let mut rng = rng::stream(self.seed, domain::CENTRAL_PARTICIPANTS, self.calls);
             // Partial Fisher–Yates: the first m entries are a uniform sample.
             for k in 0..m {
                 let pick = rng.random_range(k..self.n);

@@ -28,18 +28,16 @@ mod error;
 mod graph;
 mod mixing;
 mod network;
-pub mod rng;
-mod scalar;
 
 pub use connectivity::check_assumption1;
 pub use error::{GraphError, Result};
 pub use graph::DiGraph;
+pub use hgp_base::{Scalar, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
 pub use network::{
     ExponentialOnePeer, FullyConnected, MAX_ER_ATTEMPTS, Network, RandomDirected, RandomEdges,
-    RandomUndirected, Scheduled, StaticUndirected, erdos_renyi_connected,
+    RandomNetwork, RandomUndirected, Scheduled, StaticUndirected, erdos_renyi_connected,
 };
-pub use scalar::Scalar;
 
 #[cfg(test)]
 mod auto_traits {

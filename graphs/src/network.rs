@@ -304,18 +304,27 @@ impl RandomLinks {
     }
 }
 
-/// RandD: a link `j -> i` of the base graph is up at each step independently with its own
-/// probability ρ_ji ~ U[low, high], drawn once; the two directions are independent.
+/// A network whose base-graph links are each up at a step independently, link `j -> i` with
+/// its own probability ρ_ji ~ U[low, high] drawn once. `SYMMETRIC` makes ρ symmetric and a
+/// link up in both directions or in neither (RandU); otherwise the two directions are
+/// independent (RandD). Use the aliases [`RandomDirected`] and [`RandomUndirected`].
 #[derive(Clone, Debug)]
-pub struct RandomDirected {
+pub struct RandomNetwork<const SYMMETRIC: bool> {
     links: RandomLinks,
 }
 
-impl RandomDirected {
-    /// A RandD network on `n` clients.
+/// RandD: a link `j -> i` of the base graph is up at each step independently with its own
+/// probability ρ_ji ~ U[low, high], drawn once; the two directions are independent.
+pub type RandomDirected = RandomNetwork<false>;
+
+/// RandU: as RandD, but ρ is symmetric and a link is up in both directions or in neither.
+pub type RandomUndirected = RandomNetwork<true>;
+
+impl<const SYMMETRIC: bool> RandomNetwork<SYMMETRIC> {
+    /// A network on `n` clients.
     pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
         Ok(Self {
-            links: RandomLinks::new(n, edges, seed, false)?,
+            links: RandomLinks::new(n, edges, seed, SYMMETRIC)?,
         })
     }
 
@@ -332,7 +341,7 @@ impl RandomDirected {
     }
 }
 
-impl Network for RandomDirected {
+impl<const SYMMETRIC: bool> Network for RandomNetwork<SYMMETRIC> {
     fn n(&self) -> usize {
         self.links.n
     }
@@ -343,49 +352,12 @@ impl Network for RandomDirected {
         self.rho(from, to)
     }
     fn describe(&self) -> String {
-        format!("random directed (RandD), n = {}", self.links.n)
-    }
-}
-
-/// RandU: as RandD, but ρ is symmetric and a link is up in both directions or in neither.
-#[derive(Clone, Debug)]
-pub struct RandomUndirected {
-    links: RandomLinks,
-}
-
-impl RandomUndirected {
-    /// A RandU network on `n` clients.
-    pub fn new(n: usize, edges: RandomEdges, seed: u64) -> Result<Self> {
-        Ok(Self {
-            links: RandomLinks::new(n, edges, seed, true)?,
-        })
-    }
-
-    /// The same links and probabilities ρ, with the per-step draws taken from another seed
-    /// (a new realization of the time-varying network).
-    pub fn with_step_seed(mut self, seed: u64) -> Self {
-        self.links.seed = seed;
-        self
-    }
-
-    /// Probability ρ that the link between `a` and `b` is up at a step.
-    pub fn rho(&self, a: usize, b: usize) -> f64 {
-        self.links.rho(a, b)
-    }
-}
-
-impl Network for RandomUndirected {
-    fn n(&self) -> usize {
-        self.links.n
-    }
-    fn write_graph(&self, s: u64, out: &mut DiGraph) {
-        self.links.write_graph(s, out);
-    }
-    fn edge_probability(&self, _s: u64, from: usize, to: usize) -> f64 {
-        self.rho(from, to)
-    }
-    fn describe(&self) -> String {
-        format!("random undirected (RandU), n = {}", self.links.n)
+        let kind = if SYMMETRIC {
+            "random undirected (RandU)"
+        } else {
+            "random directed (RandD)"
+        };
+        format!("{kind}, n = {}", self.links.n)
     }
 }
 

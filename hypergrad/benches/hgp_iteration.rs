@@ -4,7 +4,6 @@
 //! them). The iteration's time is (t(M = 1 + K) − t(M = 1)) / K, which removes the outer
 //! gradients computed once at the start. A summary with the overhead is printed at the end.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,21 +104,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Mean time in seconds of one benchmark, from criterion's estimates of this run.
+/// Mean time in seconds of one benchmark of this run.
 fn mean_seconds(function: &str) -> Option<f64> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = std::env::var("CRITERION_HOME")
-        .map(PathBuf::from)
-        .unwrap_or(exe.parent()?.parent()?.parent()?.join("criterion"));
-    let text = std::fs::read_to_string(
-        dir.join("hgp")
-            .join(function)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(json["mean"]["point_estimate"].as_f64()? * 1e-9)
+    hgp_base::bench::mean_seconds(&["hgp", function])
 }
 
 fn summary() {

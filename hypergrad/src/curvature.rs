@@ -15,14 +15,13 @@
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
 use hgp_graphs::rng;
+use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerHvp, PerClient};
 use rand::RngExt;
 use rayon::prelude::*;
 
 use crate::error::{HypergradError, Result};
 
-/// Stream domain of the power iteration's starting vector and mini-batches.
-const DOMAIN_POWER: u64 = 0x706f_7765;
 /// Work (HVP values × instances) above which clients compute in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
@@ -82,8 +81,8 @@ where
     }
     let n = clients.len();
     let d = x.d();
-    let sampler = BatchSampler::new(batch, seed, DOMAIN_POWER);
-    let mut r = rng::stream(seed, DOMAIN_POWER, u64::MAX);
+    let sampler = BatchSampler::new(batch, seed, domain::POWER_ITERATION);
+    let mut r = rng::stream(seed, domain::POWER_ITERATION, u64::MAX);
     let start: Vec<f64> = (0..d).map(|_| r.random_range(-1.0..1.0)).collect();
     let norm = start.iter().map(|v| v * v).sum::<f64>().sqrt();
     let mut q = ClientBuffer::from_fn(n, d, |_, k| T::cast(start[k] / norm));

@@ -1,5 +1,6 @@
 //! Hyper-Gradient Push (HGP Alg. 2), generic over the averaging scheme.
 
+use hgp_graphs::rng::domain;
 use std::marker::PhantomData;
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
@@ -10,8 +11,6 @@ use crate::curvature::{PowerIteration, estimate_curvature};
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 
-/// Stream domain of HGP's mini-batches.
-const DOMAIN_HGP: u64 = 0x6867_7068;
 /// |u| may grow this much over |u^(0)| before HGP is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
 /// From this many terms on, ‖u‖ is also checked for slow growth: at m = 64, 128, 256, …
@@ -190,7 +189,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
             samples,
             seed,
         } = self.options;
-        let sampler = BatchSampler::new(batch, seed, DOMAIN_HGP);
+        let sampler = BatchSampler::new(batch, seed, domain::HGP);
         let (eta, curvature, mut comm) = match eta {
             Eta::Fixed(eta) => (eta, None, CommCost::new(n)),
             Eta::Auto(power) => {

@@ -2,6 +2,7 @@
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Gossip, Scalar};
 use hgp_graphs::MixingMatrix;
+use hgp_graphs::rng::domain;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
 use crate::descent::{all_finite, descend};
@@ -9,8 +10,6 @@ use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
-
-const DOMAIN_DSGD: u64 = 0x6473_6764;
 
 /// Decentralized SGD (Lian et al., 2017): x_i ← Σ_j W_ij x_j − γ ∂g_i(x_i; ξ_i) with a
 /// constant doubly-stochastic W (e.g. fastest-mixing weights on a static graph, FixU).
@@ -33,13 +32,13 @@ impl DecentralizedSgd {
             matrix,
             steps,
             lr,
-            sampler: BatchSampler::new(BatchSize::Full, 0, DOMAIN_DSGD),
+            sampler: BatchSampler::new(BatchSize::Full, 0, domain::DSGD),
         })
     }
 
     /// Mini-batches of the given size (drawn from `seed`).
     pub fn with_batches(mut self, size: BatchSize, seed: u64) -> Self {
-        self.sampler = BatchSampler::new(size, seed, DOMAIN_DSGD);
+        self.sampler = BatchSampler::new(size, seed, domain::DSGD);
         self
     }
 }

@@ -1,6 +1,7 @@
 //! FedAvg and local SGD.
 
 use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Scalar};
+use hgp_graphs::rng::domain;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
 use crate::descent::local_step;
@@ -8,9 +9,6 @@ use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
-
-const DOMAIN_FEDAVG: u64 = 0x6661_7667;
-const DOMAIN_LOCAL: u64 = 0x6c6f_6361;
 
 /// FedAvg (McMahan et al., 2017): each round a random fraction C of the clients start from
 /// the server model, take K local SGD steps, and the server averages their models.
@@ -49,13 +47,13 @@ impl FedAvg {
             fraction,
             seed,
             lr,
-            sampler: BatchSampler::new(BatchSize::Full, seed, DOMAIN_FEDAVG),
+            sampler: BatchSampler::new(BatchSize::Full, seed, domain::FEDAVG),
         })
     }
 
     /// Mini-batches of the given size.
     pub fn with_batches(mut self, size: BatchSize) -> Self {
-        self.sampler = BatchSampler::new(size, self.seed, DOMAIN_FEDAVG);
+        self.sampler = BatchSampler::new(size, self.seed, domain::FEDAVG);
         self
     }
 }
@@ -125,13 +123,13 @@ impl LocalSgd {
         Ok(Self {
             steps,
             lr,
-            sampler: BatchSampler::new(BatchSize::Full, 0, DOMAIN_LOCAL),
+            sampler: BatchSampler::new(BatchSize::Full, 0, domain::LOCAL_SGD),
         })
     }
 
     /// Mini-batches of the given size (drawn from `seed`).
     pub fn with_batches(mut self, size: BatchSize, seed: u64) -> Self {
-        self.sampler = BatchSampler::new(size, seed, DOMAIN_LOCAL);
+        self.sampler = BatchSampler::new(size, seed, domain::LOCAL_SGD);
         self
     }
 }

@@ -1,5 +1,6 @@
 //! Stochastic gradient push (PDBO Alg. 1; Assran et al., ICML 2019; Nedić & Olshevsky 2016).
 
+use hgp_graphs::rng::domain;
 use std::sync::Arc;
 
 use hgp_averaging::{ClientBuffer, CommCost, InProcess, PushSumState, Scalar};
@@ -11,9 +12,6 @@ use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
-
-/// Stream domain of SGP's mini-batches.
-const DOMAIN_SGP: u64 = 0x7367_7062;
 
 /// Where the local gradient step sits relative to the Push-Sum exchange.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,14 +54,14 @@ impl Sgp {
             steps,
             lr,
             order: SgpOrder::StepThenMix,
-            sampler: BatchSampler::new(BatchSize::Full, 0, DOMAIN_SGP),
+            sampler: BatchSampler::new(BatchSize::Full, 0, domain::SGP),
             parallel: true,
         })
     }
 
     /// Mini-batches of the given size (drawn from `seed`) instead of full batches.
     pub fn with_batches(mut self, size: BatchSize, seed: u64) -> Self {
-        self.sampler = BatchSampler::new(size, seed, DOMAIN_SGP);
+        self.sampler = BatchSampler::new(size, seed, domain::SGP);
         self
     }
 

@@ -2,11 +2,10 @@
 //! its FLOP count so the achieved GFLOP/s is visible, and the cost of a Hessian-vector
 //! product by double backward as a multiple of one gradient (expected 2–4×).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
-use hgp_graphs::rng;
+use hgp_base::rng;
 use hgp_models::nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
@@ -52,20 +51,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// Mean time in seconds of one benchmark of this run.
 fn mean_seconds(function: &str) -> Option<f64> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = std::env::var("CRITERION_HOME")
-        .map(PathBuf::from)
-        .unwrap_or(exe.parent()?.parent()?.parent()?.join("criterion"));
-    let text = std::fs::read_to_string(
-        dir.join("cnn")
-            .join(function)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(json["mean"]["point_estimate"].as_f64()? * 1e-9)
+    hgp_base::bench::mean_seconds(&["cnn", function])
 }
 
 fn summary() {

@@ -24,6 +24,7 @@
 //! ```
 
 pub mod data;
+mod dirichlet;
 mod error;
 pub mod images;
 mod logistic;

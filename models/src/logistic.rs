@@ -4,7 +4,7 @@
 //! ℓ_k(x) = BCE(y_k, σ(s_k)) = log(1 + e^{s_k}) − y_k s_k, whose derivatives are
 //! ∂_x ℓ_k = (σ_k − y_k) a_k and ∂²_x ℓ_k = σ_k(1 − σ_k) a_k a_kᵀ.
 
-use hgp_graphs::Scalar;
+use hgp_base::Scalar;
 
 use crate::data::{ClientData, Dataset};
 use crate::error::{ModelError, Result};

@@ -4,7 +4,7 @@
 //! client i. One small trait per capability (value and gradient; Hessian-vector product;
 //! cross Jacobian-vector product; outer cost), so an estimator bounds only on what it uses.
 
-use hgp_graphs::Scalar;
+use hgp_base::Scalar;
 
 /// Which training instances a stochastic estimate of g_i uses.
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,6 @@
 //! One vector per client, of possibly different lengths (λ_i, v_i, d_{λ_i}F).
 
-use hgp_graphs::Scalar;
+use hgp_base::Scalar;
 
 /// One vector per client stored flat (row i = client i's vector). Unlike the n × d buffer of
 /// averaged quantities, rows may differ in length: the per-instance weights λ_i of eq. (12)

@@ -1,6 +1,6 @@
 //! Seeded mini-batch sampling.
 
-use hgp_graphs::rng;
+use hgp_base::rng;
 use rand::seq::index;
 
 /// Full batch, or mini-batches of a fixed size.

@@ -1,7 +1,7 @@
 //! Network clients on candle: derivatives against the analytic logistic model (eq. 12) and
 //! against differences, symmetry of Hessian-vector products on the CNNs, the λ modes.
 
-use hgp_graphs::rng;
+use hgp_base::rng;
 use hgp_models::data::{ClientData, Dataset};
 use hgp_models::nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, double_backward_available,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, PushSum};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
@@ -14,9 +14,12 @@ use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, Sgp
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::report::{ReportArgs, Reporter, percentile, prepare_out, sci, write_csv};
+use crate::report::{
+    ReportArgs, Reporter, Table, percentile, prepare_out, sci, sci_exact, write_csv,
+};
 use crate::setup::{
     EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind, derive, domain, eta_help, parse_eta,
     power_help, refuse_unused, resolve_step,
@@ -31,6 +34,18 @@ pub enum Panels {
     Mini,
     /// Both.
     Both,
+}
+
+/// One row of error.csv: the relative error after m Neumann terms of one run.
+#[derive(Serialize)]
+struct ErrorRow {
+    batch: String,
+    #[serde(rename = "S")]
+    s: usize,
+    seed: u64,
+    m: usize,
+    #[serde(serialize_with = "sci_exact")]
+    error: f64,
 }
 
 /// Seeds per setting by default (3 with --quick).
@@ -236,18 +251,19 @@ impl ErrorCmd {
                 BatchSize::Full => "full".to_string(),
                 BatchSize::Size(b) => b.to_string(),
             };
-            errors
-                .iter()
-                .enumerate()
-                .map(move |(m, e)| format!("{batch},{s},{k},{m},{e:e}"))
+            errors.iter().enumerate().map(move |(m, &error)| ErrorRow {
+                batch: batch.clone(),
+                s,
+                seed: k,
+                m,
+                error,
+            })
         });
-        write_csv(&csv, "batch,S,seed,m,error", rows)?;
+        write_csv(&csv, &["batch", "S", "seed", "m", "error"], rows)?;
 
         self.print_summary(&setups, &tasks, &curves, seeds, m_max);
         let svg = self.out.join("error.svg");
-        self.figure(&setups, &tasks, &curves, m_max)
-            .write(&svg)
-            .with_context(|| format!("cannot write {}", svg.display()))?;
+        self.figure(&setups, &tasks, &curves, m_max).write(&svg)?;
         println!();
         println!(
             "wrote {} and {} ({} HGP runs, {:.1} s)",
@@ -346,26 +362,18 @@ impl ErrorCmd {
                 sci(setup.solution.consensus_error),
                 sci(setup.solution.stationarity)
             );
-            let at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
-            let mut header = format!("{:>6}", "S");
-            for m in &at {
-                header += &format!("  {:>10}", format!("m = {m}"));
-            }
+            let mut at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
             if !at.contains(&m_max) {
-                header += &format!("  {:>10}", format!("m = {m_max}"));
+                at.push(m_max);
             }
-            println!("{header}");
+            let mut table = Table::new(
+                std::iter::once("S".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
+            );
             for &s in &self.push_steps {
                 let mean = Self::mean_curve(tasks, curves, p, s);
-                let mut line = format!("{s:>6}");
-                for &m in &at {
-                    line += &format!("  {:>10}", sci(mean[m]));
-                }
-                if !at.contains(&m_max) {
-                    line += &format!("  {:>10}", sci(mean[m_max]));
-                }
-                println!("{line}");
+                table.row(std::iter::once(s.to_string()).chain(at.iter().map(|&m| sci(mean[m]))));
             }
+            println!("{}", table.terminal());
         }
     }
 

@@ -10,7 +10,7 @@ use hgp_models::data::load_lambda_csv;
 use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
 use serde_json::json;
 
-use crate::report::{ReportArgs, Reporter, comm_json, sci};
+use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{DataArgs, Defaults, Pipeline, PipelineArgs};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
@@ -23,6 +23,8 @@ pub fn after_help() -> String {
 
 /// λ of every client when no --lambda file is given.
 const LAMBDA: f64 = 0.01;
+/// Coordinates of d_λF shown per client in the text table (--json has all).
+const SHOWN_COORDINATES: usize = 8;
 
 /// Options of `hgp hypergrad`.
 #[derive(Args, Debug)]
@@ -149,10 +151,20 @@ impl Hypergrad {
         }
         println!("            {}", estimate.comm);
         println!();
-        println!("{:>6}  d_λ F (one entry per coordinate of x)", "client");
+        let d = estimate.v.rows().map(<[f64]>::len).max().unwrap_or(0);
+        let shown = d.min(SHOWN_COORDINATES);
+        let mut table = Table::new(
+            std::iter::once("client".to_string()).chain((0..shown).map(|j| format!("d_λF[{j}]"))),
+        );
         for (i, row) in estimate.v.rows().enumerate() {
-            let cells: Vec<String> = row.iter().map(|v| format!("{v:>11.4e}")).collect();
-            println!("{i:>6}  {}", cells.join(" "));
+            table.row(
+                std::iter::once(i.to_string())
+                    .chain(row.iter().take(shown).map(|v| format!("{v:.4e}"))),
+            );
+        }
+        println!("{}", table.terminal());
+        if shown < d {
+            println!("(the first {shown} of {d} coordinates; --json prints all)");
         }
         Ok(())
     }

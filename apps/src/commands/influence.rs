@@ -18,12 +18,13 @@ use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, comm_json, prepare_out, read_rows, record_settings, sci,
-    write_csv,
+    ReportArgs, Reporter, RowWriter, Table, comm_json, prepare_out, read_rows, record_settings,
+    sci, sci_exact, write_csv,
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, derive, domain, refuse_unused,
@@ -67,7 +68,7 @@ const IMAGES: [usize; 2] = [2800, 300];
 /// Clients of the CNN split.
 const CNN_CLIENTS: usize = 3;
 /// The CSV's header.
-const HEADER: &str = "client,instance,predicted,actual,stationarity";
+const HEADER: &[&str] = &["client", "instance", "predicted", "actual", "stationarity"];
 
 /// The defaults listed at the end of `hgp influence --help`.
 pub fn after_help() -> String {
@@ -132,36 +133,17 @@ pub struct Influence {
     report: ReportArgs,
 }
 
-/// One removed instance.
-#[derive(Clone, Debug, PartialEq)]
+/// One removed instance: a row of influence.csv (the names are the CSV header).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Removal {
     client: usize,
     instance: usize,
+    #[serde(serialize_with = "sci_exact")]
     predicted: f64,
+    #[serde(serialize_with = "sci_exact")]
     actual: f64,
+    #[serde(serialize_with = "sci_exact")]
     stationarity: f64,
-}
-
-impl Removal {
-    fn row(&self) -> String {
-        format!(
-            "{},{},{:e},{:e},{:e}",
-            self.client, self.instance, self.predicted, self.actual, self.stationarity
-        )
-    }
-
-    fn parse(row: &[String]) -> Option<Self> {
-        let [client, instance, predicted, actual, stationarity] = row else {
-            return None;
-        };
-        Some(Self {
-            client: client.parse().ok()?,
-            instance: instance.parse().ok()?,
-            predicted: predicted.parse().ok()?,
-            actual: actual.parse().ok()?,
-            stationarity: stationarity.parse().ok()?,
-        })
-    }
 }
 
 /// How well the predicted changes explain the actual ones.
@@ -463,17 +445,7 @@ impl Influence {
         let csv = self.out.join("influence.csv");
         // The rows of an interrupted run, read before anything is overwritten.
         let kept: Vec<Removal> = if self.resume {
-            read_rows(&csv)?
-                .iter()
-                .map(|r| {
-                    Removal::parse(r).with_context(|| {
-                        format!(
-                            "--resume: {} has a row that is not {HEADER:?}",
-                            csv.display()
-                        )
-                    })
-                })
-                .collect::<Result<_>>()?
+            read_rows(&csv, HEADER).context("--resume")?
         } else {
             Vec::new()
         };
@@ -609,7 +581,7 @@ impl Influence {
                     actual: total_outer(&clients, &s.x, &without) - f_control,
                     stationarity: s.stationarity,
                 };
-                rows.write(&removal.row())?;
+                rows.write(&removal)?;
                 stage.inc(1);
                 Ok(removal)
             })
@@ -623,7 +595,7 @@ impl Influence {
             .iter()
             .filter_map(|c| done.remove(&(c.0, c.1)))
             .collect();
-        write_csv(&csv, HEADER, removals.iter().map(Removal::row))?;
+        write_csv(&csv, HEADER, &removals)?;
         self.report(
             &removals,
             total,
@@ -660,31 +632,25 @@ impl Influence {
             .zip(&actual)
             .map(|(&p, &a)| (a, p))
             .collect();
-        let (lo, hi) = predicted
-            .iter()
-            .chain(&actual)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
-                (l.min(v), h.max(v))
-            });
-        let title = match fitted {
+        let stats = match fitted {
             Some(f) => format!(
-                "top {top} instances: R² = {:.3} (about y = x: {:.3}), F1 = {f1:.2}",
+                "R² = {:.3} (about y = x: {:.3}), F1 = {f1:.2}",
                 f.r2, f.r2_identity
             ),
-            None => format!("top {top} instances: R² undefined, F1 = {f1:.2}"),
+            None => format!("R² undefined, F1 = {f1:.2}"),
         };
         Figure::new()
+            .with_title(format!("Removing the top {top} training instances"))
             .with_panel(
                 Panel::new(
-                    title,
+                    stats,
                     "actual change of F after removal and retraining",
                     "predicted change −d_λF",
                 )
-                .with_series(Series::scatter("instance", points))
-                .with_reference_line((lo, lo), (hi, hi)),
+                .with_series(Series::scatter("removed instance", points))
+                .with_reference_line("y = x", (0.0, 0.0), (1.0, 1.0)),
             )
-            .write(&svg)
-            .with_context(|| format!("cannot write {}", svg.display()))?;
+            .write(&svg)?;
 
         if self.json {
             let out = json!({
@@ -718,16 +684,16 @@ impl Influence {
             "top {top} of {total} training instances by |predicted change of F| (first 10; all in {}):",
             csv.display()
         );
-        println!(
-            "{:>6} {:>9} {:>12} {:>12}",
-            "client", "instance", "predicted", "actual"
-        );
+        let mut table = Table::new(["client", "instance", "predicted", "actual"]);
         for r in removals.iter().take(10) {
-            println!(
-                "{:>6} {:>9} {:>12.4e} {:>12.4e}",
-                r.client, r.instance, r.predicted, r.actual
-            );
+            table.row([
+                r.client.to_string(),
+                r.instance.to_string(),
+                format!("{:.4e}", r.predicted),
+                format!("{:.4e}", r.actual),
+            ]);
         }
+        println!("{}", table.terminal());
         println!();
         match fitted {
             Some(Fit {
@@ -786,7 +752,14 @@ mod tests {
             actual: 4.0e-5,
             stationarity: 1e-9,
         };
-        let fields: Vec<String> = r.row().split(',').map(str::to_string).collect();
-        assert_eq!(Removal::parse(&fields), Some(r));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        write_csv(&path, HEADER, [&r]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "client,instance,predicted,actual,stationarity\n2,17,-1.2345678901234567e-3,4e-5,1e-9\n"
+        );
+        assert_eq!(read_rows::<Removal>(&path, HEADER).unwrap(), [r]);
     }
 }

@@ -16,12 +16,13 @@ use hgp_models::images::{
 };
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, OuterCost, PerClient};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, Stage, percentile, prepare_out, read_rows, record_settings,
-    write_csv,
+    ReportArgs, Reporter, RowWriter, Stage, Table, parse_list, percentile, prepare_out, read_rows,
+    record_settings, sci_exact, sci_list, write_csv,
 };
 use crate::setup::{
     EtaArg, NetworkArgs, NetworkKind, derive, domain, eta_help, parse_eta, power_help, resolve_step,
@@ -154,7 +155,17 @@ const OUTER_STEPS: usize = 5;
 /// a largest curvature of 20–80 early in training.
 const ETA: EtaArg = EtaArg::Auto;
 /// The CSV's header.
-const HEADER: &str = "method,network,average,bottom10,chosen_step,outer_loss_first,outer_loss_last,validation,outer_loss";
+const HEADER: &[&str] = &[
+    "method",
+    "network",
+    "average",
+    "bottom10",
+    "chosen_step",
+    "outer_loss_first",
+    "outer_loss_last",
+    "validation",
+    "outer_loss",
+];
 
 /// The defaults listed at the end of `hgp personalize --help`.
 pub fn after_help() -> String {
@@ -277,59 +288,54 @@ struct Cell {
     chosen: usize,
 }
 
-fn join(v: &[f64]) -> String {
-    v.iter()
-        .map(|x| format!("{x:e}"))
-        .collect::<Vec<_>>()
-        .join(";")
+/// One row of personalize.csv (the names are the CSV header).
+#[derive(Debug, Serialize, Deserialize)]
+struct CellRow {
+    method: String,
+    network: String,
+    #[serde(serialize_with = "sci_exact")]
+    average: f64,
+    #[serde(serialize_with = "sci_exact")]
+    bottom10: f64,
+    chosen_step: usize,
+    #[serde(serialize_with = "sci_exact")]
+    outer_loss_first: f64,
+    #[serde(serialize_with = "sci_exact")]
+    outer_loss_last: f64,
+    #[serde(serialize_with = "sci_list", deserialize_with = "parse_list")]
+    validation: Vec<f64>,
+    #[serde(serialize_with = "sci_list", deserialize_with = "parse_list")]
+    outer_loss: Vec<f64>,
 }
 
-fn split_list(s: &str) -> Option<Vec<f64>> {
-    if s.is_empty() {
-        return Some(Vec::new());
+impl From<&Cell> for CellRow {
+    fn from(c: &Cell) -> Self {
+        Self {
+            method: c.method.name().to_string(),
+            network: c.network.name().to_string(),
+            average: c.average,
+            bottom10: c.bottom10,
+            chosen_step: c.chosen,
+            outer_loss_first: c.outer_loss.first().copied().unwrap_or(f64::NAN),
+            outer_loss_last: c.outer_loss.last().copied().unwrap_or(f64::NAN),
+            validation: c.curve.clone(),
+            outer_loss: c.outer_loss.clone(),
+        }
     }
-    s.split(';').map(|x| x.parse().ok()).collect()
 }
 
-impl Cell {
-    fn row(&self) -> String {
-        format!(
-            "{},{},{:e},{:e},{},{:e},{:e},{},{}",
-            self.method.name(),
-            self.network.name(),
-            self.average,
-            self.bottom10,
-            self.chosen,
-            self.outer_loss.first().copied().unwrap_or(f64::NAN),
-            self.outer_loss.last().copied().unwrap_or(f64::NAN),
-            join(&self.curve),
-            join(&self.outer_loss)
-        )
-    }
+impl TryFrom<CellRow> for Cell {
+    type Error = anyhow::Error;
 
-    fn parse(row: &[String]) -> Option<Self> {
-        let [
-            method,
-            network,
-            average,
-            bottom10,
-            chosen,
-            _,
-            _,
-            curve,
-            losses,
-        ] = row
-        else {
-            return None;
-        };
-        Some(Self {
-            method: Method::from_str(method, false).ok()?,
-            network: Network::from_str(network, false).ok()?,
-            average: average.parse().ok()?,
-            bottom10: bottom10.parse().ok()?,
-            chosen: chosen.parse().ok()?,
-            curve: split_list(curve)?,
-            outer_loss: split_list(losses)?,
+    fn try_from(r: CellRow) -> Result<Self> {
+        Ok(Self {
+            method: Method::from_str(&r.method, false).map_err(anyhow::Error::msg)?,
+            network: Network::from_str(&r.network, false).map_err(anyhow::Error::msg)?,
+            average: r.average,
+            bottom10: r.bottom10,
+            chosen: r.chosen_step,
+            curve: r.validation,
+            outer_loss: r.outer_loss,
         })
     }
 }
@@ -410,16 +416,10 @@ impl Personalize {
         let csv = self.out.join("personalize.csv");
         let mut cells: Vec<Cell> = Vec::new();
         if self.resume {
-            cells = read_rows(&csv)?
-                .iter()
-                .map(|r| {
-                    Cell::parse(r).with_context(|| {
-                        format!(
-                            "--resume: {} has a row that is not of this command's format",
-                            csv.display()
-                        )
-                    })
-                })
+            cells = read_rows::<CellRow>(&csv, HEADER)
+                .context("--resume")?
+                .into_iter()
+                .map(|r| Cell::try_from(r).with_context(|| format!("--resume: {}", csv.display())))
                 .collect::<Result<_>>()?;
             self.check_resumed(&cells, &csv)?;
         }
@@ -475,7 +475,7 @@ impl Personalize {
             let cell = self
                 .cell(method, network, &split, &setting, &stage)
                 .with_context(|| format!("{} on {}", method.name(), network.name()))?;
-            rows.write(&cell.row())?;
+            rows.write(&CellRow::from(&cell))?;
             reporter.line(&format!(
                 "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
                 method.name(),
@@ -495,7 +495,7 @@ impl Personalize {
                 }
             }
         }
-        write_csv(&csv, HEADER, ordered.iter().map(Cell::row))?;
+        write_csv(&csv, HEADER, ordered.iter().map(CellRow::from))?;
         self.report(&ordered, &description)
     }
 
@@ -791,32 +791,25 @@ impl Personalize {
     fn report(&self, cells: &[Cell], description: &str) -> Result<()> {
         let find = |m: Method, k: Network| cells.iter().find(|c| c.method == m && c.network == k);
         let csv = self.out.join("personalize.csv");
-        let mut md = String::from("| method |");
-        for &k in &self.networks {
-            md += &format!(" {} |", k.name());
-        }
-        md += "\n| --- |";
-        for _ in &self.networks {
-            md += " --- |";
-        }
-        md += "\n";
+        let mut table =
+            Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
         for &m in &self.methods {
-            md += &format!("| {} |", m.name());
-            for &k in &self.networks {
-                match find(m, k) {
-                    Some(c) => {
-                        md += &format!(" {:.1} / {:.1} |", 100.0 * c.average, 100.0 * c.bottom10)
-                    }
-                    None => md += " |",
-                }
-            }
-            md += "\n";
+            table.row(
+                std::iter::once(m.name().to_string()).chain(self.networks.iter().map(
+                    |&k| match find(m, k) {
+                        Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
+                        None => "-".to_string(),
+                    },
+                )),
+            );
         }
         let md_path = self.out.join("personalize.md");
-        std::fs::write(&md_path, &md)
+        std::fs::write(&md_path, table.markdown())
             .with_context(|| format!("cannot write {}", md_path.display()))?;
 
-        let mut figure = Figure::new().with_title("Validation accuracy per outer step (Fig. 4)");
+        let mut figure = Figure::new()
+            .with_title("Validation accuracy per outer step (Fig. 4)")
+            .shared_y();
         for &k in &self.networks {
             let mut panel =
                 Panel::new(k.name().to_uppercase(), "outer step", "validation accuracy");
@@ -839,9 +832,7 @@ impl Personalize {
             figure = figure.with_panel(panel);
         }
         let svg = self.out.join("curves.svg");
-        figure
-            .write(&svg)
-            .with_context(|| format!("cannot write {}", svg.display()))?;
+        figure.write(&svg)?;
 
         if self.json {
             let rows: Vec<_> = cells
@@ -866,24 +857,7 @@ impl Personalize {
             "test accuracy, % (average over clients weighted by test size / 10th percentile client)"
         );
         println!();
-        print!("{:<16}", "method");
-        for &k in &self.networks {
-            print!("{:>16}", k.name());
-        }
-        println!();
-        for &m in &self.methods {
-            print!("{:<16}", m.name());
-            for &k in &self.networks {
-                match find(m, k) {
-                    Some(c) => print!(
-                        "{:>16}",
-                        format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10)
-                    ),
-                    None => print!("{:>16}", "-"),
-                }
-            }
-            println!();
-        }
+        println!("{}", table.terminal());
         println!();
         println!(
             "wrote {}, {} and {}",
@@ -910,8 +884,17 @@ mod tests {
             outer_loss: vec![2.5, 2.25, 2.0, 1.9],
             chosen: 2,
         };
-        let fields: Vec<String> = c.row().split(',').map(str::to_string).collect();
-        assert_eq!(Cell::parse(&fields), Some(c));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        write_csv(&path, HEADER, [CellRow::from(&c)]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(",5e-1;6.25e-1;6e-1,2.5e0;2.25e0;2e0;1.9e0"),
+            "{text}"
+        );
+        let back: Vec<CellRow> = read_rows(&path, HEADER).unwrap();
+        let back: Vec<Cell> = back.into_iter().map(|r| r.try_into().unwrap()).collect();
+        assert_eq!(back, [c]);
     }
 
     #[test]

@@ -1,28 +1,12 @@
 //! The FedEM-style synthetic data generator ([`generate_synthetic`]).
 
-use hgp_graphs::rng::stream;
+use hgp_base::rng::{domain, stream};
 use rand::RngExt;
 use rand::seq::SliceRandom;
-use rand_distr::multi::Dirichlet;
 use rand_distr::{Binomial, Distribution, Normal};
 
 use super::{ClientData, DataError, Dataset};
-
-/// Stream domains of the generator (distinct from the domains used elsewhere in the library).
-mod domain {
-    /// The components' parameter vectors θ_c (index 0).
-    pub const THETA: u64 = 0x7379_6e74_6865_7461;
-    /// Client i's mixture weights π_i (index i).
-    pub const MIXTURE: u64 = 0x7379_6e6d_6978_7475;
-    /// Client i's training set (index i).
-    pub const TRAIN: u64 = 0x7379_6e74_7261_696e;
-    /// Client i's validation set (index i).
-    pub const VAL: u64 = 0x7379_6e76_616c_6964;
-}
-
-/// How many Dirichlet draws to attempt before falling back to a one-hot mixture (a draw can
-/// only fail through floating-point underflow at extremely small α).
-const DIRICHLET_ATTEMPTS: usize = 16;
+use crate::dirichlet::SymmetricDirichlet;
 
 /// Parameters of the synthetic generator.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,7 +118,7 @@ impl SyntheticConfig {
 /// is the logistic sigmoid and round(0.5) = 1. The order of the instances is shuffled, so the
 /// components do not appear in blocks.
 ///
-/// Every random quantity comes from its own [`hgp_graphs::rng::stream`]: one for the θ's, and
+/// Every random quantity comes from its own [`hgp_base::rng::stream`]: one for the θ's, and
 /// per client one for π_i, one for the training set and one for the validation set. The same
 /// `(config, seed)` therefore always gives the same data, and the data of client i does not
 /// depend on `config.clients` (as long as it exceeds i; all other parameters equal).
@@ -157,12 +141,12 @@ pub fn generate_synthetic(
     for i in 0..config.clients {
         let index = i as u64;
         let pi = draw_mixture(
-            &mut stream(seed, domain::MIXTURE, index),
+            &mut stream(seed, domain::SYNTHETIC_MIXTURE, index),
             config.components,
             config.alpha,
         )?;
         let (train, _) = generate_set(
-            &mut stream(seed, domain::TRAIN, index),
+            &mut stream(seed, domain::SYNTHETIC_TRAIN, index),
             &thetas,
             config.dim,
             &pi,
@@ -170,7 +154,7 @@ pub fn generate_synthetic(
             &noise,
         );
         let (val, _) = generate_set(
-            &mut stream(seed, domain::VAL, index),
+            &mut stream(seed, domain::SYNTHETIC_VAL, index),
             &thetas,
             config.dim,
             &pi,
@@ -184,7 +168,7 @@ pub fn generate_synthetic(
 
 /// The components' parameter vectors, row-major (`components × dim`), each entry U[−1, 1].
 fn draw_thetas(seed: u64, components: usize, dim: usize) -> Vec<f64> {
-    let mut rng = stream(seed, domain::THETA, 0);
+    let mut rng = stream(seed, domain::SYNTHETIC_THETA, 0);
     (0..components * dim)
         .map(|_| rng.random_range(-1.0..=1.0))
         .collect()
@@ -197,26 +181,13 @@ fn draw_mixture<R: rand::Rng + ?Sized>(
     components: usize,
     alpha: f64,
 ) -> Result<Vec<f64>, DataError> {
-    if components == 1 {
-        return Ok(vec![1.0]);
-    }
-    let concentration = vec![alpha; components];
-    let dirichlet = Dirichlet::new(&concentration).map_err(|_| DataError::InvalidConfig {
-        parameter: "alpha",
-        value: alpha.to_string(),
-        requirement: "a positive, finite (normal) number",
-    })?;
-    for _ in 0..DIRICHLET_ATTEMPTS {
-        let pi: Vec<f64> = dirichlet.sample(rng);
-        let sum: f64 = pi.iter().sum();
-        if pi.iter().all(|p| p.is_finite() && *p >= 0.0) && sum.is_finite() && sum > 0.0 {
-            return Ok(pi.into_iter().map(|p| p / sum).collect());
-        }
-    }
-    // The α → 0 limit of the Dirichlet: all mass on one uniformly chosen component.
-    let mut pi = vec![0.0; components];
-    pi[rng.random_range(0..components)] = 1.0;
-    Ok(pi)
+    let dirichlet =
+        SymmetricDirichlet::new(alpha, components).ok_or_else(|| DataError::InvalidConfig {
+            parameter: "alpha",
+            value: alpha.to_string(),
+            requirement: "a positive, finite (normal) number",
+        })?;
+    Ok(dirichlet.sample(rng))
 }
 
 /// Splits `n` into per-component counts by a multinomial draw with probabilities `pi`
@@ -455,8 +426,12 @@ mod tests {
     fn mixtures_are_distributions() {
         for (components, alpha) in [(2, 0.05), (3, 0.4), (10, 5.0), (4, 1e-4)] {
             for i in 0..20 {
-                let pi = draw_mixture(&mut stream(9, domain::MIXTURE, i), components, alpha)
-                    .expect("valid alpha");
+                let pi = draw_mixture(
+                    &mut stream(9, domain::SYNTHETIC_MIXTURE, i),
+                    components,
+                    alpha,
+                )
+                .expect("valid alpha");
                 assert_eq!(pi.len(), components);
                 assert!(pi.iter().all(|&p| (0.0..=1.0).contains(&p)));
                 assert!((pi.iter().sum::<f64>() - 1.0).abs() < 1e-12);

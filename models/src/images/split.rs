@@ -1,30 +1,15 @@
 //! Heterogeneous splits of an image set between clients (HGP paper, App. A.3, after Marfoq
 //! et al., 2021).
 
-use hgp_graphs::rng::stream;
+use crate::dirichlet::SymmetricDirichlet;
+use hgp_base::rng::{domain, stream};
 use rand::RngExt;
 use rand::seq::SliceRandom;
-use rand_distr::Distribution;
-use rand_distr::multi::Dirichlet;
 
 use super::{ImageError, ImageSet};
 
-/// Domains of the random streams of a split.
-mod domain {
-    /// Cluster c's pixel mean and standard deviation (index c).
-    pub const CLUSTER: u64 = 0x696d_675f_636c_7573;
-    /// Label l's Dirichlet proportions and the shuffle of its instances (index l).
-    pub const LABEL: u64 = 0x696d_675f_6c61_6265;
-    /// Client i's shuffle into test, validation and training sets (index i).
-    pub const CLIENT: u64 = 0x696d_675f_636c_6965;
-}
-
 /// Smallest cluster standard deviation σ_c used for normalization.
 const MIN_STD: f64 = 0.05;
-
-/// How many Dirichlet draws to attempt before falling back to all mass on one client (a draw
-/// can only fail through floating-point underflow at tiny `alpha`).
-const DIRICHLET_ATTEMPTS: usize = 16;
 
 /// How to split an image set between clients ([`heterogeneous_split`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -154,7 +139,7 @@ pub fn heterogeneous_split(
     // Each client's (test, val, train) indices, all checked before any copying.
     let mut parts = Vec::with_capacity(config.clients);
     for (client, mut indices) in members.into_iter().enumerate() {
-        indices.shuffle(&mut stream(seed, domain::CLIENT, client as u64));
+        indices.shuffle(&mut stream(seed, domain::IMAGE_CLIENT, client as u64));
         let n = indices.len();
         let n_test = rounded_share(config.test_fraction, n);
         let n_val = rounded_share(config.val_fraction, n - n_test);
@@ -204,7 +189,7 @@ fn rounded_share(fraction: f64, n: usize) -> usize {
 fn cluster_stats(seed: u64, clusters: usize) -> Vec<(f32, f32)> {
     (0..clusters)
         .map(|c| {
-            let mut rng = stream(seed, domain::CLUSTER, c as u64);
+            let mut rng = stream(seed, domain::IMAGE_CLUSTER, c as u64);
             let mean: f64 = rng.random();
             // The paper draws the mean and the *variance* from U[0, 1] (App. A.3), so
             // σ_c = √v. A variance near 0 would still blow pixels up to huge magnitudes;
@@ -227,28 +212,20 @@ fn deal_labels(
     for (k, &label) in set.labels.iter().enumerate() {
         by_label[usize::from(label)].push(k);
     }
-    let dirichlet = if config.clients > 1 {
-        let concentration = vec![config.alpha; config.clients];
-        Some(
-            Dirichlet::new(&concentration).map_err(|_| ImageError::InvalidConfig {
-                parameter: "alpha",
-                value: config.alpha.to_string(),
-                requirement: "a positive finite number (not subnormal)",
-            })?,
-        )
-    } else {
-        None
-    };
+    let dirichlet = SymmetricDirichlet::new(config.alpha, config.clients).ok_or_else(|| {
+        ImageError::InvalidConfig {
+            parameter: "alpha",
+            value: config.alpha.to_string(),
+            requirement: "a positive finite number (not subnormal)",
+        }
+    })?;
     let mut members = vec![Vec::new(); config.clients];
     for (label, mut indices) in by_label.into_iter().enumerate() {
         if indices.is_empty() {
             continue;
         }
-        let mut rng = stream(seed, domain::LABEL, label as u64);
-        let proportions = match &dirichlet {
-            Some(d) => draw_proportions(&mut rng, d, config.clients),
-            None => vec![1.0],
-        };
+        let mut rng = stream(seed, domain::IMAGE_LABEL, label as u64);
+        let proportions = dirichlet.sample(&mut rng);
         indices.shuffle(&mut rng);
         let mut rest = &indices[..];
         for (client, count) in largest_remainder(indices.len(), &proportions)
@@ -261,26 +238,6 @@ fn deal_labels(
         }
     }
     Ok(members)
-}
-
-/// Proportions p ~ Dirichlet, guaranteed finite, non-negative and summing to 1 (up to
-/// rounding).
-fn draw_proportions<R: rand::Rng + ?Sized>(
-    rng: &mut R,
-    dirichlet: &Dirichlet<f64>,
-    clients: usize,
-) -> Vec<f64> {
-    for _ in 0..DIRICHLET_ATTEMPTS {
-        let p: Vec<f64> = dirichlet.sample(rng);
-        let sum: f64 = p.iter().sum();
-        if p.iter().all(|x| x.is_finite() && *x >= 0.0) && sum.is_finite() && sum > 0.0 {
-            return p.into_iter().map(|x| x / sum).collect();
-        }
-    }
-    // The alpha → 0 limit of the Dirichlet: all mass on one uniformly chosen client.
-    let mut p = vec![0.0; clients];
-    p[rng.random_range(0..clients)] = 1.0;
-    p
 }
 
 /// Integer counts summing to `n`, proportional to `proportions` (which sum to 1): the floors
@@ -606,9 +563,9 @@ mod tests {
         assert_eq!(largest_remainder(7, &[0.5, 0.25, 0.25]), vec![3, 2, 2]);
         assert_eq!(largest_remainder(0, &[0.3, 0.7]), vec![0, 0]);
         let mut rng = stream(0, 0, 0);
-        let dirichlet = Dirichlet::new(&[0.3; 9]).unwrap();
+        let dirichlet = SymmetricDirichlet::new(0.3, 9).unwrap();
         for n in [1, 5, 17, 1000, 12_345] {
-            let p = draw_proportions(&mut rng, &dirichlet, 9);
+            let p = dirichlet.sample(&mut rng);
             let counts = largest_remainder(n, &p);
             assert_eq!(counts.iter().sum::<usize>(), n);
             for (c, q) in counts.iter().zip(&p) {

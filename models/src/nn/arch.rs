@@ -1,7 +1,7 @@
 //! The networks of the papers, as functions of one flat parameter vector.
 
 use candle_core::{D, Result, Tensor};
-use hgp_graphs::rng;
+use hgp_base::rng;
 use rand::RngExt;
 
 /// A network for 28 × 28 grey images (or, for [`Architecture::Logistic`], any feature
@@ -235,7 +235,7 @@ impl Architecture {
     /// PyTorch's default initialization: every weight and bias U(−1/√fan_in, 1/√fan_in),
     /// drawn from `seed`.
     pub fn init(&self, seed: u64) -> Vec<f64> {
-        let mut r = rng::stream(seed, 0x6e6e_696e, 0);
+        let mut r = rng::stream(seed, rng::domain::NET_INIT, 0);
         self.params()
             .iter()
             .flat_map(|spec| {

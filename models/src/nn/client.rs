@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Result as CandleResult, Tensor, Var, WithDType};
-use hgp_graphs::Scalar;
+use hgp_base::Scalar;
 
 use super::arch::{Architecture, log_softmax};
 use super::autodiff::{DerivativeMode, double_backward_available};

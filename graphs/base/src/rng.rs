@@ -54,17 +54,94 @@ pub fn bernoulli_threshold(p: f64) -> u64 {
     (p * (1u64 << 53) as f64).ceil() as u64
 }
 
-/// Domains of the streams used inside this crate (other crates pick their own values).
-pub(crate) mod domain {
+/// Every named stream domain of the workspace, in one place: a stream is keyed by
+/// `(seed, domain, index)`, so two parts of a run share random numbers only if they share a
+/// domain here. The values are fixed (changing one changes every number drawn from it); the
+/// `hgp` command derives its per-part seeds from the `RUN_*` domains.
+pub mod domain {
     /// Construction of a random network (base graph, edge probabilities).
     pub const NETWORK_BUILD: u64 = 0x6E65_7462;
     /// Per-step edge draws of a random network.
     pub const NETWORK_STEP: u64 = 0x6E65_7473;
+    /// The participants a central server samples each round.
+    pub const CENTRAL_PARTICIPANTS: u64 = 0x6365_6e74;
+    /// SGP's mini-batches.
+    pub const SGP: u64 = 0x7367_7062;
+    /// Decentralized SGD's mini-batches.
+    pub const DSGD: u64 = 0x6473_6764;
+    /// FedAvg's mini-batches.
+    pub const FEDAVG: u64 = 0x6661_7667;
+    /// Local SGD's mini-batches.
+    pub const LOCAL_SGD: u64 = 0x6c6f_6361;
+    /// HGP's mini-batches of Hessian- and Jacobian-vector products.
+    pub const HGP: u64 = 0x6867_7068;
+    /// The start vector of the power iteration that sets HGP's step.
+    pub const POWER_ITERATION: u64 = 0x706f_7765;
+    /// A network's initial weights.
+    pub const NET_INIT: u64 = 0x6e6e_696e;
+    /// Synthetic data: the components' parameter vectors θ_c (index 0).
+    pub const SYNTHETIC_THETA: u64 = 0x7379_6e74_6865_7461;
+    /// Synthetic data: client i's mixture weights π_i (index i).
+    pub const SYNTHETIC_MIXTURE: u64 = 0x7379_6e6d_6978_7475;
+    /// Synthetic data: client i's training set (index i).
+    pub const SYNTHETIC_TRAIN: u64 = 0x7379_6e74_7261_696e;
+    /// Synthetic data: client i's validation set (index i).
+    pub const SYNTHETIC_VAL: u64 = 0x7379_6e76_616c_6964;
+    /// Image split: cluster c's pixel mean and standard deviation (index c).
+    pub const IMAGE_CLUSTER: u64 = 0x696d_675f_636c_7573;
+    /// Image split: label l's Dirichlet proportions and the shuffle of its instances.
+    pub const IMAGE_LABEL: u64 = 0x696d_675f_6c61_6265;
+    /// Image split: client i's shuffle into test, validation and training sets.
+    pub const IMAGE_CLIENT: u64 = 0x696d_675f_636c_6965;
+    /// `hgp`: the data set (synthetic draw or image split).
+    pub const RUN_DATA: u64 = 1;
+    /// `hgp`: the network's links and probabilities.
+    pub const RUN_NETWORK: u64 = 2;
+    /// `hgp`: the inner solver's network steps and batches.
+    pub const RUN_INNER: u64 = 3;
+    /// `hgp`: the estimator's network steps and batches.
+    pub const RUN_ESTIMATOR: u64 = 4;
+    /// `hgp`: averagers with their own randomness (central participation).
+    pub const RUN_AVERAGER: u64 = 5;
+
+    /// Every domain above, for the check that they are distinct.
+    pub const ALL: [u64; 22] = [
+        NETWORK_BUILD,
+        NETWORK_STEP,
+        CENTRAL_PARTICIPANTS,
+        SGP,
+        DSGD,
+        FEDAVG,
+        LOCAL_SGD,
+        HGP,
+        POWER_ITERATION,
+        NET_INIT,
+        SYNTHETIC_THETA,
+        SYNTHETIC_MIXTURE,
+        SYNTHETIC_TRAIN,
+        SYNTHETIC_VAL,
+        IMAGE_CLUSTER,
+        IMAGE_LABEL,
+        IMAGE_CLIENT,
+        RUN_DATA,
+        RUN_NETWORK,
+        RUN_INNER,
+        RUN_ESTIMATOR,
+        RUN_AVERAGER,
+    ];
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn domains_are_distinct() {
+        let mut all = domain::ALL.to_vec();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), domain::ALL.len());
+    }
 
     #[test]
     fn uniform_at_is_uniform_enough() {
