@@ -6,12 +6,14 @@
 //! it has no effect is refused instead of silently ignored. Defaults a command may change
 //! live in [`Defaults`], which both the code and the help text read.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{Averager, Central, DebiasWeights, ExactAverage, Gossip, PushSum, Scalar};
+use hgp_averaging::{
+    Averager, Central, ClientBuffer, DebiasWeights, ExactAverage, Gossip, PushSum, Scalar,
+};
 use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
@@ -20,8 +22,10 @@ use hgp_hypergrad::{
     EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, Local, PowerIteration, SampleMode,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder};
-use hgp_models::data::{ClientData, SyntheticConfig, generate_synthetic, load_client_dir};
-use hgp_models::{BatchSize, ClientObjective, InnerHvp};
+use hgp_models::data::{
+    ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
+};
+use hgp_models::{BatchSize, ClientObjective, InnerHvp, OuterCost, PerClient};
 /// The streams of a run, from the workspace's registry.
 pub mod domain {
     pub use hgp_graphs::rng::domain::{
@@ -175,6 +179,46 @@ pub struct DataArgs {
     /// Fit an intercept (an extra, last coordinate of x).
     #[arg(long)]
     pub bias: bool,
+}
+
+/// The L2 weight of every coordinate of λ by default (logistic model, eq. 11).
+pub const L2_LAMBDA: f64 = 0.01;
+
+/// λ of the logistic model for `n` clients with `d` coordinates: read from `path` (one row
+/// per client, comma separated) or [`L2_LAMBDA`] everywhere. The weights must be finite and
+/// ≥ 0: a negative weight makes g_i non-convex, and SGP would diverge with a misleading
+/// message.
+pub fn l2_lambda(path: Option<&Path>, n: usize, d: usize) -> Result<PerClient<f64>> {
+    let Some(path) = path else {
+        return Ok(PerClient::filled(&vec![d; n], L2_LAMBDA));
+    };
+    let rows = load_lambda_csv(path, &vec![d; n])?;
+    for (i, row) in rows.iter().enumerate() {
+        for (k, &v) in row.iter().enumerate() {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!(
+                    "{}, line {}, column {}: λ = {v}; the L2 weights of eq. (11) must be finite and ≥ 0",
+                    path.display(),
+                    i + 1,
+                    k + 1
+                );
+            }
+        }
+    }
+    Ok(PerClient::from_rows(rows))
+}
+
+/// The outer loss F = Σ_k f_k(x_k, λ_k) of the clients at `x` (one row each), summed in f64.
+pub fn total_outer_loss<T: Scalar, C: OuterCost<T>>(
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
+) -> f64 {
+    clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)).as_f64())
+        .sum()
 }
 
 /// Clients of the synthetic data by default.

@@ -517,7 +517,7 @@ fn every_argument_is_checked_before_any_work() {
         ),
         (
             vec!["error", "--batch", "1000"],
-            "larger than each client's 100 training instances",
+            "larger than every client's training set (at most 100 instances)",
         ),
         (
             vec!["error", "--panels", "full", "--batch", "10"],
@@ -701,4 +701,93 @@ fn an_undefined_r2_is_said_to_be_undefined() {
         text.contains("R² undefined") && !text.contains("NaN") && !text.contains("-inf"),
         "{text}"
     );
+}
+
+#[test]
+fn error_runs_on_the_users_data_network_and_averager() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let o = hgp(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    // The generated data read back from files give the built-in run's numbers, bit for bit.
+    run(&["gen-synthetic", "--out", &p("data")]);
+    let quick = ["error", "--quick", "--panels", "full", "--quiet", "--out"];
+    run(&[&quick[..], &[&p("built-in")]].concat());
+    run(&[&quick[..], &[&p("files"), "--data", &p("data")]].concat());
+    let csv =
+        |name: &str| std::fs::read_to_string(dir.path().join(name).join("error.csv")).unwrap();
+    assert_eq!(csv("built-in"), csv("files"));
+
+    // Their own λ, another network and averager: gossip on randu converges as S grows.
+    std::fs::write(
+        p("lambda.csv"),
+        "0.02,0.01,0.01,0.01,0.01\n0.01,0.01,0.01,0.01,0.01\n0.01,0.01,0.01,0.01,0.03\n",
+    )
+    .unwrap();
+    let text = run(&[
+        &quick[..],
+        &[
+            &p("gossip"),
+            "--data",
+            &p("data"),
+            "--lambda",
+            &p("lambda.csv"),
+            "--network",
+            "randu",
+            "--averager",
+            "gossip",
+            "--push-steps",
+            "1,10",
+        ],
+    ]
+    .concat());
+    assert!(text.contains("randu") && text.contains("S = 10"), "{text}");
+    let last = |name: &str, s: &str| -> f64 {
+        let text = csv(name);
+        let v: Vec<f64> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|r| r[1] == s && r[3] == "300")
+            .map(|r| r[4].parse().unwrap())
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(last("gossip", "10") < 1e-4 && last("gossip", "1") > 1e-2);
+    // An averager without steps gives one curve, recorded as S = 0; exact averaging with
+    // full batches converges to the exact d_λF as M grows (η = 1 contracts by about 10^-5.2
+    // per 200 terms here: 7.5e-4 at m = 100), to rounding by M = 1000.
+    let text = run(&[
+        &quick[..],
+        &[
+            &p("exact"),
+            "--averager",
+            "exact",
+            "--neumann-terms",
+            "1000",
+        ],
+    ]
+    .concat());
+    assert!(text.contains("exact average"), "{text}");
+    let at = |m: &str| -> f64 {
+        let text = csv("exact");
+        let v: Vec<f64> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|r| r[1] == "0" && r[3] == m)
+            .map(|r| r[4].parse().unwrap())
+            .collect();
+        assert_eq!(v.len(), 3, "three seeds at m = {m}");
+        v.iter().cloned().fold(0.0, f64::max)
+    };
+    assert!(at("1000") < 1e-12, "{}", at("1000"));
+    // What does not fit is refused before any work.
+    let err = fails(&["error", "--averager", "exact", "--push-steps", "3"]);
+    assert!(err.contains("--push-steps applies to"), "{err}");
+    let err = fails(&["error", "--data", &p("data"), "--lambda", &p("nofile.csv")]);
+    assert!(err.contains("nofile.csv"), "{err}");
 }

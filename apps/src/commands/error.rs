@@ -2,17 +2,15 @@
 //! Push-Sum steps S (HGP paper, Fig. 1a full batch and Fig. 1b mini-batch).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{ClientBuffer, PushSum};
-use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
-use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient, SampleMode};
-use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, Sgp};
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
-use hgp_models::{BatchSize, L2Logistic, PerClient};
+use hgp_averaging::ClientBuffer;
+use hgp_graphs::rng;
+use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, SampleMode};
+use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp};
+use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -21,8 +19,9 @@ use crate::report::{
     ReportArgs, Reporter, Table, percentile, prepare_out, sci, sci_exact, write_csv,
 };
 use crate::setup::{
-    EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind, derive, domain, eta_help, parse_eta,
-    power_help, refuse_unused, resolve_step,
+    AveragerArgs, AveragerKind, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind,
+    NetworkArgs, check_batch, derive, domain, eta_help, l2_lambda, parse_eta, power_help,
+    refuse_unused, resolve_step, train_sizes,
 };
 
 /// Which of the two panels of Fig. 1 to run.
@@ -60,7 +59,12 @@ const BATCH: usize = 20;
 /// The defaults listed at the end of `hgp error --help`.
 pub fn after_help() -> String {
     format!(
-        "Fig. 1 of the HGP paper: n = 3 clients of the synthetic data, RandD (ρ ~ U[0.4, 0.8]),          SGP with {FIG1_STEPS} steps (lr 2, ×0.1 at {FIG1_MILESTONES:?}), HGP with η = 1,          --seeds {} and --neumann-terms {} ({} and {} with --quick).",
+        "Defaults: Fig. 1 of the HGP paper: n = 3 clients of the synthetic data, λ = 0.01, \
+         RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with {FIG1_STEPS} steps (lr 2, ×0.1 at \
+         {FIG1_MILESTONES:?}), HGP with η = 1, --seeds {} and --neumann-terms {} ({} and {} \
+         with --quick).\n\nWith --data, --lambda, --network and --averager the same figure is \
+         drawn for your problem; the reference is the exact d_λF at the same inner solution \
+         (n·d ≤ {EXACT_MAX_SIZE}).",
         SEEDS[0], TERMS[0], SEEDS[1], TERMS[1]
     )
 }
@@ -84,14 +88,27 @@ pub struct ErrorCmd {
     /// Neumann terms M [default: 1000; 300 with --quick].
     #[arg(long, value_name = "M")]
     neumann_terms: Option<usize>,
-    /// Push-Sum steps S to compare (comma separated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,2,5,10,100",
-        value_name = "S"
-    )]
-    push_steps: Vec<usize>,
+    #[command(flatten)]
+    data: DataArgs,
+    /// λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma
+    /// separated) [default: 0.01 everywhere].
+    #[arg(long, value_name = "FILE")]
+    lambda: Option<PathBuf>,
+    #[command(flatten)]
+    network: NetworkArgs,
+    /// How HGP averages [default: push-sum]. The exact average and the central server have
+    /// no steps S: they give one curve.
+    #[arg(long, value_enum)]
+    averager: Option<AveragerKind>,
+    /// Push-Sum (or gossip) steps S to compare (comma separated) [default: 1,2,5,10,100].
+    #[arg(long, value_delimiter = ',', value_name = "S")]
+    push_steps: Option<Vec<usize>>,
+    /// Keep the Push-Sum debias weights ω across averages instead of resetting them to 1.
+    #[arg(long)]
+    keep_omega: bool,
+    /// Participation fraction C of --averager central, in (0, 1] [default: 1].
+    #[arg(long, value_name = "C")]
+    fraction: Option<f64>,
     #[arg(long, value_parser = parse_eta, value_name = "η", help = eta_help(ETA))]
     eta: Option<EtaArg>,
     #[arg(long, value_name = "K", help = power_help())]
@@ -110,10 +127,21 @@ pub struct ErrorCmd {
     report: ReportArgs,
 }
 
-/// Clients of Fig. 1.
-const CLIENTS: usize = 3;
+/// The Push-Sum steps S compared by default (Fig. 1).
+const PUSH_STEPS: [usize; 5] = [1, 2, 5, 10, 100];
 /// The m at which the summary table reports the error.
 const REPORT_AT: [usize; 4] = [0, 10, 100, 1000];
+
+/// What `validate` checked and loaded: the settings and the problem.
+struct Checked {
+    seeds: usize,
+    m_max: usize,
+    eta: Eta,
+    steps: Vec<usize>,
+    clients: Vec<L2Logistic<f64>>,
+    lambda: PerClient<f64>,
+    description: String,
+}
 
 /// One panel's fixed part: the inner solution and the exact hyper-gradient there.
 struct PanelSetup {
@@ -125,7 +153,7 @@ struct PanelSetup {
 
 impl ErrorCmd {
     /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<(usize, usize, Eta)> {
+    fn validate(&self) -> Result<Checked> {
         let quick = usize::from(self.quick);
         let seeds = self.seeds.unwrap_or(SEEDS[quick]);
         let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
@@ -135,49 +163,105 @@ impl ErrorCmd {
         if m_max == 0 {
             bail!("--neumann-terms must be at least 1");
         }
-        if self.push_steps.is_empty() || self.push_steps.contains(&0) {
-            bail!(
-                "--push-steps needs positive values (got {:?})",
-                self.push_steps
-            );
-        }
+        self.data.validate()?;
+        self.network.validate()?;
+        self.averager_args(None)
+            .validate(true, self.network.network, "hgp")?;
+        let stepped = matches!(
+            self.averager.unwrap_or(AveragerKind::PushSum),
+            AveragerKind::PushSum | AveragerKind::Gossip
+        );
+        refuse_unused(self.push_steps.is_some() && !stepped, || {
+            "--push-steps applies to --averager push-sum and gossip".to_string()
+        })?;
+        let steps = match (&self.push_steps, stepped) {
+            (Some(s), _) if s.is_empty() || s.contains(&0) => {
+                bail!("--push-steps needs positive values (got {s:?})")
+            }
+            (Some(s), _) => s.clone(),
+            (None, true) => PUSH_STEPS.to_vec(),
+            // One curve; S is recorded as 0 in error.csv.
+            (None, false) => vec![0],
+        };
         refuse_unused(self.batch.is_some() && self.panels == Panels::Full, || {
             "--batch sets the mini-batch panel (Fig. 1b); --panels full has none".to_string()
         })?;
-        let train = SyntheticConfig::default().train_per_client;
-        match self.batch {
-            Some(0) => bail!("--batch must be at least 1"),
-            Some(b) if b > train => bail!(
-                "--batch {b} is larger than each client's {train} training instances: the mini-batch panel needs B ≤ {train} (B = {train} is the full batch)"
-            ),
-            _ => {}
+        if self.batch == Some(0) {
+            bail!("--batch must be at least 1");
         }
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        // The data are read (or drawn) now: their sizes are checked before any work.
+        let (data, description) = self.data.load(self.seed)?;
+        let clients: Vec<L2Logistic<f64>> = data
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                L2Logistic::new(c, self.data.bias).map_err(|e| anyhow::anyhow!("client {i}: {e}"))
+            })
+            .collect::<Result<_>>()?;
+        let (n, d) = (clients.len(), clients[0].dim_x());
+        if n * d > EXACT_MAX_SIZE {
+            bail!(
+                "hgp error compares HGP with the exact d_λF, a dense system of n·d = {n}·{d} = {} unknowns; it handles at most {EXACT_MAX_SIZE} (use fewer clients or features)",
+                n * d
+            );
+        }
+        if self.inner == InnerKind::Exact && d > NEWTON_MAX_DIM {
+            bail!(
+                "--inner exact solves a dense d × d system; d = {d} is above {NEWTON_MAX_DIM}: use --inner sgp"
+            );
+        }
+        if self.panels != Panels::Full {
+            let b = BatchSize::Size(self.batch.unwrap_or(BATCH));
+            check_batch("--batch", b, train_sizes(&clients), false)?;
+        }
+        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
         prepare_out(&self.out)?;
-        Ok((seeds, m_max, eta))
+        Ok(Checked {
+            seeds,
+            m_max,
+            eta,
+            steps,
+            clients,
+            lambda,
+            description,
+        })
+    }
+
+    /// The name of the curve of S steps (0: an averager without steps).
+    fn series_label(&self, s: usize) -> String {
+        match self.averager.unwrap_or(AveragerKind::PushSum) {
+            _ if s > 0 => format!("S = {s}"),
+            AveragerKind::Central => "central server".to_string(),
+            _ => "exact average".to_string(),
+        }
+    }
+
+    /// The averager options for S steps.
+    fn averager_args(&self, steps: Option<usize>) -> AveragerArgs {
+        AveragerArgs {
+            averager: self.averager,
+            push_steps: steps,
+            keep_omega: self.keep_omega,
+            fraction: self.fraction,
+        }
     }
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
         let started = Instant::now();
-        let (seeds, m_max, eta) = self.validate()?;
+        let Checked {
+            seeds,
+            m_max,
+            eta,
+            steps,
+            clients,
+            lambda,
+            description,
+        } = self.validate()?;
+        let n = clients.len();
         let reporter = Reporter::new(&self.report, Some(&self.out), false, false)?;
-        let config = SyntheticConfig {
-            clients: CLIENTS,
-            ..SyntheticConfig::default()
-        };
-        let data = generate_synthetic(&config, derive(self.seed, domain::DATA))?;
-        let clients: Vec<L2Logistic<f64>> = data
-            .iter()
-            .map(|c| L2Logistic::new(c, false))
-            .collect::<Result<_, _>>()?;
-        let d = config.dim;
-        let lambda = PerClient::filled(&[d; CLIENTS], 0.01);
-        let base = RandomDirected::new(
-            CLIENTS,
-            RandomEdges::default(),
-            derive(self.seed, domain::NETWORK),
-        )?;
+        reporter.line(&format!("data: {description}"));
 
         let mut batches = Vec::new();
         if self.panels != Panels::Mini {
@@ -190,7 +274,7 @@ impl ErrorCmd {
         let setups: Vec<PanelSetup> = batches
             .into_iter()
             .map(|(label, batch)| {
-                let solution = self.inner_solve(&clients, &lambda, &base, batch, &reporter)?;
+                let solution = self.inner_solve(&clients, &lambda, batch, &reporter)?;
                 let exact = Exact::new().estimate(&clients, &solution.x, &lambda)?.v;
                 Ok(PanelSetup {
                     label,
@@ -204,7 +288,7 @@ impl ErrorCmd {
         // Every (panel, S, seed) run in parallel; each records the error at every m.
         let tasks: Vec<(usize, usize, u64)> = (0..setups.len())
             .flat_map(|p| {
-                self.push_steps
+                steps
                     .iter()
                     .flat_map(move |&s| (0..seeds as u64).map(move |k| (p, s, k)))
             })
@@ -218,11 +302,12 @@ impl ErrorCmd {
             .par_iter()
             .map(|&(p, s, k)| {
                 let setup = &setups[p];
-                let net: Arc<dyn Network> = Arc::new(base.clone().with_step_seed(rng::key(
-                    self.seed,
-                    domain::ESTIMATOR,
-                    k,
-                )));
+                let net =
+                    self.network
+                        .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
+                let averager = self
+                    .averager_args((s > 0).then_some(s))
+                    .build::<f64>(&net, rng::key(self.seed, domain::AVERAGER, k))?;
                 let options = HgpOptions {
                     neumann_terms: m_max,
                     eta,
@@ -230,7 +315,7 @@ impl ErrorCmd {
                     samples: SampleMode::Independent,
                     seed: rng::key(self.seed, domain::ESTIMATOR, k),
                 };
-                let mut hgp = Hgp::new(PushSum::<f64>::new(net, s)?, options)?;
+                let mut hgp = Hgp::new(averager, options)?;
                 let scale = setup.exact.norm();
                 let mut errors = Vec::with_capacity(m_max + 1);
                 let mut observe = |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
@@ -261,9 +346,10 @@ impl ErrorCmd {
         });
         write_csv(&csv, &["batch", "S", "seed", "m", "error"], rows)?;
 
-        self.print_summary(&setups, &tasks, &curves, seeds, m_max);
+        self.print_summary(&setups, &tasks, &curves, (seeds, m_max), (&steps, n));
         let svg = self.out.join("error.svg");
-        self.figure(&setups, &tasks, &curves, m_max).write(&svg)?;
+        self.figure(&setups, &tasks, &curves, m_max, (&steps, n))
+            .write(&svg)?;
         println!();
         println!(
             "wrote {} and {} ({} HGP runs, {:.1} s)",
@@ -279,18 +365,17 @@ impl ErrorCmd {
         &self,
         clients: &[L2Logistic<f64>],
         lambda: &PerClient<f64>,
-        base: &RandomDirected,
         batch: BatchSize,
         reporter: &Reporter,
     ) -> Result<InnerSolution<f64>> {
-        let x0 = ClientBuffer::zeros(CLIENTS, lambda.row(0).len());
+        let x0 = ClientBuffer::zeros(clients.len(), lambda.row(0).len());
         let mut solver: Box<dyn InnerSolver<f64, L2Logistic<f64>>> = match self.inner {
             InnerKind::Exact => Box::new(ExactNewton::new()),
             InnerKind::Sgp => {
-                let net: Arc<dyn Network> = Arc::new(
-                    base.clone()
-                        .with_step_seed(derive(self.seed, domain::INNER)),
-                );
+                let net = self
+                    .network
+                    .build(clients.len(), self.seed, derive(self.seed, domain::INNER))?
+                    .network;
                 let lr = LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?;
                 Box::new(
                     Sgp::new(net, FIG1_STEPS, lr)?
@@ -347,11 +432,12 @@ impl ErrorCmd {
         setups: &[PanelSetup],
         tasks: &[(usize, usize, u64)],
         curves: &[Vec<f64>],
-        seeds: usize,
-        m_max: usize,
+        (seeds, m_max): (usize, usize),
+        (steps, n): (&[usize], usize),
     ) {
         println!(
-            "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {CLIENTS}, RandD, η = {}",
+            "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
+            self.network.network.name(),
             self.eta.unwrap_or(ETA)
         );
         for (p, setup) in setups.iter().enumerate() {
@@ -367,11 +453,13 @@ impl ErrorCmd {
                 at.push(m_max);
             }
             let mut table = Table::new(
-                std::iter::once("S".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
+                std::iter::once("curve".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
             );
-            for &s in &self.push_steps {
+            for &s in steps {
                 let mean = Self::mean_curve(tasks, curves, p, s);
-                table.row(std::iter::once(s.to_string()).chain(at.iter().map(|&m| sci(mean[m]))));
+                table.row(
+                    std::iter::once(self.series_label(s)).chain(at.iter().map(|&m| sci(mean[m]))),
+                );
             }
             println!("{}", table.terminal());
         }
@@ -383,16 +471,18 @@ impl ErrorCmd {
         tasks: &[(usize, usize, u64)],
         curves: &[Vec<f64>],
         m_max: usize,
+        (steps, n): (&[usize], usize),
     ) -> Figure {
         let mut figure = Figure::new().with_title(format!(
-            "HGP estimation error, n = {CLIENTS}, RandD (mean and 10–90 % over seeds)"
+            "HGP estimation error, n = {n}, {} (mean and 10–90 % over seeds)",
+            self.network.network.name()
         ));
         // Plot every m up to 100, then every 10th, to keep the file small.
         let keep = |m: usize| m <= 100 || m.is_multiple_of(10) || m == m_max;
         for (p, setup) in setups.iter().enumerate() {
             let mut panel = Panel::new(setup.label.clone(), "Neumann terms m", "relative error")
                 .with_scales(Scale::Linear, Scale::Log10);
-            for &s in &self.push_steps {
+            for &s in steps {
                 let runs = Self::runs(tasks, curves, p, s);
                 let mean = Self::mean_curve(tasks, curves, p, s);
                 let points = mean
@@ -408,7 +498,8 @@ impl ErrorCmd {
                         (m as f64, percentile(&values, 0.1), percentile(&values, 0.9))
                     })
                     .collect();
-                panel = panel.with_series(Series::line(format!("S = {s}"), points).with_band(band));
+                panel =
+                    panel.with_series(Series::line(self.series_label(s), points).with_band(band));
             }
             figure = figure.with_panel(panel);
         }

@@ -2,16 +2,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use hgp_averaging::ClientBuffer;
 use hgp_inner_solvers::InnerSolution;
-use hgp_models::data::load_lambda_csv;
-use hgp_models::{InnerCost, L2Logistic, OuterCost, PerClient};
+use hgp_models::{InnerCost, L2Logistic};
 use serde_json::json;
 
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
-use crate::setup::{DataArgs, Defaults, Pipeline, PipelineArgs};
+use crate::setup::{DataArgs, Defaults, Pipeline, PipelineArgs, l2_lambda, total_outer_loss};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
@@ -21,8 +20,6 @@ pub fn after_help() -> String {
     )
 }
 
-/// λ of every client when no --lambda file is given.
-const LAMBDA: f64 = 0.01;
 /// Coordinates of d_λF shown per client in the text table (--json has all).
 const SHOWN_COORDINATES: usize = 8;
 
@@ -66,14 +63,7 @@ impl Hypergrad {
             .collect::<Result<_>>()?;
         let n = clients.len();
         let d = clients[0].dim_x();
-        let lambda = match &self.lambda {
-            Some(path) => {
-                let rows = load_lambda_csv(path, &vec![d; n])?;
-                check_l2_weights(&rows, path)?;
-                PerClient::from_rows(rows)
-            }
-            None => PerClient::filled(&vec![d; n], LAMBDA),
-        };
+        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
         let pipeline = self.pipeline();
         pipeline.validate_clients::<f64, _>(&clients, &defaults, self.json)?;
 
@@ -101,11 +91,7 @@ impl Hypergrad {
             })
             .context("hyper-gradient")?;
         stage.finish("");
-        let outer_loss: f64 = clients
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.outer_value(solution.x.row(i), lambda.row(i)))
-            .sum();
+        let outer_loss = total_outer_loss(&clients, &solution.x, &lambda);
         let xbar = solution.mean();
         if self.json {
             let out = json!({
@@ -168,22 +154,4 @@ impl Hypergrad {
         }
         Ok(())
     }
-}
-
-/// The L2 weights of eq. (11) must be finite and non-negative (a negative weight makes g_i
-/// non-convex, and SGP would diverge with a misleading message).
-fn check_l2_weights(rows: &[Vec<f64>], path: &std::path::Path) -> Result<()> {
-    for (i, row) in rows.iter().enumerate() {
-        for (k, &v) in row.iter().enumerate() {
-            if !(v.is_finite() && v >= 0.0) {
-                bail!(
-                    "{}, line {}, column {}: λ = {v}; the L2 weights of eq. (11) must be finite and ≥ 0",
-                    path.display(),
-                    i + 1,
-                    k + 1
-                );
-            }
-        }
-    }
-    Ok(())
 }

@@ -28,6 +28,7 @@ use crate::report::{
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, derive, domain, refuse_unused,
+    total_outer_loss,
 };
 
 /// The model whose instances are scored.
@@ -217,19 +218,6 @@ pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
         2.0 * tp as f64 / denominator as f64
     };
     (f1, [tp, fp, fn_])
-}
-
-/// F = Σ_k f_k(x_k).
-fn total_outer<T: Scalar, C: ClientObjective<T>>(
-    clients: &[C],
-    x: &ClientBuffer<T>,
-    lambda: &PerClient<T>,
-) -> f64 {
-    clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)).as_f64())
-        .sum()
 }
 
 /// The clients of one model, their starting point and the run's defaults.
@@ -475,7 +463,7 @@ impl Influence {
             })
             .context("inner solve")?;
         stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
-        let f0 = total_outer(&clients, &solution.x, &lambda);
+        let f0 = total_outer_loss(&clients, &solution.x, &lambda);
 
         let mut estimator = pipeline.estimator::<T, C>(n, &defaults)?;
         let stage = reporter.stage(
@@ -561,7 +549,7 @@ impl Influence {
             .solver::<T, C>(n, &defaults)?
             .solve(&clients, &lambda, &solution.x)
             .context("control retraining")?;
-        let f_control = total_outer(&clients, &control.x, &lambda);
+        let f_control = total_outer_loss(&clients, &control.x, &lambda);
         stage.inc(1);
         let fresh: Vec<Removal> = todo
             .par_iter()
@@ -578,7 +566,7 @@ impl Influence {
                     client,
                     instance,
                     predicted,
-                    actual: total_outer(&clients, &s.x, &without) - f_control,
+                    actual: total_outer_loss(&clients, &s.x, &without) - f_control,
                     stationarity: s.stationarity,
                 };
                 rows.write(&removal)?;

@@ -15,7 +15,7 @@ use hgp_models::images::{
     ImageClient, SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir,
 };
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
-use hgp_models::{BatchSize, OuterCost, PerClient};
+use hgp_models::{BatchSize, PerClient};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -25,7 +25,8 @@ use crate::report::{
     record_settings, sci_exact, sci_list, write_csv,
 };
 use crate::setup::{
-    EtaArg, NetworkArgs, NetworkKind, derive, domain, eta_help, parse_eta, power_help, resolve_step,
+    EtaArg, NetworkArgs, NetworkKind, derive, domain, eta_help, parse_eta, power_help,
+    resolve_step, total_outer_loss,
 };
 
 /// The methods of HGP Table 2 and PDBO Table 1.
@@ -726,13 +727,8 @@ impl Personalize {
         let lambda_len = if method.ensemble() { 3 } else { s.classes };
         let mut lambda = PerClient::filled(&vec![lambda_len; n], 0.0f32);
         let mut solver = self.solver(method, network, n, s)?;
-        let outer_loss = |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| -> f64 {
-            clients
-                .iter()
-                .enumerate()
-                .map(|(i, c)| f64::from(c.outer_value(x.row(i), lambda.row(i))))
-                .sum()
-        };
+        let outer_loss =
+            |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| total_outer_loss(&clients, x, lambda);
         let mut solve = |lambda: &PerClient<f32>| {
             solver
                 .solve_with_progress(&clients, lambda, &x0, &mut |_, _| stage.inc(1))
