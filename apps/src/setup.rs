@@ -29,8 +29,8 @@ use hgp_models::{BatchSize, ClientObjective, InnerHvp, OuterCost, PerClient};
 /// The streams of a run, from the workspace's registry.
 pub mod domain {
     pub use hgp_graphs::rng::domain::{
-        RUN_AVERAGER as AVERAGER, RUN_DATA as DATA, RUN_ESTIMATOR as ESTIMATOR, RUN_INNER as INNER,
-        RUN_NETWORK as NETWORK,
+        RUN_AVERAGER as AVERAGER, RUN_DATA as DATA, RUN_ESTIMATOR as ESTIMATOR, RUN_INIT as INIT,
+        RUN_INNER as INNER, RUN_NETWORK as NETWORK,
     };
 }
 

@@ -103,9 +103,12 @@ pub mod domain {
     pub const RUN_ESTIMATOR: u64 = 4;
     /// `hgp`: averagers with their own randomness (central participation).
     pub const RUN_AVERAGER: u64 = 5;
+    /// `hgp`: a network's initial weights; member k of an ensemble uses `RUN_INIT + k`
+    /// (k < 8).
+    pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 22] = [
+    pub const ALL: [u64; 23] = [
         NETWORK_BUILD,
         NETWORK_STEP,
         CENTRAL_PARTICIPANTS,
@@ -128,6 +131,7 @@ pub mod domain {
         RUN_INNER,
         RUN_ESTIMATOR,
         RUN_AVERAGER,
+        RUN_INIT,
     ];
 }
 

@@ -1,0 +1,430 @@
+//! `hgp personalize`: decentralized personalization (HGP Sec. 5.3, Table 2, Fig. 4; PDBO
+//! Table 1). Each client tunes its own λ_i by the hyper-gradient of every client's loss,
+//! over fully-connected, static undirected, and time-varying undirected and directed
+//! networks, against one global model (SGP) and clients alone (Local).
+
+mod protocol;
+mod report;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use hgp_models::images::{
+    ImageClient, SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir,
+};
+use hgp_models::nn::Architecture;
+
+use crate::report::{
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
+};
+use crate::setup::{EtaArg, derive, domain, eta_help, parse_eta, power_help, resolve_step};
+use protocol::Cell;
+pub use protocol::{Method, Network, Protocol, Setting};
+use report::{CellRow, HEADER};
+
+/// The networks the models are built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// The CNN of HGP Table 5.
+    Cnn5,
+    /// The small CNN of HGP Table 3.
+    Cnn3,
+    /// An MLP 784–200–C.
+    Mlp,
+}
+
+/// The sizes of a run: the paper's, and `--quick`'s.
+struct Sizes {
+    clients: usize,
+    images: Option<usize>,
+    model: ModelKind,
+    model_name: &'static str,
+    steps: usize,
+    batch: usize,
+}
+
+/// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
+/// batches of 128), and `--quick`.
+const SIZES: [Sizes; 2] = [
+    Sizes {
+        clients: 20,
+        images: None,
+        model: ModelKind::Cnn5,
+        model_name: "cnn5",
+        steps: 600,
+        batch: 128,
+    },
+    Sizes {
+        clients: 3,
+        images: Some(600),
+        model: ModelKind::Cnn3,
+        model_name: "cnn3",
+        steps: 20,
+        batch: 16,
+    },
+];
+/// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
+const NEUMANN_TERMS: usize = 10;
+/// Push-Sum (or gossip) steps S per average.
+const PUSH_STEPS: usize = 10;
+/// Outer (Adam) steps on λ.
+const OUTER_STEPS: usize = 5;
+/// η from the problem: the papers' 0.1 diverges on these networks, whose mean Hessian has
+/// a largest curvature of 20–80 early in training.
+const ETA: EtaArg = EtaArg::Auto;
+
+/// The defaults listed at the end of `hgp personalize --help`.
+pub fn after_help() -> String {
+    let line = |s: &Sizes, label: &str| {
+        format!(
+            "  {label}: --clients {} --images {} --model {} --sgp-steps {} --batch {}",
+            s.clients,
+            s.images.map_or("all".to_string(), |n| n.to_string()),
+            s.model_name,
+            s.steps,
+            s.batch
+        )
+    };
+    format!(
+        "Defaults:\n{}\n{}\n  both: --outer-steps {OUTER_STEPS} --neumann-terms {NEUMANN_TERMS} --push-steps {PUSH_STEPS} --eta {ETA}",
+        line(&SIZES[0], "the paper's setting"),
+        line(&SIZES[1], "--quick")
+    )
+}
+
+/// Options of `hgp personalize`.
+#[derive(Args, Debug)]
+pub struct Personalize {
+    /// Methods to compare (comma separated).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "hgp-pl,hgp-mtl,pdbo-mtl-local,sgp,local"
+    )]
+    methods: Vec<Method>,
+    /// Networks (comma separated).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fc,fixu,randu,randd"
+    )]
+    networks: Vec<Network>,
+    /// Clients, split as in HGP App. A.3 into min(3, N) clusters [default: listed at the
+    /// end].
+    #[arg(long, value_name = "N")]
+    clients: Option<usize>,
+    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) [default: the
+    /// embedded 10,000-digit MNIST subset].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Images used [default: listed at the end].
+    #[arg(long, value_name = "N")]
+    images: Option<usize>,
+    /// Network architecture [default: listed at the end].
+    #[arg(long, value_enum)]
+    model: Option<ModelKind>,
+    /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps on
+    /// batches of 16), about 14 minutes on 2 cores (9 with a fixed --eta, which skips the
+    /// power iterations). The default is the paper's setting, sized for a GPU (`--features
+    /// cuda`): on a CPU it takes days.
+    #[arg(long)]
+    quick: bool,
+    /// Inner SGP steps; the learning rate is multiplied by 0.1 at 5/6 and 11/12 of them
+    /// (steps 500 and 550 of 600, as in the paper) [default: listed at the end].
+    #[arg(long, value_name = "T")]
+    sgp_steps: Option<usize>,
+    /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
+    #[arg(long, value_name = "B")]
+    batch: Option<usize>,
+    /// Outer (Adam) steps on λ.
+    #[arg(long, default_value_t = OUTER_STEPS, value_name = "K")]
+    outer_steps: usize,
+    /// Neumann terms M of HGP.
+    #[arg(long, default_value_t = NEUMANN_TERMS, value_name = "M")]
+    neumann_terms: usize,
+    /// Push-Sum (or gossip) steps S per average.
+    #[arg(long, default_value_t = PUSH_STEPS, value_name = "S")]
+    push_steps: usize,
+    #[arg(long, value_parser = parse_eta, value_name = "η", help = eta_help(ETA))]
+    eta: Option<EtaArg>,
+    #[arg(long, value_name = "K", help = power_help())]
+    power_iterations: Option<usize>,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    seed: u64,
+    /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
+    #[arg(long, default_value = "out/personalize", value_name = "DIR")]
+    out: PathBuf,
+    /// Keep the rows already in personalize.csv (from an interrupted run with the same
+    /// settings) and run only the missing method/network pairs.
+    #[arg(long)]
+    resume: bool,
+    /// Print one JSON object {"rows": [{"method", "network", "average", "bottom10"}, ...]}.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+impl Personalize {
+    fn sizes(&self) -> &'static Sizes {
+        &SIZES[usize::from(self.quick)]
+    }
+
+    /// Checks every option and the output directory (before any work).
+    fn validate(&self) -> Result<hgp_hypergrad::Eta> {
+        if self.methods.is_empty() || self.networks.is_empty() {
+            bail!("--methods and --networks need at least one value each");
+        }
+        for (name, v) in [
+            ("--outer-steps", Some(self.outer_steps)),
+            ("--neumann-terms", Some(self.neumann_terms)),
+            ("--push-steps", Some(self.push_steps)),
+            ("--sgp-steps", self.sgp_steps),
+            ("--batch", self.batch),
+            ("--clients", self.clients),
+            ("--images", self.images),
+        ] {
+            if v == Some(0) {
+                bail!("{name} must be at least 1");
+            }
+        }
+        let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        prepare_out(&self.out)?;
+        Ok(eta)
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let eta = self.validate()?;
+        let (split, setting, description) = self.data(eta)?;
+        let protocol = Protocol {
+            setting,
+            outer_steps: self.outer_steps,
+            neumann_terms: self.neumann_terms,
+            push_steps: self.push_steps,
+            seed: self.seed,
+        };
+        let csv = self.out.join("personalize.csv");
+        let mut cells: Vec<Cell> = Vec::new();
+        if self.resume {
+            cells = read_rows::<CellRow>(&csv, HEADER)
+                .context("--resume")?
+                .into_iter()
+                .map(|r| Cell::try_from(r).with_context(|| format!("--resume: {}", csv.display())))
+                .collect::<Result<_>>()?;
+            self.check_resumed(&cells, &csv)?;
+        }
+        // Everything that changes the numbers (--methods and --networks only select rows).
+        let settings = format!(
+            "personalize {:?}",
+            (
+                (
+                    self.clients,
+                    &self.data_dir,
+                    self.images,
+                    self.model,
+                    self.quick
+                ),
+                (self.sgp_steps, self.batch, self.outer_steps),
+                (
+                    self.neumann_terms,
+                    self.push_steps,
+                    self.eta,
+                    self.power_iterations
+                ),
+                self.seed,
+            )
+        );
+        record_settings(&self.out, &settings, self.resume)?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+        reporter.line(&format!("data: {description}"));
+        let rows = RowWriter::open(&csv, HEADER, self.resume)?;
+        let todo: Vec<(Method, Network)> = self
+            .networks
+            .iter()
+            .flat_map(|&k| self.methods.iter().map(move |&m| (m, k)))
+            .filter(|&(m, k)| !cells.iter().any(|c| c.method == m && c.network == k))
+            .collect();
+        if !cells.is_empty() {
+            reporter.line(&format!(
+                "resume: {} rows kept from {}",
+                cells.len(),
+                csv.display()
+            ));
+        }
+        let steps: usize = todo
+            .iter()
+            .map(|(m, _)| m.solves(self.outer_steps) * protocol.setting.steps)
+            .sum();
+        let stage = reporter.stage(
+            format!("{} method/network pairs", todo.len()),
+            steps as u64,
+            "SGP steps",
+        );
+        for &(method, network) in &todo {
+            stage.set_label(&format!("{} on {}", method.name(), network.name()));
+            let cell = protocol
+                .cell(method, network, &split, &|| stage.inc(1))
+                .with_context(|| format!("{} on {}", method.name(), network.name()))?;
+            rows.write(&CellRow::from(&cell))?;
+            reporter.line(&format!(
+                "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
+                method.name(),
+                network.name(),
+                100.0 * cell.average,
+                100.0 * cell.bottom10
+            ));
+            cells.push(cell);
+        }
+        stage.finish("");
+        // Table order, whatever order the rows were computed in.
+        let mut ordered = Vec::new();
+        for &k in &self.networks {
+            for &m in &self.methods {
+                if let Some(c) = cells.iter().find(|c| c.method == m && c.network == k) {
+                    ordered.push(c.clone());
+                }
+            }
+        }
+        write_csv(&csv, HEADER, ordered.iter().map(CellRow::from))?;
+        self.report(&ordered, &description)
+    }
+
+    /// A resumed file may only hold rows this run would compute.
+    fn check_resumed(&self, cells: &[Cell], csv: &std::path::Path) -> Result<()> {
+        for c in cells {
+            if !self.methods.contains(&c.method) || !self.networks.contains(&c.network) {
+                bail!(
+                    "--resume: {} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
+                    csv.display(),
+                    c.method.name(),
+                    c.network.name()
+                );
+            }
+            let expected = if c.method.tunes_lambda() {
+                self.outer_steps
+            } else {
+                1
+            };
+            if c.curve.len() != expected {
+                bail!(
+                    "--resume: {} was written with a different number of outer steps (remove it, or run without --resume)",
+                    csv.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads the images and splits them over the clients (HGP App. A.3).
+    fn data(&self, eta: hgp_hypergrad::Eta) -> Result<(Vec<ImageClient>, Setting, String)> {
+        let sizes = self.sizes();
+        let (all, source) = match &self.data_dir {
+            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
+            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
+        };
+        let wanted = self.images.or(sizes.images).unwrap_or(all.len());
+        let set = all.subset(&(0..wanted.min(all.len())).collect::<Vec<_>>());
+        let classes = all.classes();
+        let clients = self.clients.unwrap_or(sizes.clients);
+        let config = SplitConfig {
+            clients,
+            clusters: SplitConfig::default().clusters.min(clients),
+            ..SplitConfig::default()
+        };
+        let split = heterogeneous_split(&set, &config, derive(self.seed, domain::DATA))?;
+        if let Some(i) = split.iter().position(|c| c.train.is_empty()) {
+            bail!(
+                "client {i} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
+                set.len()
+            );
+        }
+        for (what, empty) in [
+            (
+                "validation",
+                split.iter().filter(|c| c.val.is_empty()).count(),
+            ),
+            ("test", split.iter().filter(|c| c.test.is_empty()).count()),
+        ] {
+            if empty == clients {
+                bail!(
+                    "no client has {what} images after the split of {} images: use more --images",
+                    set.len()
+                );
+            }
+            if empty > 0 && !self.json {
+                eprintln!(
+                    "note: {empty} of {clients} clients have no {what} images: they are left out of the {what} accuracies"
+                );
+            }
+        }
+        let arch = match self.model.unwrap_or(sizes.model) {
+            ModelKind::Cnn5 => Architecture::Table5Cnn { classes },
+            ModelKind::Cnn3 => Architecture::SmallCnn { classes },
+            ModelKind::Mlp => Architecture::Mlp { classes },
+        };
+        let setting = Setting {
+            arch,
+            steps: self.sgp_steps.unwrap_or(sizes.steps),
+            batch: self.batch.unwrap_or(sizes.batch),
+            classes,
+            eta,
+        };
+        let largest = split.iter().map(|c| c.train.len()).max().unwrap_or(0);
+        if setting.batch > largest {
+            bail!(
+                "--batch {} is larger than every client's training set (at most {largest} images): use a smaller --batch",
+                setting.batch
+            );
+        }
+        let description = format!(
+            "{clients} clients, {} images ({classes} classes) from {source}, App. A.3 split; {}; inner: {} steps, batch {}",
+            set.len(),
+            arch.name(),
+            setting.steps,
+            setting.batch
+        );
+        Ok((split, setting, description))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protocol::{bottom10, weighted_mean};
+    use super::*;
+
+    #[test]
+    fn rows_round_trip() {
+        let c = Cell {
+            method: Method::HgpMtl,
+            network: Network::Randd,
+            average: 0.6612345678901234,
+            bottom10: 0.5,
+            curve: vec![0.5, 0.625, 0.6],
+            outer_loss: vec![2.5, 2.25, 2.0, 1.9],
+            chosen: 2,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        write_csv(&path, HEADER, [CellRow::from(&c)]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(",5e-1;6.25e-1;6e-1,2.5e0;2.25e0;2e0;1.9e0"),
+            "{text}"
+        );
+        let back: Vec<CellRow> = read_rows(&path, HEADER).unwrap();
+        let back: Vec<Cell> = back.into_iter().map(|r| r.try_into().unwrap()).collect();
+        assert_eq!(back, [c]);
+    }
+
+    #[test]
+    fn clients_without_a_set_are_left_out() {
+        let acc = [Some((0.5, 10)), None, Some((1.0, 30))];
+        assert!((weighted_mean(&acc) - 0.875).abs() < 1e-15);
+        assert!((bottom10(&acc) - 0.55).abs() < 1e-15);
+    }
+}

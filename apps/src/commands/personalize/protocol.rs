@@ -1,0 +1,427 @@
+//! The protocol of `hgp personalize` (HGP Sec. 5.3, Table 2, Fig. 4; PDBO Table 1): for one
+//! method on one network, the clients, the inner solver, the hyper-gradient estimator, the
+//! outer Adam steps on λ and the accuracies measured, as a function of a [`Protocol`] (no
+//! command-line parsing here).
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, PushSum};
+use hgp_graphs::{FmmcOptions, fastest_mixing};
+use hgp_hypergrad::{Adam, Hgp, HgpOptions, HyperGradient, Local, SampleMode};
+use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
+use hgp_models::images::ImageClient;
+use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_models::{BatchSize, PerClient};
+
+use crate::report::percentile;
+use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss};
+
+/// The methods of HGP Table 2 and PDBO Table 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Method {
+    /// HGP-PL: a class-wise mask C·softmax(λ_i) on the logits of one shared CNN.
+    HgpPl,
+    /// HGP-MTL: three base CNNs trained jointly, mixed with weights softmax(λ_i).
+    HgpMtl,
+    /// PDBO-MTL (local): HGP-MTL's model tuned with the local gradient ∂_λ f_i only.
+    PdboMtlLocal,
+    /// SGP: one global model.
+    Sgp,
+    /// Local: every client trains alone.
+    Local,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HgpPl => "hgp-pl",
+            Self::HgpMtl => "hgp-mtl",
+            Self::PdboMtlLocal => "pdbo-mtl-local",
+            Self::Sgp => "sgp",
+            Self::Local => "local",
+        }
+    }
+
+    pub fn ensemble(self) -> bool {
+        matches!(self, Self::HgpMtl | Self::PdboMtlLocal)
+    }
+
+    pub fn tunes_lambda(self) -> bool {
+        matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)
+    }
+
+    pub fn solves(self, outer_steps: usize) -> usize {
+        if self.tunes_lambda() {
+            outer_steps + 1
+        } else {
+            1
+        }
+    }
+}
+
+/// The networks of HGP Table 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Network {
+    /// Fully connected; SGP.
+    Fc,
+    /// Static undirected Erdős–Rényi graph (p = 0.5); decentralized SGD and gossip with
+    /// fastest-mixing weights.
+    Fixu,
+    /// Time-varying undirected, link probabilities ρ ~ U[0.4, 0.8]; SGP.
+    Randu,
+    /// Time-varying directed, link probabilities ρ ~ U[0.4, 0.8]; SGP.
+    Randd,
+}
+
+impl Network {
+    pub fn kind(self) -> NetworkKind {
+        match self {
+            Self::Fc => NetworkKind::Fc,
+            Self::Fixu => NetworkKind::Fixu,
+            Self::Randu => NetworkKind::Randu,
+            Self::Randd => NetworkKind::Randd,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.kind().name()
+    }
+
+    pub fn time_varying(self) -> bool {
+        matches!(self, Self::Randu | Self::Randd)
+    }
+}
+
+/// HGP Table 6: the L2 rate on λ of the outer problem.
+pub fn table6_l2_lambda(method: Method, network: Network) -> f64 {
+    match (method.ensemble(), network.time_varying()) {
+        (false, true) => 1e-3,
+        _ => 1e-2,
+    }
+}
+
+/// HGP Table 6: the hyper-learning rate of Adam on λ.
+pub fn table6_hyper_lr(method: Method, network: Network) -> f64 {
+    if method.ensemble() && !network.time_varying() {
+        1.0
+    } else {
+        0.1
+    }
+}
+
+/// The inner SGP learning rate (before its decays at 5/6 and 11/12 of the steps).
+pub fn inner_lr(method: Method) -> f64 {
+    if method.ensemble() { 0.5 } else { 0.1 }
+}
+
+/// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
+pub struct Setting {
+    pub arch: Architecture,
+    pub steps: usize,
+    pub batch: usize,
+    pub classes: usize,
+    pub eta: hgp_hypergrad::Eta,
+}
+
+/// Everything a cell's numbers depend on, besides the data split.
+pub struct Protocol {
+    /// Model and inner-solve sizes, HGP's step.
+    pub setting: Setting,
+    /// Outer (Adam) steps on λ.
+    pub outer_steps: usize,
+    /// HGP's Neumann terms M.
+    pub neumann_terms: usize,
+    /// Push-Sum (or gossip) steps S per average.
+    pub push_steps: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+/// One cell of the table: a method on a network.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub method: Method,
+    pub network: Network,
+    /// Test accuracy averaged over clients, weighted by their test sizes.
+    pub average: f64,
+    /// 10th percentile of the clients' test accuracies.
+    pub bottom10: f64,
+    /// Validation accuracy after each outer step (one value for SGP and Local).
+    pub curve: Vec<f64>,
+    /// Outer loss F = Σ_i f_i after each inner solve (HGP methods).
+    pub outer_loss: Vec<f64>,
+    /// The outer step chosen by validation accuracy.
+    pub chosen: usize,
+}
+
+/// Accuracy of each client on its validation or test set, with the set's size; `None` for
+/// a client whose set is empty.
+pub fn accuracies(
+    clients: &[NetClient<f32>],
+    split: &[ImageClient],
+    x: &ClientBuffer<f32>,
+    lambda: &PerClient<f32>,
+    test: bool,
+) -> Result<Vec<Option<(f64, usize)>>> {
+    clients
+        .iter()
+        .zip(split)
+        .enumerate()
+        .map(|(i, (c, data))| {
+            let set = if test { &data.test } else { &data.val };
+            if set.is_empty() {
+                return Ok(None);
+            }
+            let predicted = c.predict(x.row(i), lambda.row(i), &set.images)?;
+            let correct = predicted
+                .iter()
+                .zip(&set.labels)
+                .filter(|(p, y)| p == y)
+                .count();
+            Ok(Some((correct as f64 / set.len() as f64, set.len())))
+        })
+        .collect()
+}
+
+/// Mean accuracy weighted by set size, over the clients that have a set.
+pub fn weighted_mean(acc: &[Option<(f64, usize)>]) -> f64 {
+    let acc: Vec<_> = acc.iter().flatten().collect();
+    let total: usize = acc.iter().map(|a| a.1).sum();
+    acc.iter().map(|(a, w)| a * *w as f64).sum::<f64>() / total as f64
+}
+
+/// The 10th percentile of the accuracies of the clients that have a set.
+pub fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
+    percentile(&acc.iter().flatten().map(|a| a.0).collect::<Vec<_>>(), 0.1)
+}
+
+impl Protocol {
+    /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
+    /// three (HGP-MTL, PDBO-MTL), f_i = mean training cross-entropy + L2 on λ.
+    fn clients(
+        &self,
+        method: Method,
+        network: Network,
+        split: &[ImageClient],
+        s: &Setting,
+    ) -> Result<Vec<NetClient<f32>>> {
+        let l2_lambda = table6_l2_lambda(method, network);
+        let mode = if method.ensemble() {
+            HyperMode::Ensemble { members: 3 }
+        } else {
+            HyperMode::ClassMask
+        };
+        let config = NetConfig {
+            arch: s.arch,
+            mode,
+            l2: 1e-3,
+            l2_lambda,
+            derivatives: DerivativeMode::Auto,
+        };
+        split
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                NetClient::new(
+                    config,
+                    (&c.train.images, &c.train.labels),
+                    (&c.train.images, &c.train.labels),
+                )
+                .with_context(|| format!("client {i}"))
+            })
+            .collect()
+    }
+
+    /// The inner solver: SGP (mix then step, as the papers) over FC, RandU and RandD,
+    /// decentralized SGD with fastest-mixing weights over FixU, local SGD for Local.
+    fn solver(
+        &self,
+        method: Method,
+        network: Network,
+        n: usize,
+        s: &Setting,
+    ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
+        let lr = inner_lr(method);
+        let schedule = LrSchedule::multi_step(lr, vec![s.steps * 5 / 6, s.steps * 11 / 12], 0.1)?;
+        let batch = BatchSize::Size(s.batch);
+        let seed = derive(self.seed, domain::INNER);
+        if method == Method::Local {
+            return Ok(Box::new(
+                LocalSgd::new(s.steps, schedule)?.with_batches(batch, seed),
+            ));
+        }
+        let net = NetworkArgs::of(network.kind()).build(n, self.seed, seed)?;
+        Ok(match net.fixed {
+            Some(graph) => {
+                let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
+                Box::new(DecentralizedSgd::new(w, s.steps, schedule)?.with_batches(batch, seed))
+            }
+            None => Box::new(
+                Sgp::new(net.network, s.steps, schedule)?
+                    .with_order(SgpOrder::MixThenStep)
+                    .with_batches(batch, seed),
+            ),
+        })
+    }
+
+    /// HGP with M = 10, S = 10, η from the problem, one sample for both products and ω kept
+    /// across averages (HGP Sec. 5.3); gossip with fastest-mixing weights on FixU.
+    fn estimator(
+        &self,
+        method: Method,
+        network: Network,
+        n: usize,
+        s: &Setting,
+    ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
+        if method == Method::PdboMtlLocal {
+            return Ok(Box::new(Local));
+        }
+        let net = NetworkArgs::of(network.kind()).build(
+            n,
+            self.seed,
+            derive(self.seed, domain::ESTIMATOR),
+        )?;
+        let averager: Box<dyn Averager<f32>> = match net.fixed {
+            Some(graph) => {
+                let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
+                Box::new(Gossip::constant(w, self.push_steps)?)
+            }
+            None => Box::new(
+                PushSum::new(net.network, self.push_steps)?.with_debias(DebiasWeights::Kept),
+            ),
+        };
+        let options = HgpOptions {
+            neumann_terms: self.neumann_terms,
+            eta: s.eta,
+            batch: BatchSize::Size(s.batch),
+            samples: SampleMode::Shared,
+            seed: derive(self.seed, domain::ESTIMATOR),
+        };
+        Ok(Box::new(Hgp::new(averager, options)?))
+    }
+
+    /// Runs one method on one network, calling `progress` after every inner SGP step.
+    pub fn cell(
+        &self,
+        method: Method,
+        network: Network,
+        split: &[ImageClient],
+        progress: &dyn Fn(),
+    ) -> Result<Cell> {
+        let s = &self.setting;
+        let clients = self.clients(method, network, split, s)?;
+        let n = clients.len();
+        let members = if method.ensemble() { 3 } else { 1 };
+        let init: Vec<f32> = (0..members)
+            .flat_map(|k| s.arch.init(derive(self.seed, domain::INIT + k as u64)))
+            .map(|v| v as f32)
+            .collect();
+        // Every inner solve starts from the same x0: x(λ) is a function of λ alone, and every
+        // evaluated model has had the same training budget as the SGP and Local baselines.
+        let x0 = ClientBuffer::from_fn(n, init.len(), |_, k| init[k]);
+        let lambda_len = if method.ensemble() { 3 } else { s.classes };
+        let mut lambda = PerClient::filled(&vec![lambda_len; n], 0.0f32);
+        let mut solver = self.solver(method, network, n, s)?;
+        let outer_loss =
+            |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| total_outer_loss(&clients, x, lambda);
+        let mut solve = |lambda: &PerClient<f32>| {
+            solver
+                .solve_with_progress(&clients, lambda, &x0, &mut |_, _| progress())
+                .map(|s| s.x)
+        };
+        let mut x = solve(&lambda)?;
+        if !method.tunes_lambda() {
+            let val = weighted_mean(&accuracies(&clients, split, &x, &lambda, false)?);
+            let test = accuracies(&clients, split, &x, &lambda, true)?;
+            return Ok(Cell {
+                method,
+                network,
+                average: weighted_mean(&test),
+                bottom10: bottom10(&test),
+                curve: vec![val],
+                outer_loss: vec![outer_loss(&x, &lambda)],
+                chosen: 0,
+            });
+        }
+        let hyper_lr = table6_hyper_lr(method, network);
+        let mut adam = Adam::new(hyper_lr)?;
+        let mut estimator = self.estimator(method, network, n, s)?;
+        let mut losses = vec![outer_loss(&x, &lambda)];
+        let mut curve = Vec::new();
+        let mut tests = Vec::new();
+        for _ in 0..self.outer_steps {
+            let v = estimator.estimate(&clients, &x, &lambda)?.v;
+            adam.step(&mut lambda, &v);
+            x = solve(&lambda)?;
+            losses.push(outer_loss(&x, &lambda));
+            curve.push(weighted_mean(&accuracies(
+                &clients, split, &x, &lambda, false,
+            )?));
+            tests.push(accuracies(&clients, split, &x, &lambda, true)?);
+        }
+        // Early stopping: the outer step with the best validation accuracy.
+        let chosen =
+            (0..curve.len()).fold(0, |best, t| if curve[t] > curve[best] { t } else { best });
+        let test = &tests[chosen];
+        Ok(Cell {
+            method,
+            network,
+            average: weighted_mean(test),
+            bottom10: bottom10(test),
+            curve,
+            outer_loss: losses,
+            chosen: chosen + 1,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hgp_hypergrad::{Eta, PowerIteration};
+    use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
+
+    /// The protocol runs from Rust, without the command: a small linear model on 300
+    /// digits over 3 clients, two outer steps of HGP-PL, reproducible to the bit.
+    #[test]
+    fn a_cell_runs_from_a_protocol() {
+        let all = embedded_mnist().unwrap();
+        let set = all.subset(&(0..300).collect::<Vec<_>>());
+        let config = SplitConfig {
+            clients: 3,
+            clusters: 3,
+            ..SplitConfig::default()
+        };
+        let split = heterogeneous_split(&set, &config, 5).unwrap();
+        let protocol = Protocol {
+            setting: Setting {
+                arch: Architecture::Linear { classes: 10 },
+                steps: 10,
+                batch: 16,
+                classes: 10,
+                eta: Eta::Auto(PowerIteration::default()),
+            },
+            outer_steps: 2,
+            neumann_terms: 5,
+            push_steps: 5,
+            seed: 1,
+        };
+        let steps = std::sync::atomic::AtomicUsize::new(0);
+        let progress = || {
+            steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let cell = protocol
+            .cell(Method::HgpPl, Network::Randd, &split, &progress)
+            .unwrap();
+        // One inner solve before the outer steps and one after each: 3 × 10 SGP steps.
+        assert_eq!(steps.into_inner(), Method::HgpPl.solves(2) * 10);
+        assert_eq!((cell.curve.len(), cell.outer_loss.len()), (2, 3));
+        assert!((1..=2).contains(&cell.chosen));
+        assert!((0.0..=1.0).contains(&cell.average) && cell.bottom10 <= cell.average + 1e-12);
+        assert!(cell.outer_loss.iter().all(|f| f.is_finite() && *f > 0.0));
+        let again = protocol
+            .cell(Method::HgpPl, Network::Randd, &split, &|| {})
+            .unwrap();
+        assert_eq!(cell, again);
+    }
+}
