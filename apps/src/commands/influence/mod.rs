@@ -7,6 +7,9 @@
 //! instances keep their weight 1/|T_i|) and the model is retrained, giving the actual change:
 //! F after retraining without the instance minus F after the same retraining with it.
 
+mod protocol;
+mod report;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -18,18 +21,17 @@ use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use crate::plot::{Figure, Panel, Series};
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, Table, comm_json, prepare_out, read_rows, record_settings,
-    sci, sci_exact, write_csv,
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, sci, write_csv,
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, derive, domain, refuse_unused,
     total_outer_loss,
 };
+
+use protocol::{Removal, rank_instances, remove_and_retrain};
+use report::HEADER;
 
 /// The model whose instances are scored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -68,9 +70,6 @@ const TOP: [usize; 3] = [50, 10, 6];
 const IMAGES: [usize; 2] = [2800, 300];
 /// Clients of the CNN split.
 const CNN_CLIENTS: usize = 3;
-/// The CSV's header.
-const HEADER: &[&str] = &["client", "instance", "predicted", "actual", "stationarity"];
-
 /// The defaults listed at the end of `hgp influence --help`.
 pub fn after_help() -> String {
     format!(
@@ -132,92 +131,6 @@ pub struct Influence {
     json: bool,
     #[command(flatten)]
     report: ReportArgs,
-}
-
-/// One removed instance: a row of influence.csv (the names are the CSV header).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Removal {
-    client: usize,
-    instance: usize,
-    #[serde(serialize_with = "sci_exact")]
-    predicted: f64,
-    #[serde(serialize_with = "sci_exact")]
-    actual: f64,
-    #[serde(serialize_with = "sci_exact")]
-    stationarity: f64,
-}
-
-/// How well the predicted changes explain the actual ones.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Fit {
-    /// R² = 1 − SS_res / SS_tot of the least-squares line of actual on predicted (the
-    /// squared correlation: how well a linear function of the prediction explains the
-    /// actual change; the Table 4 score).
-    pub r2: f64,
-    /// R² = 1 − SS_res / SS_tot with residuals about y = x (calibration as well as
-    /// correlation).
-    pub r2_identity: f64,
-    /// Slope of the least-squares line (1 = predictions at the right scale).
-    pub slope: f64,
-}
-
-/// Scores `actual` against `predicted`; `None` where R² is undefined: fewer than two
-/// points, or predictions or actual changes that are all equal (zero variance).
-pub fn fit(predicted: &[f64], actual: &[f64]) -> Option<Fit> {
-    let n = actual.len() as f64;
-    let mean_a = actual.iter().sum::<f64>() / n;
-    let mean_p = predicted.iter().sum::<f64>() / n;
-    let ss_tot: f64 = actual.iter().map(|a| (a - mean_a).powi(2)).sum();
-    let sxx: f64 = predicted.iter().map(|p| (p - mean_p).powi(2)).sum();
-    if actual.len() < 2 || !(ss_tot > 0.0 && sxx > 0.0) {
-        return None;
-    }
-    let ss_identity: f64 = actual
-        .iter()
-        .zip(predicted)
-        .map(|(a, p)| (a - p).powi(2))
-        .sum();
-    let sxy: f64 = predicted
-        .iter()
-        .zip(actual)
-        .map(|(p, a)| (p - mean_p) * (a - mean_a))
-        .sum();
-    let slope = sxy / sxx;
-    let ss_line: f64 = predicted
-        .iter()
-        .zip(actual)
-        .map(|(p, a)| (a - mean_a - slope * (p - mean_p)).powi(2))
-        .sum();
-    let fit = Fit {
-        r2: 1.0 - ss_line / ss_tot,
-        r2_identity: 1.0 - ss_identity / ss_tot,
-        slope,
-    };
-    [fit.r2, fit.r2_identity, fit.slope]
-        .iter()
-        .all(|v| v.is_finite())
-        .then_some(fit)
-}
-
-/// F1 score of "removal lowers F" (true positive: predicted and actual change both
-/// negative); 1 when neither predicts nor sees any such instance. Also returns (TP, FP, FN).
-pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
-    let (mut tp, mut fp, mut fn_) = (0, 0, 0);
-    for (&p, &a) in predicted.iter().zip(actual) {
-        match (p < 0.0, a < 0.0) {
-            (true, true) => tp += 1,
-            (true, false) => fp += 1,
-            (false, true) => fn_ += 1,
-            (false, false) => {}
-        }
-    }
-    let denominator = 2 * tp + fp + fn_;
-    let f1 = if denominator == 0 {
-        1.0
-    } else {
-        2.0 * tp as f64 / denominator as f64
-    };
-    (f1, [tp, fp, fn_])
 }
 
 /// The clients of one model, their starting point and the run's defaults.
@@ -478,22 +391,7 @@ impl Influence {
             .context("hyper-gradient")?;
         stage.finish("");
 
-        // Rank every instance by |predicted change| = |−d_{λ_ik}F|.
-        let mut candidates: Vec<(usize, usize, f64)> = estimate
-            .v
-            .rows()
-            .enumerate()
-            .flat_map(|(i, row)| {
-                row.iter()
-                    .enumerate()
-                    .map(move |(k, &g)| (i, k, -g.as_f64()))
-            })
-            .collect();
-        candidates.sort_by(|a, b| {
-            b.2.abs()
-                .total_cmp(&a.2.abs())
-                .then((a.0, a.1).cmp(&(b.0, b.1)))
-        });
+        let mut candidates = rank_instances(&estimate.v);
         let wanted = self.top();
         let top = wanted.min(total);
         if top < wanted && !self.json {
@@ -554,21 +452,13 @@ impl Influence {
         let fresh: Vec<Removal> = todo
             .par_iter()
             .map(|&(client, instance, predicted)| {
-                let mut without = lambda.clone();
-                without.row_mut(client)[instance] = T::zero();
-                let mut retrain = pipeline.solver::<T, C>(n, &defaults)?;
-                let s = retrain
-                    .solve(&clients, &without, &solution.x)
-                    .with_context(|| {
-                        format!("retraining without instance {instance} of client {client}")
-                    })?;
-                let removal = Removal {
-                    client,
-                    instance,
-                    predicted,
-                    actual: total_outer_loss(&clients, &s.x, &without) - f_control,
-                    stationarity: s.stationarity,
-                };
+                let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
+                let removal = remove_and_retrain(
+                    &mut *solver,
+                    (&clients, &lambda, &solution.x),
+                    (client, instance, predicted),
+                    f_control,
+                )?;
                 rows.write(&removal)?;
                 stage.inc(1);
                 Ok(removal)
@@ -594,160 +484,5 @@ impl Influence {
             &*estimator,
             &estimate.comm,
         )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn report<T: Scalar, C: ClientObjective<T>>(
-        &self,
-        removals: &[Removal],
-        total: usize,
-        (f0, f_control): (f64, f64),
-        solution: &InnerSolution<T>,
-        description: &str,
-        solver: &dyn hgp_inner_solvers::InnerSolver<T, C>,
-        estimator: &dyn hgp_hypergrad::HyperGradient<T, C>,
-        comm: &hgp_averaging::CommCost,
-    ) -> Result<()> {
-        let top = removals.len();
-        let predicted: Vec<f64> = removals.iter().map(|r| r.predicted).collect();
-        let actual: Vec<f64> = removals.iter().map(|r| r.actual).collect();
-        let fitted = fit(&predicted, &actual);
-        let (f1, [tp, fp, fn_]) = f1_lowers(&predicted, &actual);
-        let csv = self.out.join("influence.csv");
-        let svg = self.out.join("influence.svg");
-        let points = predicted
-            .iter()
-            .zip(&actual)
-            .map(|(&p, &a)| (a, p))
-            .collect();
-        let stats = match fitted {
-            Some(f) => format!(
-                "R² = {:.3} (about y = x: {:.3}), F1 = {f1:.2}",
-                f.r2, f.r2_identity
-            ),
-            None => format!("R² undefined, F1 = {f1:.2}"),
-        };
-        Figure::new()
-            .with_title(format!("Removing the top {top} training instances"))
-            .with_panel(
-                Panel::new(
-                    stats,
-                    "actual change of F after removal and retraining",
-                    "predicted change −d_λF",
-                )
-                .with_series(Series::scatter("removed instance", points))
-                .with_reference_line("y = x", (0.0, 0.0), (1.0, 1.0)),
-            )
-            .write(&svg)?;
-
-        if self.json {
-            let out = json!({
-                "r2": fitted.map(|f| f.r2),
-                "r2_identity": fitted.map(|f| f.r2_identity),
-                "slope": fitted.map(|f| f.slope),
-                "f1": f1,
-                "top": removals.iter().map(|r| json!([r.client, r.instance, r.predicted, r.actual])).collect::<Vec<_>>(),
-                "outer_loss": f0,
-                "outer_loss_control": f_control,
-                "comm": comm_json(comm),
-            });
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
-        }
-        let worst_retrain = removals.iter().map(|r| r.stationarity).fold(0.0, f64::max);
-        println!("data:       {description}");
-        println!("inner:      {}", solver.describe());
-        println!(
-            "            consensus error {}, stationarity {} (retrained: at most {})",
-            sci(solution.consensus_error),
-            sci(solution.stationarity),
-            sci(worst_retrain)
-        );
-        println!("estimator:  {}", estimator.describe());
-        println!(
-            "outer loss: F = Σ_i f_i = {f0:.6} (after the control retraining: {f_control:.6})"
-        );
-        println!();
-        println!(
-            "top {top} of {total} training instances by |predicted change of F| (first 10; all in {}):",
-            csv.display()
-        );
-        let mut table = Table::new(["client", "instance", "predicted", "actual"]);
-        for r in removals.iter().take(10) {
-            table.row([
-                r.client.to_string(),
-                r.instance.to_string(),
-                format!("{:.4e}", r.predicted),
-                format!("{:.4e}", r.actual),
-            ]);
-        }
-        println!("{}", table.terminal());
-        println!();
-        match fitted {
-            Some(Fit {
-                r2,
-                r2_identity,
-                slope,
-            }) => {
-                println!(
-                    "R² = {r2:.4} (least-squares line of actual on predicted; slope {slope:.3})"
-                );
-                println!("R² about y = x = {r2_identity:.4}");
-            }
-            None => println!(
-                "R² undefined: it needs at least two removals whose predicted and actual changes are not all equal (use a larger --top)"
-            ),
-        }
-        println!("F1 (removal lowers F) = {f1:.3}   (TP {tp}, FP {fp}, FN {fn_})");
-        println!("wrote {} and {}", csv.display(), svg.display());
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores() {
-        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]).unwrap();
-        assert!((exact.r2 - 1.0).abs() < 1e-15 && (exact.r2_identity - 1.0).abs() < 1e-15);
-        // Twice the prediction: perfectly correlated, badly calibrated.
-        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap();
-        assert!((scaled.r2 - 1.0).abs() < 1e-15 && (scaled.slope - 2.0).abs() < 1e-15);
-        assert!((scaled.r2_identity - (1.0 - 14.0 / 8.0)).abs() < 1e-12);
-        assert!(fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0]).unwrap().r2_identity < 0.0);
-        let (f1, counts) = f1_lowers(&[-1.0, -1.0, 1.0, 1.0], &[-1.0, 1.0, -1.0, 1.0]);
-        assert_eq!(counts, [1, 1, 1]);
-        assert!((f1 - 0.5).abs() < 1e-15);
-        assert_eq!(f1_lowers(&[1.0], &[2.0]).0, 1.0);
-    }
-
-    #[test]
-    fn r2_is_undefined_without_spread() {
-        assert_eq!(fit(&[1.0], &[2.0]), None);
-        assert_eq!(fit(&[1.0, 1.0], &[2.0, 3.0]), None);
-        assert_eq!(fit(&[1.0, 2.0], &[3.0, 3.0]), None);
-        assert_eq!(fit(&[], &[]), None);
-    }
-
-    #[test]
-    fn rows_round_trip() {
-        let r = Removal {
-            client: 2,
-            instance: 17,
-            predicted: -1.2345678901234567e-3,
-            actual: 4.0e-5,
-            stationarity: 1e-9,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rows.csv");
-        write_csv(&path, HEADER, [&r]).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            text,
-            "client,instance,predicted,actual,stationarity\n2,17,-1.2345678901234567e-3,4e-5,1e-9\n"
-        );
-        assert_eq!(read_rows::<Removal>(&path, HEADER).unwrap(), [r]);
     }
 }

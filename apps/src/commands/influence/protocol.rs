@@ -1,0 +1,205 @@
+//! The protocol of `hgp influence` (HGP Sec. 5.2, Fig. 1c, Table 4), apart from the
+//! command line: rank the instances by their predicted influence −d_{λ_ik}F, retrain
+//! without one, and score predictions against the actual changes.
+
+use anyhow::{Context, Result};
+use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_inner_solvers::InnerSolver;
+use hgp_models::{ClientObjective, PerClient};
+use serde::{Deserialize, Serialize};
+
+use crate::report::sci_exact;
+use crate::setup::total_outer_loss;
+
+/// One removed instance: a row of influence.csv (the names are the CSV header).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Removal {
+    /// The client.
+    pub client: usize,
+    /// The instance within the client's training set.
+    pub instance: usize,
+    /// Predicted change of F, −d_{λ_ik}F.
+    #[serde(serialize_with = "sci_exact")]
+    pub predicted: f64,
+    /// Actual change: F retrained without the instance minus F of the control retraining.
+    #[serde(serialize_with = "sci_exact")]
+    pub actual: f64,
+    /// Stationarity of the retraining without the instance.
+    #[serde(serialize_with = "sci_exact")]
+    pub stationarity: f64,
+}
+
+/// Every instance as (client, instance, predicted change −d_{λ_ik}F), by |predicted change|,
+/// largest first (ties in client, then instance order).
+pub fn rank_instances<T: Scalar>(v: &PerClient<T>) -> Vec<(usize, usize, f64)> {
+    let mut candidates: Vec<(usize, usize, f64)> = v
+        .rows()
+        .enumerate()
+        .flat_map(|(i, row)| {
+            row.iter()
+                .enumerate()
+                .map(move |(k, &g)| (i, k, -g.as_f64()))
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        b.2.abs()
+            .total_cmp(&a.2.abs())
+            .then((a.0, a.1).cmp(&(b.0, b.1)))
+    });
+    candidates
+}
+
+/// Removes instance `instance` of `client` (λ_ik = 0, as in the papers' code), retrains with
+/// `solver` from `x` (the solution with every instance) and returns the actual change of F
+/// against `f_control`, F after the same retraining with every instance kept.
+pub fn remove_and_retrain<T: Scalar, C: ClientObjective<T>>(
+    solver: &mut dyn InnerSolver<T, C>,
+    (clients, lambda, x): (&[C], &PerClient<T>, &ClientBuffer<T>),
+    (client, instance, predicted): (usize, usize, f64),
+    f_control: f64,
+) -> Result<Removal> {
+    let mut without = lambda.clone();
+    without.row_mut(client)[instance] = T::zero();
+    let s = solver
+        .solve(clients, &without, x)
+        .with_context(|| format!("retraining without instance {instance} of client {client}"))?;
+    Ok(Removal {
+        client,
+        instance,
+        predicted,
+        actual: total_outer_loss(clients, &s.x, &without) - f_control,
+        stationarity: s.stationarity,
+    })
+}
+
+/// How well the predicted changes explain the actual ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fit {
+    /// R² = 1 − SS_res / SS_tot of the least-squares line of actual on predicted (the
+    /// squared correlation: how well a linear function of the prediction explains the
+    /// actual change; the Table 4 score).
+    pub r2: f64,
+    /// R² = 1 − SS_res / SS_tot with residuals about y = x (calibration as well as
+    /// correlation).
+    pub r2_identity: f64,
+    /// Slope of the least-squares line (1 = predictions at the right scale).
+    pub slope: f64,
+}
+
+/// Scores `actual` against `predicted`; `None` where R² is undefined: fewer than two
+/// points, or predictions or actual changes that are all equal (zero variance).
+pub fn fit(predicted: &[f64], actual: &[f64]) -> Option<Fit> {
+    let n = actual.len() as f64;
+    let mean_a = actual.iter().sum::<f64>() / n;
+    let mean_p = predicted.iter().sum::<f64>() / n;
+    let ss_tot: f64 = actual.iter().map(|a| (a - mean_a).powi(2)).sum();
+    let sxx: f64 = predicted.iter().map(|p| (p - mean_p).powi(2)).sum();
+    if actual.len() < 2 || !(ss_tot > 0.0 && sxx > 0.0) {
+        return None;
+    }
+    let ss_identity: f64 = actual
+        .iter()
+        .zip(predicted)
+        .map(|(a, p)| (a - p).powi(2))
+        .sum();
+    let sxy: f64 = predicted
+        .iter()
+        .zip(actual)
+        .map(|(p, a)| (p - mean_p) * (a - mean_a))
+        .sum();
+    let slope = sxy / sxx;
+    let ss_line: f64 = predicted
+        .iter()
+        .zip(actual)
+        .map(|(p, a)| (a - mean_a - slope * (p - mean_p)).powi(2))
+        .sum();
+    let fit = Fit {
+        r2: 1.0 - ss_line / ss_tot,
+        r2_identity: 1.0 - ss_identity / ss_tot,
+        slope,
+    };
+    [fit.r2, fit.r2_identity, fit.slope]
+        .iter()
+        .all(|v| v.is_finite())
+        .then_some(fit)
+}
+
+/// F1 score of "removal lowers F" (true positive: predicted and actual change both
+/// negative); 1 when neither predicts nor sees any such instance. Also returns (TP, FP, FN).
+pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
+    let (mut tp, mut fp, mut fn_) = (0, 0, 0);
+    for (&p, &a) in predicted.iter().zip(actual) {
+        match (p < 0.0, a < 0.0) {
+            (true, true) => tp += 1,
+            (true, false) => fp += 1,
+            (false, true) => fn_ += 1,
+            (false, false) => {}
+        }
+    }
+    let denominator = 2 * tp + fp + fn_;
+    let f1 = if denominator == 0 {
+        1.0
+    } else {
+        2.0 * tp as f64 / denominator as f64
+    };
+    (f1, [tp, fp, fn_])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::influence::report::HEADER;
+    use crate::report::{read_rows, write_csv};
+
+    #[test]
+    fn scores() {
+        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]).unwrap();
+        assert!((exact.r2 - 1.0).abs() < 1e-15 && (exact.r2_identity - 1.0).abs() < 1e-15);
+        // Twice the prediction: perfectly correlated, badly calibrated.
+        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap();
+        assert!((scaled.r2 - 1.0).abs() < 1e-15 && (scaled.slope - 2.0).abs() < 1e-15);
+        assert!((scaled.r2_identity - (1.0 - 14.0 / 8.0)).abs() < 1e-12);
+        assert!(fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0]).unwrap().r2_identity < 0.0);
+        let (f1, counts) = f1_lowers(&[-1.0, -1.0, 1.0, 1.0], &[-1.0, 1.0, -1.0, 1.0]);
+        assert_eq!(counts, [1, 1, 1]);
+        assert!((f1 - 0.5).abs() < 1e-15);
+        assert_eq!(f1_lowers(&[1.0], &[2.0]).0, 1.0);
+    }
+
+    #[test]
+    fn r2_is_undefined_without_spread() {
+        assert_eq!(fit(&[1.0], &[2.0]), None);
+        assert_eq!(fit(&[1.0, 1.0], &[2.0, 3.0]), None);
+        assert_eq!(fit(&[1.0, 2.0], &[3.0, 3.0]), None);
+        assert_eq!(fit(&[], &[]), None);
+    }
+
+    #[test]
+    fn the_largest_predicted_changes_come_first() {
+        let v = PerClient::from_rows(vec![vec![0.1, -0.3], vec![0.3, 0.0]]);
+        let ranked = rank_instances(&v);
+        let order: Vec<(usize, usize)> = ranked.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(order, [(0, 1), (1, 0), (0, 0), (1, 1)]);
+        assert_eq!(ranked[0].2, 0.3);
+    }
+
+    #[test]
+    fn rows_round_trip() {
+        let r = Removal {
+            client: 2,
+            instance: 17,
+            predicted: -1.2345678901234567e-3,
+            actual: 4.0e-5,
+            stationarity: 1e-9,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        write_csv(&path, HEADER, [&r]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "client,instance,predicted,actual,stationarity\n2,17,-1.2345678901234567e-3,4e-5,1e-9\n"
+        );
+        assert_eq!(read_rows::<Removal>(&path, HEADER).unwrap(), [r]);
+    }
+}
