@@ -1,6 +1,9 @@
 //! `hgp error`: the estimation error of HGP against the number of Neumann terms m and
 //! Push-Sum steps S (HGP paper, Fig. 1a full batch and Fig. 1b mini-batch).
 
+mod protocol;
+mod report;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -12,17 +15,16 @@ use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, 
 use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp};
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
-use serde::Serialize;
 
-use crate::plot::{Figure, Panel, Scale, Series};
-use crate::report::{
-    ReportArgs, Reporter, Table, percentile, prepare_out, sci, sci_exact, write_csv,
-};
+use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind,
     NetworkArgs, check_batch, derive, domain, eta_help, l2_lambda, parse_eta, power_help,
     refuse_unused, resolve_step, train_sizes,
 };
+
+use protocol::error_curve;
+use report::write_rows;
 
 /// Which of the two panels of Fig. 1 to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -33,18 +35,6 @@ pub enum Panels {
     Mini,
     /// Both.
     Both,
-}
-
-/// One row of error.csv: the relative error after m Neumann terms of one run.
-#[derive(Serialize)]
-struct ErrorRow {
-    batch: String,
-    #[serde(rename = "S")]
-    s: usize,
-    seed: u64,
-    m: usize,
-    #[serde(serialize_with = "sci_exact")]
-    error: f64,
 }
 
 /// Seeds per setting by default (3 with --quick).
@@ -315,37 +305,19 @@ impl ErrorCmd {
                     samples: SampleMode::Independent,
                     seed: rng::key(self.seed, domain::ESTIMATOR, k),
                 };
-                let mut hgp = Hgp::new(averager, options)?;
-                let scale = setup.exact.norm();
-                let mut errors = Vec::with_capacity(m_max + 1);
-                let mut observe = |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
-                    errors.push(v.distance(&setup.exact) / scale);
-                    if m > 0 {
-                        stage.inc(1);
-                    }
-                };
-                hgp.estimate_observed(&clients, &setup.solution.x, &lambda, &mut observe)?;
-                Ok(errors)
+                error_curve(
+                    Hgp::new(averager, options)?,
+                    (&clients, &setup.solution.x, &lambda),
+                    &setup.exact,
+                    &|| stage.inc(1),
+                )
+                .map_err(anyhow::Error::from)
             })
             .collect::<Result<_>>()?;
         stage.finish("");
 
         let csv = self.out.join("error.csv");
-        let rows = tasks.iter().zip(&curves).flat_map(|(&(p, s, k), errors)| {
-            let batch = match setups[p].batch {
-                BatchSize::Full => "full".to_string(),
-                BatchSize::Size(b) => b.to_string(),
-            };
-            errors.iter().enumerate().map(move |(m, &error)| ErrorRow {
-                batch: batch.clone(),
-                s,
-                seed: k,
-                m,
-                error,
-            })
-        });
-        write_csv(&csv, &["batch", "S", "seed", "m", "error"], rows)?;
-
+        write_rows(&csv, &setups, &tasks, &curves)?;
         self.print_summary(&setups, &tasks, &curves, (seeds, m_max), (&steps, n));
         let svg = self.out.join("error.svg");
         self.figure(&setups, &tasks, &curves, m_max, (&steps, n))
@@ -396,113 +368,5 @@ impl ErrorCmd {
             sci(solution.stationarity)
         ));
         Ok(solution)
-    }
-
-    /// The error curves of every seed of one (panel, S).
-    fn runs<'a>(
-        tasks: &[(usize, usize, u64)],
-        curves: &'a [Vec<f64>],
-        p: usize,
-        s: usize,
-    ) -> Vec<&'a Vec<f64>> {
-        tasks
-            .iter()
-            .zip(curves)
-            .filter(|((tp, ts, _), _)| *tp == p && *ts == s)
-            .map(|(_, c)| c)
-            .collect()
-    }
-
-    /// Mean error over seeds at every m, for one (panel, S).
-    fn mean_curve(
-        tasks: &[(usize, usize, u64)],
-        curves: &[Vec<f64>],
-        p: usize,
-        s: usize,
-    ) -> Vec<f64> {
-        let runs = Self::runs(tasks, curves, p, s);
-        let len = runs.first().map_or(0, |c| c.len());
-        (0..len)
-            .map(|m| runs.iter().map(|c| c[m]).sum::<f64>() / runs.len() as f64)
-            .collect()
-    }
-
-    fn print_summary(
-        &self,
-        setups: &[PanelSetup],
-        tasks: &[(usize, usize, u64)],
-        curves: &[Vec<f64>],
-        (seeds, m_max): (usize, usize),
-        (steps, n): (&[usize], usize),
-    ) {
-        println!(
-            "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
-            self.network.network.name(),
-            self.eta.unwrap_or(ETA)
-        );
-        for (p, setup) in setups.iter().enumerate() {
-            println!();
-            println!(
-                "{} (inner solve: consensus error {}, stationarity {})",
-                setup.label,
-                sci(setup.solution.consensus_error),
-                sci(setup.solution.stationarity)
-            );
-            let mut at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
-            if !at.contains(&m_max) {
-                at.push(m_max);
-            }
-            let mut table = Table::new(
-                std::iter::once("curve".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
-            );
-            for &s in steps {
-                let mean = Self::mean_curve(tasks, curves, p, s);
-                table.row(
-                    std::iter::once(self.series_label(s)).chain(at.iter().map(|&m| sci(mean[m]))),
-                );
-            }
-            println!("{}", table.terminal());
-        }
-    }
-
-    fn figure(
-        &self,
-        setups: &[PanelSetup],
-        tasks: &[(usize, usize, u64)],
-        curves: &[Vec<f64>],
-        m_max: usize,
-        (steps, n): (&[usize], usize),
-    ) -> Figure {
-        let mut figure = Figure::new().with_title(format!(
-            "HGP estimation error, n = {n}, {} (mean and 10–90 % over seeds)",
-            self.network.network.name()
-        ));
-        // Plot every m up to 100, then every 10th, to keep the file small.
-        let keep = |m: usize| m <= 100 || m.is_multiple_of(10) || m == m_max;
-        for (p, setup) in setups.iter().enumerate() {
-            let mut panel = Panel::new(setup.label.clone(), "Neumann terms m", "relative error")
-                .with_scales(Scale::Linear, Scale::Log10);
-            for &s in steps {
-                let runs = Self::runs(tasks, curves, p, s);
-                let mean = Self::mean_curve(tasks, curves, p, s);
-                let points = mean
-                    .iter()
-                    .enumerate()
-                    .filter(|(m, _)| keep(*m))
-                    .map(|(m, &e)| (m as f64, e))
-                    .collect();
-                let band = (0..mean.len())
-                    .filter(|&m| keep(m))
-                    .map(|m| {
-                        let values: Vec<f64> = runs.iter().map(|c| c[m]).collect();
-                        (m as f64, percentile(&values, 0.1), percentile(&values, 0.9))
-                    })
-                    .collect();
-                panel =
-                    panel.with_series(Series::line(self.series_label(s), points).with_band(band));
-            }
-            figure = figure.with_panel(panel);
-        }
-        figure
     }
 }

@@ -1,0 +1,157 @@
+//! What `hgp error` writes: error.csv (a row per run and term m), the summary table and
+//! error.svg (Fig. 1, mean and 10–90 % band over the seeds).
+
+use std::path::Path;
+
+use anyhow::Result;
+use hgp_models::BatchSize;
+use serde::Serialize;
+
+use super::{ETA, ErrorCmd, PanelSetup, REPORT_AT};
+use crate::plot::{Figure, Panel, Scale, Series};
+use crate::report::{Table, percentile, sci, sci_exact, write_csv};
+
+/// One row of error.csv: the relative error after m Neumann terms of one run.
+#[derive(Serialize)]
+struct ErrorRow {
+    batch: String,
+    #[serde(rename = "S")]
+    s: usize,
+    seed: u64,
+    m: usize,
+    #[serde(serialize_with = "sci_exact")]
+    error: f64,
+}
+
+/// Writes every run's curve to `path`.
+pub fn write_rows(
+    path: &Path,
+    setups: &[PanelSetup],
+    tasks: &[(usize, usize, u64)],
+    curves: &[Vec<f64>],
+) -> Result<()> {
+    let rows = tasks.iter().zip(curves).flat_map(|(&(p, s, k), errors)| {
+        let batch = match setups[p].batch {
+            BatchSize::Full => "full".to_string(),
+            BatchSize::Size(b) => b.to_string(),
+        };
+        errors.iter().enumerate().map(move |(m, &error)| ErrorRow {
+            batch: batch.clone(),
+            s,
+            seed: k,
+            m,
+            error,
+        })
+    });
+    write_csv(path, &["batch", "S", "seed", "m", "error"], rows)
+}
+
+impl ErrorCmd {
+    /// The error curves of every seed of one (panel, S).
+    fn runs<'a>(
+        tasks: &[(usize, usize, u64)],
+        curves: &'a [Vec<f64>],
+        p: usize,
+        s: usize,
+    ) -> Vec<&'a Vec<f64>> {
+        tasks
+            .iter()
+            .zip(curves)
+            .filter(|((tp, ts, _), _)| *tp == p && *ts == s)
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    /// Mean error over seeds at every m, for one (panel, S).
+    fn mean_curve(
+        tasks: &[(usize, usize, u64)],
+        curves: &[Vec<f64>],
+        p: usize,
+        s: usize,
+    ) -> Vec<f64> {
+        let runs = Self::runs(tasks, curves, p, s);
+        let len = runs.first().map_or(0, |c| c.len());
+        (0..len)
+            .map(|m| runs.iter().map(|c| c[m]).sum::<f64>() / runs.len() as f64)
+            .collect()
+    }
+
+    pub(super) fn print_summary(
+        &self,
+        setups: &[PanelSetup],
+        tasks: &[(usize, usize, u64)],
+        curves: &[Vec<f64>],
+        (seeds, m_max): (usize, usize),
+        (steps, n): (&[usize], usize),
+    ) {
+        println!(
+            "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
+            self.network.network.name(),
+            self.eta.unwrap_or(ETA)
+        );
+        for (p, setup) in setups.iter().enumerate() {
+            println!();
+            println!(
+                "{} (inner solve: consensus error {}, stationarity {})",
+                setup.label,
+                sci(setup.solution.consensus_error),
+                sci(setup.solution.stationarity)
+            );
+            let mut at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
+            if !at.contains(&m_max) {
+                at.push(m_max);
+            }
+            let mut table = Table::new(
+                std::iter::once("curve".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
+            );
+            for &s in steps {
+                let mean = Self::mean_curve(tasks, curves, p, s);
+                table.row(
+                    std::iter::once(self.series_label(s)).chain(at.iter().map(|&m| sci(mean[m]))),
+                );
+            }
+            println!("{}", table.terminal());
+        }
+    }
+
+    pub(super) fn figure(
+        &self,
+        setups: &[PanelSetup],
+        tasks: &[(usize, usize, u64)],
+        curves: &[Vec<f64>],
+        m_max: usize,
+        (steps, n): (&[usize], usize),
+    ) -> Figure {
+        let mut figure = Figure::new().with_title(format!(
+            "HGP estimation error, n = {n}, {} (mean and 10–90 % over seeds)",
+            self.network.network.name()
+        ));
+        // Plot every m up to 100, then every 10th, to keep the file small.
+        let keep = |m: usize| m <= 100 || m.is_multiple_of(10) || m == m_max;
+        for (p, setup) in setups.iter().enumerate() {
+            let mut panel = Panel::new(setup.label.clone(), "Neumann terms m", "relative error")
+                .with_scales(Scale::Linear, Scale::Log10);
+            for &s in steps {
+                let runs = Self::runs(tasks, curves, p, s);
+                let mean = Self::mean_curve(tasks, curves, p, s);
+                let points = mean
+                    .iter()
+                    .enumerate()
+                    .filter(|(m, _)| keep(*m))
+                    .map(|(m, &e)| (m as f64, e))
+                    .collect();
+                let band = (0..mean.len())
+                    .filter(|&m| keep(m))
+                    .map(|m| {
+                        let values: Vec<f64> = runs.iter().map(|c| c[m]).collect();
+                        (m as f64, percentile(&values, 0.1), percentile(&values, 0.9))
+                    })
+                    .collect();
+                panel =
+                    panel.with_series(Series::line(self.series_label(s), points).with_band(band));
+            }
+            figure = figure.with_panel(panel);
+        }
+        figure
+    }
+}
