@@ -19,9 +19,12 @@ use hgp_graphs::{
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
 };
 use hgp_hypergrad::{
-    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, Local, PowerIteration, SampleMode,
+    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradEstimate, HyperGradient, Local,
+    PowerIteration, SampleMode,
 };
-use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder};
+use hgp_inner_solvers::{
+    ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder,
+};
 use hgp_models::data::{
     ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
 };
@@ -33,6 +36,8 @@ pub mod domain {
         RUN_INNER as INNER, RUN_NETWORK as NETWORK,
     };
 }
+
+use crate::report::{Reporter, sci};
 
 /// A seed for one part of a run, derived from the run's `--seed`.
 pub fn derive(seed: u64, domain: u64) -> u64 {
@@ -965,6 +970,56 @@ impl<'a> Pipeline<'a> {
         let averager = self.averager.build::<T>(&net, self.seed)?;
         self.estimator.build::<T, C>(averager, self.seed, defaults)
     }
+
+    /// The protocol shared by `hypergrad` and `influence`: solve the inner problem from
+    /// `x0`, then estimate every client's hyper-gradient at the solution, each as a stage
+    /// of `reporter` with its progress.
+    pub fn solve_and_estimate<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
+        defaults: &Defaults,
+        reporter: &Reporter,
+    ) -> Result<Solved<T, C>> {
+        let n = clients.len();
+        let mut solver = self.solver::<T, C>(n, defaults)?;
+        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
+        let solution = solver
+            .solve_with_progress(clients, lambda, x0, &mut |done, total| {
+                stage.set(done as u64, total as u64)
+            })
+            .context("inner solve")?;
+        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
+        let mut estimator = self.estimator::<T, C>(n, defaults)?;
+        let stage = reporter.stage(
+            format!("hyper-gradient ({})", estimator.describe()),
+            0,
+            "terms",
+        );
+        let estimate = estimator
+            .estimate_with_progress(clients, &solution.x, lambda, &mut |done, total| {
+                stage.set(done as u64, total as u64)
+            })
+            .context("hyper-gradient")?;
+        stage.finish("");
+        Ok(Solved {
+            solver,
+            solution,
+            estimator,
+            estimate,
+        })
+    }
+}
+
+/// What [`Pipeline::solve_and_estimate`] computed, with the solver and estimator that did.
+pub struct Solved<T: Scalar, C> {
+    /// The inner solver (to describe it, or to retrain with the same settings).
+    pub solver: Box<dyn InnerSolver<T, C>>,
+    /// The inner solution x(λ).
+    pub solution: InnerSolution<T>,
+    /// The hyper-gradient estimator.
+    pub estimator: Box<dyn HyperGradient<T, C>>,
+    /// Its estimate of every client's d_λF.
+    pub estimate: HyperGradEstimate<T>,
 }
 
 #[cfg(test)]

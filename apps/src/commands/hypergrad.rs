@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use hgp_averaging::ClientBuffer;
-use hgp_inner_solvers::InnerSolution;
 use hgp_models::{InnerCost, L2Logistic};
 use serde_json::json;
 
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
-use crate::setup::{DataArgs, Defaults, Pipeline, PipelineArgs, l2_lambda, total_outer_loss};
+use crate::setup::{
+    DataArgs, Defaults, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss,
+};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
@@ -68,29 +69,16 @@ impl Hypergrad {
         pipeline.validate_clients::<f64, _>(&clients, &defaults, self.json)?;
 
         let reporter = Reporter::new(&self.report, None, self.json, false)?;
-        let mut solver = pipeline.solver::<f64, L2Logistic<f64>>(n, &defaults)?;
-        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
-        let solution: InnerSolution<f64> = solver
-            .solve_with_progress(
-                &clients,
-                &lambda,
-                &ClientBuffer::zeros(n, d),
-                &mut |done, total| stage.set(done as u64, total as u64),
-            )
-            .context("inner solve")?;
-        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
-        let mut estimator = pipeline.estimator::<f64, L2Logistic<f64>>(n, &defaults)?;
-        let stage = reporter.stage(
-            format!("hyper-gradient ({})", estimator.describe()),
-            0,
-            "terms",
-        );
-        let estimate = estimator
-            .estimate_with_progress(&clients, &solution.x, &lambda, &mut |done, total| {
-                stage.set(done as u64, total as u64)
-            })
-            .context("hyper-gradient")?;
-        stage.finish("");
+        let Solved {
+            solver,
+            solution,
+            estimator,
+            estimate,
+        } = pipeline.solve_and_estimate(
+            (&clients, &lambda, &ClientBuffer::zeros(n, d)),
+            &defaults,
+            &reporter,
+        )?;
         let outer_loss = total_outer_loss(&clients, &solution.x, &lambda);
         let xbar = solution.mean();
         if self.json {

@@ -16,18 +16,17 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Scalar};
-use hgp_inner_solvers::InnerSolution;
 use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir};
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
 
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, sci, write_csv,
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
 };
 use crate::setup::{
-    DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, derive, domain, refuse_unused,
-    total_outer_loss,
+    DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, Solved, derive, domain,
+    refuse_unused, total_outer_loss,
 };
 
 use protocol::{Removal, rank_instances, remove_and_retrain};
@@ -368,28 +367,13 @@ impl Influence {
         let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
         reporter.line(&format!("data: {description}"));
 
-        let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
-        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
-        let solution: InnerSolution<T> = solver
-            .solve_with_progress(&clients, &lambda, &x0, &mut |done, total| {
-                stage.set(done as u64, total as u64)
-            })
-            .context("inner solve")?;
-        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
+        let Solved {
+            solver,
+            solution,
+            estimator,
+            estimate,
+        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter)?;
         let f0 = total_outer_loss(&clients, &solution.x, &lambda);
-
-        let mut estimator = pipeline.estimator::<T, C>(n, &defaults)?;
-        let stage = reporter.stage(
-            format!("hyper-gradient ({})", estimator.describe()),
-            0,
-            "terms",
-        );
-        let estimate = estimator
-            .estimate_with_progress(&clients, &solution.x, &lambda, &mut |done, total| {
-                stage.set(done as u64, total as u64)
-            })
-            .context("hyper-gradient")?;
-        stage.finish("");
 
         let mut candidates = rank_instances(&estimate.v);
         let wanted = self.top();
