@@ -25,6 +25,12 @@ const PANEL_W: u32 = 440;
 const PANEL_H: u32 = 340;
 /// Height of the figure title.
 const TITLE_H: u32 = 36;
+/// Margin left of a panel's y labels, in pixels.
+const MARGIN_LEFT: i32 = 8;
+/// Margin right of a panel's plotting area, in pixels.
+const MARGIN_RIGHT: i32 = 16;
+/// Width of a panel's y tick labels and y axis label, in pixels.
+const Y_LABELS: i32 = 62;
 /// Font family of all text (the viewer's sans-serif face).
 const FONT: &str = "sans-serif";
 /// Qualitative palette (Tableau 10), assigned to series names in order of appearance.
@@ -464,7 +470,8 @@ where
     // The caption is drawn with an SVG text anchor rather than plotters' caption, whose
     // centring relies on an estimated text width that is wrong for λ, ² or −.
     let (head, area) = area.split_vertically(28);
-    let centre = head.dim_in_pixel().0 as i32 / 2 + 35;
+    // Centred over the plotting area, which starts after the left margin and the y labels.
+    let centre = (head.dim_in_pixel().0 as i32 + MARGIN_LEFT + Y_LABELS - MARGIN_RIGHT) / 2;
     head.draw(&Text::new(
         panel.title.clone(),
         (centre, 8),
@@ -479,11 +486,11 @@ where
     let log_y = panel.y_scale == Scale::Log10;
     let mut chart = ChartBuilder::on(&area)
         .margin_top(4)
-        .margin_left(8)
-        .margin_right(16)
+        .margin_left(MARGIN_LEFT)
+        .margin_right(MARGIN_RIGHT)
         .margin_bottom(6)
         .x_label_area_size(42)
-        .y_label_area_size(62)
+        .y_label_area_size(Y_LABELS)
         .build_cartesian_2d(xr, yr)
         .map_err(plot_error)?;
     chart
