@@ -75,6 +75,8 @@ pub const BASE_P: f64 = 1.0;
 pub const EDGE_P: f64 = 0.5;
 /// Default SGP learning-rate decay factor at each milestone.
 pub const LR_DECAY: f64 = 0.1;
+/// Default participation fraction C of the central server (every client, every round).
+pub const FRACTION: f64 = 1.0;
 
 /// Parses `full` or a positive batch size.
 pub fn parse_batch(s: &str) -> Result<BatchSize, String> {
@@ -141,11 +143,26 @@ pub fn eta_help(default: EtaArg) -> String {
     )
 }
 
+/// A help line ending in `[default: …]` printed from the constant the code falls back to, so
+/// the help and the behaviour cannot disagree.
+pub fn with_default(text: &str, default: impl std::fmt::Display) -> String {
+    format!("{text} [default: {default}]")
+}
+
+/// Comma-separated values, as `--help` shows a list default.
+pub fn comma_list<T: std::fmt::Display>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The help text of `--power-iterations`.
 pub fn power_help() -> String {
-    format!(
-        "Power iterations K that estimate L̂ for --eta auto [default: {}]",
-        PowerIteration::default().iterations
+    with_default(
+        "Power iterations K that estimate L̂ for --eta auto (each one HVP per client and one average)",
+        PowerIteration::default().iterations,
     )
 }
 
@@ -178,8 +195,10 @@ pub struct DataArgs {
     /// Fig. 1 are generated from --seed.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// Clients of the generated synthetic data (not with --data) [default: 3].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = with_default(
+        "Clients of the generated synthetic data (not with --data)",
+        SYNTHETIC_CLIENTS,
+    ))]
     pub clients: Option<usize>,
     /// Fit an intercept (an extra, last coordinate of x).
     #[arg(long)]
@@ -287,7 +306,16 @@ pub enum NetworkKind {
     Exp,
 }
 
+impl std::fmt::Display for NetworkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl NetworkKind {
+    /// The networks of HGP Table 2.
+    pub const TABLE2: [Self; 4] = [Self::Fc, Self::Fixu, Self::Randu, Self::Randd];
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -302,6 +330,11 @@ impl NetworkKind {
     fn random(self) -> bool {
         matches!(self, Self::Randu | Self::Randd)
     }
+
+    /// Whether the graph changes from step to step (RandU, RandD and the one-peer graph).
+    pub fn time_varying(self) -> bool {
+        matches!(self, Self::Randu | Self::Randd | Self::Exp)
+    }
 }
 
 /// The communication network.
@@ -310,19 +343,25 @@ pub struct NetworkArgs {
     /// Communication network.
     #[arg(long, value_enum, default_value_t = NetworkKind::Randd)]
     pub network: NetworkKind,
-    /// Lower end of U[low, high] from which each link's probability ρ is drawn (randd,
-    /// randu) [default: 0.4].
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", help = with_default(
+        "Lower end of U[low, high] from which each link's probability ρ is drawn (randd, randu)",
+        RHO_LOW,
+    ))]
     pub rho_low: Option<f64>,
-    /// Upper end of U[low, high] (randd, randu) [default: 0.8].
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", help = with_default(
+        "Upper end of U[low, high] (randd, randu)",
+        RHO_HIGH,
+    ))]
     pub rho_high: Option<f64>,
-    /// Edge probability of the Erdős–Rényi base graph of randd / randu (1 = complete)
-    /// [default: 1].
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", help = with_default(
+        "Edge probability of the Erdős–Rényi base graph of randd / randu (1 = complete)",
+        BASE_P,
+    ))]
     pub base_p: Option<f64>,
-    /// Edge probability of the static Erdős–Rényi graph (fixu) [default: 0.5].
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", help = with_default(
+        "Edge probability of the static Erdős–Rényi graph (fixu)",
+        EDGE_P,
+    ))]
     pub edge_p: Option<f64>,
 }
 
@@ -438,15 +477,19 @@ pub struct AveragerArgs {
     /// How clients average vectors (HGP only) [default: push-sum].
     #[arg(long, value_enum)]
     pub averager: Option<AveragerKind>,
-    /// Push-Sum (or gossip) steps S per average [default: 100].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help = with_default(
+        "Push-Sum (or gossip) steps S per average",
+        PUSH_STEPS,
+    ))]
     pub push_steps: Option<usize>,
     /// Keep the Push-Sum debias weights ω across averages instead of resetting them to 1
     /// (the HGP paper's Sec. 5.3 variant).
     #[arg(long)]
     pub keep_omega: bool,
-    /// Participation fraction C of the central server, in (0, 1] [default: 1].
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", help = with_default(
+        "Participation fraction C of the central server, in (0, 1]",
+        FRACTION,
+    ))]
     pub fraction: Option<f64>,
 }
 
@@ -527,7 +570,7 @@ impl AveragerArgs {
             },
             AveragerKind::Central => Box::new(Central::new(
                 n,
-                self.fraction.unwrap_or(1.0),
+                self.fraction.unwrap_or(FRACTION),
                 derive(seed, domain::AVERAGER),
             )?),
         })
@@ -569,8 +612,10 @@ pub struct InnerArgs {
     /// 60, 80, 90, 92, 94, 96, 98, 99, 99.8 and 99.98 % of the steps].
     #[arg(long, value_delimiter = ',', value_name = "STEPS")]
     pub lr_milestones: Option<Vec<usize>>,
-    /// Learning-rate decay factor at each milestone, in (0, 1] [default: 0.1].
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", help = with_default(
+        "Learning-rate decay factor at each milestone, in (0, 1]",
+        LR_DECAY,
+    ))]
     pub lr_decay: Option<f64>,
     /// SGP mini-batch size, `full` or a number [default: listed at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
@@ -782,9 +827,7 @@ pub struct EstimatorArgs {
     /// or a positive number below 2 / its largest eigenvalue [default: listed at the end].
     #[arg(long, value_parser = parse_eta, value_name = "η")]
     pub eta: Option<EtaArg>,
-    /// Power iterations K that estimate L̂ for --eta auto (each one HVP per client and one
-    /// average) [default: 20].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", help = power_help())]
     pub power_iterations: Option<usize>,
     /// HGP mini-batch size for the Jacobian products, `full` or a number [default: listed
     /// at the end].

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
-    DataArgs, Defaults, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss,
+    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss,
 };
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
@@ -29,9 +29,10 @@ const SHOWN_COORDINATES: usize = 8;
 pub struct Hypergrad {
     #[command(flatten)]
     data: DataArgs,
-    /// λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma
-    /// separated) [default: 0.01 everywhere].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = format!(
+        "λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma separated) \
+         [default: {L2_LAMBDA} everywhere]"
+    ))]
     lambda: Option<PathBuf>,
     #[command(flatten)]
     pipeline: PipelineArgs,

@@ -18,9 +18,9 @@ use rayon::prelude::*;
 
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
-    AveragerArgs, AveragerKind, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS, InnerKind,
-    NetworkArgs, check_batch, derive, domain, eta_help, l2_lambda, parse_eta, power_help,
-    refuse_unused, resolve_step, train_sizes,
+    AveragerArgs, AveragerKind, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind,
+    L2_LAMBDA, NetworkArgs, check_batch, comma_list, derive, domain, eta_help, l2_lambda,
+    parse_eta, power_help, refuse_unused, resolve_step, train_sizes, with_default,
 };
 
 use protocol::error_curve;
@@ -71,18 +71,21 @@ pub struct ErrorCmd {
     /// Seed of the data, the network's link probabilities and the inner solve.
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
-    /// HGP runs (seeds of the network's realization and of the mini-batches) per setting
-    /// [default: 10; 3 with --quick].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "HGP runs (seeds of the network's realization and of the mini-batches) per setting \
+         [default: {}; {} with --quick]", SEEDS[0], SEEDS[1]
+    ))]
     seeds: Option<usize>,
-    /// Neumann terms M [default: 1000; 300 with --quick].
-    #[arg(long, value_name = "M")]
+    #[arg(long, value_name = "M", help = format!(
+        "Neumann terms M [default: {}; {} with --quick]", TERMS[0], TERMS[1]
+    ))]
     neumann_terms: Option<usize>,
     #[command(flatten)]
     data: DataArgs,
-    /// λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma
-    /// separated) [default: 0.01 everywhere].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = format!(
+        "λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma separated) \
+         [default: {L2_LAMBDA} everywhere]"
+    ))]
     lambda: Option<PathBuf>,
     #[command(flatten)]
     network: NetworkArgs,
@@ -90,21 +93,27 @@ pub struct ErrorCmd {
     /// no steps S: they give one curve.
     #[arg(long, value_enum)]
     averager: Option<AveragerKind>,
-    /// Push-Sum (or gossip) steps S to compare (comma separated) [default: 1,2,5,10,100].
-    #[arg(long, value_delimiter = ',', value_name = "S")]
+    #[arg(long, value_delimiter = ',', value_name = "S", help = with_default(
+        "Push-Sum (or gossip) steps S to compare (comma separated)",
+        comma_list(&PUSH_STEPS),
+    ))]
     push_steps: Option<Vec<usize>>,
     /// Keep the Push-Sum debias weights ω across averages instead of resetting them to 1.
     #[arg(long)]
     keep_omega: bool,
-    /// Participation fraction C of --averager central, in (0, 1] [default: 1].
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", help = with_default(
+        "Participation fraction C of --averager central, in (0, 1]",
+        FRACTION,
+    ))]
     fraction: Option<f64>,
     #[arg(long, value_parser = parse_eta, value_name = "η", help = eta_help(ETA))]
     eta: Option<EtaArg>,
     #[arg(long, value_name = "K", help = power_help())]
     power_iterations: Option<usize>,
-    /// Mini-batch size of Fig. 1b (the mini-batch panel) [default: 20].
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", help = with_default(
+        "Mini-batch size of Fig. 1b (the mini-batch panel)",
+        BATCH,
+    ))]
     batch: Option<usize>,
     /// Panels to run.
     #[arg(long, value_enum, default_value_t = Panels::Both)]

@@ -69,6 +69,20 @@ const TOP: [usize; 3] = [50, 10, 6];
 const IMAGES: [usize; 2] = [2800, 300];
 /// Clients of the CNN split.
 const CNN_CLIENTS: usize = 3;
+/// The help text of `--quick`, from the sizes it selects.
+fn quick_help() -> String {
+    let batch = match CNN_QUICK.inner_batch {
+        BatchSize::Size(b) => format!("mini-batches of {b}"),
+        BatchSize::Full => "full batches".to_string(),
+    };
+    format!(
+        "A smaller run: top {} (logistic, well under a second), or for --model cnn {} images, \
+         {} SGP steps on {batch}, M = {} and the top {} (a few minutes on 2 cores; the \
+         paper's CNN setting, the default, takes many hours on a CPU)",
+        TOP[1], IMAGES[1], CNN_QUICK.sgp_steps, CNN_QUICK.neumann_terms, TOP[2]
+    )
+}
+
 /// The defaults listed at the end of `hgp influence --help`.
 pub fn after_help() -> String {
     format!(
@@ -96,21 +110,20 @@ pub struct Influence {
     /// [default: the embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Images (digits only) split over the clients for --model cnn [default: 2800, about
-    /// 1 % of EMNIST's digits as in the paper; 300 with --quick].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "Images (digits only) split over the clients for --model cnn [default: {}, about \
+         1 % of EMNIST's digits as in the paper; {} with --quick]", IMAGES[0], IMAGES[1]
+    ))]
     images: Option<usize>,
     /// Fixed L2 weight γ of eq. (12), ≥ 0.
     #[arg(long, default_value_t = 1e-3, value_name = "γ")]
     gamma: f64,
-    /// Instances (largest predicted |change|, over all clients) to remove and retrain
-    /// [default: 50; 10 with --quick, 6 with --model cnn --quick].
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", help = format!(
+        "Instances (largest predicted |change|, over all clients) to remove and retrain \
+         [default: {}; {} with --quick, {} with --model cnn --quick]", TOP[0], TOP[1], TOP[2]
+    ))]
     top: Option<usize>,
-    /// A smaller run: top 10 (logistic, well under a second), or for --model cnn 300 images,
-    /// 150 SGP steps on mini-batches of 32, M = 50 and the top 6 (a few minutes on 2 cores;
-    /// the paper's CNN setting, the default, takes many hours on a CPU).
-    #[arg(long)]
+    #[arg(long, help = quick_help())]
     quick: bool,
     /// Output directory for influence.csv, influence.svg and hgp.log.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]

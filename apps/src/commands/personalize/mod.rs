@@ -18,9 +18,11 @@ use hgp_models::nn::Architecture;
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
 };
-use crate::setup::{EtaArg, derive, domain, eta_help, parse_eta, power_help, resolve_step};
+use crate::setup::{
+    EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, resolve_step,
+};
 use protocol::Cell;
-pub use protocol::{Method, Network, Protocol, Setting};
+pub use protocol::{Method, Protocol, Setting};
 use report::{CellRow, HEADER};
 
 /// The networks the models are built from.
@@ -97,21 +99,12 @@ pub fn after_help() -> String {
 #[derive(Args, Debug)]
 pub struct Personalize {
     /// Methods to compare (comma separated).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "hgp-pl,hgp-mtl,pdbo-mtl-local,sgp,local"
-    )]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
     methods: Vec<Method>,
-    /// Networks (comma separated).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "fc,fixu,randu,randd"
-    )]
-    networks: Vec<Network>,
+    /// Networks (comma separated): by default the four of HGP Table 2; exp (one peer per
+    /// step) takes Table 6's rates of the time-varying networks.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = NetworkKind::TABLE2)]
+    networks: Vec<NetworkKind>,
     /// Clients, split as in HGP App. A.3 into min(3, N) clusters [default: listed at the
     /// end].
     #[arg(long, value_name = "N")]
@@ -243,7 +236,7 @@ impl Personalize {
         let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
         reporter.line(&format!("data: {description}"));
         let rows = RowWriter::open(&csv, HEADER, self.resume)?;
-        let todo: Vec<(Method, Network)> = self
+        let todo: Vec<(Method, NetworkKind)> = self
             .networks
             .iter()
             .flat_map(|&k| self.methods.iter().map(move |&m| (m, k)))
@@ -401,7 +394,7 @@ mod tests {
     fn rows_round_trip() {
         let c = Cell {
             method: Method::HgpMtl,
-            network: Network::Randd,
+            network: NetworkKind::Randd,
             average: 0.6612345678901234,
             bottom10: 0.5,
             curve: vec![0.5, 0.625, 0.6],

@@ -31,6 +31,12 @@ pub enum Method {
     Local,
 }
 
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Method {
     pub fn name(self) -> &'static str {
         match self {
@@ -59,49 +65,17 @@ impl Method {
     }
 }
 
-/// The networks of HGP Table 2.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Network {
-    /// Fully connected; SGP.
-    Fc,
-    /// Static undirected Erdős–Rényi graph (p = 0.5); decentralized SGD and gossip with
-    /// fastest-mixing weights.
-    Fixu,
-    /// Time-varying undirected, link probabilities ρ ~ U[0.4, 0.8]; SGP.
-    Randu,
-    /// Time-varying directed, link probabilities ρ ~ U[0.4, 0.8]; SGP.
-    Randd,
-}
-
-impl Network {
-    pub fn kind(self) -> NetworkKind {
-        match self {
-            Self::Fc => NetworkKind::Fc,
-            Self::Fixu => NetworkKind::Fixu,
-            Self::Randu => NetworkKind::Randu,
-            Self::Randd => NetworkKind::Randd,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        self.kind().name()
-    }
-
-    pub fn time_varying(self) -> bool {
-        matches!(self, Self::Randu | Self::Randd)
-    }
-}
-
-/// HGP Table 6: the L2 rate on λ of the outer problem.
-pub fn table6_l2_lambda(method: Method, network: Network) -> f64 {
+/// HGP Table 6: the L2 rate on λ of the outer problem (a network outside Table 2 takes the
+/// rate of its kind: `exp` changes at every step, so it takes the time-varying one).
+pub fn table6_l2_lambda(method: Method, network: NetworkKind) -> f64 {
     match (method.ensemble(), network.time_varying()) {
         (false, true) => 1e-3,
         _ => 1e-2,
     }
 }
 
-/// HGP Table 6: the hyper-learning rate of Adam on λ.
-pub fn table6_hyper_lr(method: Method, network: Network) -> f64 {
+/// HGP Table 6: the hyper-learning rate of Adam on λ (time-varying as for the L2 rate).
+pub fn table6_hyper_lr(method: Method, network: NetworkKind) -> f64 {
     if method.ensemble() && !network.time_varying() {
         1.0
     } else {
@@ -141,7 +115,7 @@ pub struct Protocol {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
     pub method: Method,
-    pub network: Network,
+    pub network: NetworkKind,
     /// Test accuracy averaged over clients, weighted by their test sizes.
     pub average: f64,
     /// 10th percentile of the clients' test accuracies.
@@ -201,7 +175,7 @@ impl Protocol {
     fn clients(
         &self,
         method: Method,
-        network: Network,
+        network: NetworkKind,
         split: &[ImageClient],
         s: &Setting,
     ) -> Result<Vec<NetClient<f32>>> {
@@ -237,7 +211,7 @@ impl Protocol {
     fn solver(
         &self,
         method: Method,
-        network: Network,
+        network: NetworkKind,
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
@@ -250,7 +224,7 @@ impl Protocol {
                 LocalSgd::new(s.steps, schedule)?.with_batches(batch, seed),
             ));
         }
-        let net = NetworkArgs::of(network.kind()).build(n, self.seed, seed)?;
+        let net = NetworkArgs::of(network).build(n, self.seed, seed)?;
         Ok(match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -269,18 +243,15 @@ impl Protocol {
     fn estimator(
         &self,
         method: Method,
-        network: Network,
+        network: NetworkKind,
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
         if method == Method::PdboMtlLocal {
             return Ok(Box::new(Local));
         }
-        let net = NetworkArgs::of(network.kind()).build(
-            n,
-            self.seed,
-            derive(self.seed, domain::ESTIMATOR),
-        )?;
+        let net =
+            NetworkArgs::of(network).build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager: Box<dyn Averager<f32>> = match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -304,7 +275,7 @@ impl Protocol {
     pub fn cell(
         &self,
         method: Method,
-        network: Network,
+        network: NetworkKind,
         split: &[ImageClient],
         progress: &dyn Fn(),
     ) -> Result<Cell> {
@@ -411,7 +382,7 @@ mod tests {
             steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         };
         let cell = protocol
-            .cell(Method::HgpPl, Network::Randd, &split, &progress)
+            .cell(Method::HgpPl, NetworkKind::Randd, &split, &progress)
             .unwrap();
         // One inner solve before the outer steps and one after each: 3 × 10 SGP steps.
         assert_eq!(steps.into_inner(), Method::HgpPl.solves(2) * 10);
@@ -420,7 +391,7 @@ mod tests {
         assert!((0.0..=1.0).contains(&cell.average) && cell.bottom10 <= cell.average + 1e-12);
         assert!(cell.outer_loss.iter().all(|f| f.is_finite() && *f > 0.0));
         let again = protocol
-            .cell(Method::HgpPl, Network::Randd, &split, &|| {})
+            .cell(Method::HgpPl, NetworkKind::Randd, &split, &|| {})
             .unwrap();
         assert_eq!(cell, again);
     }

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Personalize;
-use super::protocol::{Cell, Method, Network};
+use super::protocol::{Cell, Method};
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{Table, parse_list, sci_exact, sci_list};
+use crate::setup::NetworkKind;
 
 /// The CSV's header.
 pub const HEADER: &[&str] = &[
@@ -66,7 +67,7 @@ impl TryFrom<CellRow> for Cell {
     fn try_from(r: CellRow) -> Result<Self> {
         Ok(Self {
             method: Method::from_str(&r.method, false).map_err(anyhow::Error::msg)?,
-            network: Network::from_str(&r.network, false).map_err(anyhow::Error::msg)?,
+            network: NetworkKind::from_str(&r.network, false).map_err(anyhow::Error::msg)?,
             average: r.average,
             bottom10: r.bottom10,
             chosen: r.chosen_step,
@@ -79,7 +80,8 @@ impl TryFrom<CellRow> for Cell {
 impl Personalize {
     /// Writes the table, the markdown, the figure, and prints the table or the JSON.
     pub(super) fn report(&self, cells: &[Cell], description: &str) -> Result<()> {
-        let find = |m: Method, k: Network| cells.iter().find(|c| c.method == m && c.network == k);
+        let find =
+            |m: Method, k: NetworkKind| cells.iter().find(|c| c.method == m && c.network == k);
         let csv = self.out.join("personalize.csv");
         let mut table =
             Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
