@@ -13,7 +13,12 @@ use crate::error::{AveragingError, Result};
 
 /// A server collects the blocks of a random fraction C of the clients (at least one),
 /// averages them and broadcasts the result to all n clients (FedAvg-style; with C = 1 it is
-/// exactly Θ). Participants are drawn anew at every call from the seed.
+/// exactly Θ). As an [`Averager`], participants are drawn anew at every call from the seed.
+///
+/// Federated algorithms that keep one set of participants over several rounds (paper 003's
+/// S in Alg. 1–4) draw it with [`Central::draw`] and exchange with [`Central::aggregate`].
+/// One *communication round* is: the participants send, the server aggregates, the server
+/// broadcasts (paper 003, Table 1); `CommCost::rounds` counts one per aggregation.
 #[derive(Clone, Debug)]
 pub struct Central<T> {
     n: usize,
@@ -46,6 +51,54 @@ impl<T: Scalar> Central<T> {
         &self.participants
     }
 
+    /// Draws the participants of the next rounds (the server's `calls`-th draw, from the
+    /// seed), in increasing order: round(C·n) clients, at least one.
+    pub fn draw(&mut self) -> Vec<usize> {
+        self.calls += 1;
+        self.draw_participants();
+        self.participants.clone()
+    }
+
+    /// One round: the rows of `participants` are averaged by the server and the mean is
+    /// broadcast to every row of `buffer` (non-participants receive it too).
+    ///
+    /// # Errors
+    ///
+    /// [`AveragingError::ClientCount`] if the buffer does not have n rows, and
+    /// [`AveragingError::Participants`] if `participants` is empty or names a client ≥ n.
+    pub fn aggregate(
+        &self,
+        buffer: &mut ClientBuffer<T>,
+        participants: &[usize],
+    ) -> Result<CommCost> {
+        check_rows(self.n, buffer)?;
+        if participants.is_empty() || participants.iter().any(|&i| i >= self.n) {
+            return Err(AveragingError::Participants { n: self.n });
+        }
+        let d = buffer.d();
+        let mut mean = vec![T::zero(); d];
+        for &i in participants {
+            for (m, &v) in mean.iter_mut().zip(buffer.row(i)) {
+                *m += v;
+            }
+        }
+        let inv = T::one() / T::cast(participants.len() as f64);
+        mean.iter_mut().for_each(|m| *m *= inv);
+        if d > 0 {
+            use rayon::prelude::*;
+            buffer
+                .par_rows_mut()
+                .for_each(|row| row.copy_from_slice(&mean));
+        }
+        let mut cost = CommCost::new(self.n);
+        cost.rounds = 1;
+        for &i in participants {
+            cost.client_sends(i, 1, d as u64);
+        }
+        cost.server_sends(self.n as u64, d as u64);
+        Ok(cost)
+    }
+
     fn draw_participants(&mut self) {
         let m = ((self.fraction * self.n as f64).round() as usize).clamp(1, self.n);
         self.participants.clear();
@@ -70,30 +123,8 @@ impl<T: Scalar> Averager<T> for Central<T> {
 
     fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
         check_rows(self.n, buffer)?;
-        self.calls += 1;
-        self.draw_participants();
-        let d = buffer.d();
-        let mut mean = vec![T::zero(); d];
-        for &i in &self.participants {
-            for (m, &v) in mean.iter_mut().zip(buffer.row(i)) {
-                *m += v;
-            }
-        }
-        let inv = T::one() / T::cast(self.participants.len() as f64);
-        mean.iter_mut().for_each(|m| *m *= inv);
-        if d > 0 {
-            use rayon::prelude::*;
-            buffer
-                .par_rows_mut()
-                .for_each(|row| row.copy_from_slice(&mean));
-        }
-        let mut cost = CommCost::new(self.n);
-        cost.rounds = 2;
-        for &i in &self.participants {
-            cost.client_sends(i, 1, d as u64);
-        }
-        cost.server_sends(self.n as u64, d as u64);
-        Ok(cost)
+        let participants = self.draw();
+        self.aggregate(buffer, &participants)
     }
 
     fn describe(&self) -> String {

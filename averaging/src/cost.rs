@@ -7,7 +7,8 @@ use std::fmt;
 /// free).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommCost {
-    /// Communication rounds (one per Push-Sum or gossip step; two per central average).
+    /// Communication rounds (one per Push-Sum or gossip step; one per central average: the
+    /// participants send, the server aggregates and broadcasts).
     pub rounds: u64,
     /// Messages sent in total, server included.
     pub messages: u64,

@@ -35,6 +35,12 @@ pub enum AveragingError {
     /// A participation fraction outside (0, 1].
     #[error("the participation fraction C must be in (0, 1] (got {0})")]
     Fraction(f64),
+    /// A server round without participants, or with a client that does not exist.
+    #[error("a server round needs participants among the n = {n} clients")]
+    Participants {
+        /// Number of clients.
+        n: usize,
+    },
     /// An averager needs at least one client.
     #[error("the number of clients must be at least 1 (got n = 0)")]
     NoClients,

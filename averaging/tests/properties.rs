@@ -351,14 +351,48 @@ fn costs_are_counted_per_link() {
     let cost = central.average(&mut y).unwrap();
     let who = central.last_participants().to_vec();
     assert_eq!(who.len(), 3);
+    // One round: 3 uploads and 10 broadcasts of 2 floats.
     assert_eq!(
-        (cost.messages, cost.server_messages, cost.floats),
-        (13, 10, 26)
+        (
+            cost.rounds,
+            cost.messages,
+            cost.server_messages,
+            cost.floats
+        ),
+        (1, 13, 10, 26)
     );
     for k in 0..2 {
         let want: f64 = who.iter().map(|&i| before.row(i)[k]).sum::<f64>() / 3.0;
         assert!((y.row(7)[k] - want).abs() < 1e-14);
     }
+}
+
+#[test]
+fn central_rounds_keep_their_participants() {
+    // A federated algorithm draws S once and runs several rounds over it.
+    let mut central = hgp_averaging::Central::<f64>::new(10, 0.3, 4).unwrap();
+    let s = central.draw();
+    assert_eq!(s.len(), 3);
+    assert!(s.windows(2).all(|w| w[0] < w[1]));
+    for round in 0..3 {
+        let mut y = values(10, 4, round);
+        let before = y.clone();
+        let cost = central.aggregate(&mut y, &s).unwrap();
+        assert_eq!((cost.rounds, cost.messages, cost.floats), (1, 13, 52));
+        for k in 0..4 {
+            let want: f64 = s.iter().map(|&i| before.row(i)[k]).sum::<f64>() / 3.0;
+            for i in 0..10 {
+                assert!((y.row(i)[k] - want).abs() < 1e-14);
+            }
+        }
+    }
+    // Successive draws differ (the server's draw counter is part of the stream's key).
+    let draws: Vec<Vec<usize>> = (0..5).map(|_| central.draw()).collect();
+    assert!(draws.windows(2).any(|w| w[0] != w[1]));
+    let mut y = values(10, 2, 1);
+    assert!(central.aggregate(&mut y, &[]).is_err());
+    assert!(central.aggregate(&mut y, &[10]).is_err());
+    assert!(central.aggregate(&mut values(9, 2, 1), &s).is_err());
 }
 
 #[test]

@@ -77,9 +77,36 @@ pub enum HypergradError {
     /// The fixed-point system is singular (the inner cost is not strongly convex at x).
     #[error("the fixed-point system I − ∂_x φ' is singular: Σ_i g_i is not strongly convex at x")]
     Singular,
+    /// A step or rate that must be a positive finite number.
+    #[error("{what} must be positive and finite (got {value})")]
+    Positive {
+        /// Which parameter.
+        what: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// AggITD's index Q outside {0, …, N}.
+    #[error("AggITD's index Q must be in 0..={n} (N = {n} lower rounds), got {q}")]
+    Index {
+        /// The index asked for.
+        q: usize,
+        /// N.
+        n: usize,
+    },
+    /// A federated estimate or upper step that is no longer finite.
+    #[error(
+        "{what} is no longer finite: the Neumann step or the learning rates are too large for this problem (lower them)"
+    )]
+    NotFinite {
+        /// What overflowed.
+        what: &'static str,
+    },
     /// A problem with averaging.
     #[error(transparent)]
     Averaging(#[from] AveragingError),
+    /// A problem in the lower level run by the estimator.
+    #[error(transparent)]
+    Inner(#[from] hgp_inner_solvers::InnerError),
 }
 
 /// Result alias of the `hypergrad` crate.

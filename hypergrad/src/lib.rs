@@ -9,6 +9,12 @@
 //! - [`Exact`]: the dense fixed-point formula, for checking (small problems only);
 //! - [`Local`]: ∂_λ f_i alone, the no-cooperation baseline;
 //!
+//! and, as [`JointEstimator`]s that run their own lower level over a server (Xiao & Ji,
+//! ICML 2023; Tarzanagh et al., ICML 2022): [`AggItd`] (AggITD with One-Round-Lower),
+//! [`FedNest`] (FedNest's AID estimator, and LFedNest), with [`one_round_upper`] the local
+//! upper step of FBO-AggITD and FedNest; [`SolveThenEstimate`] makes any inner solver and
+//! post-hoc [`HyperGradient`] one joint estimator;
+//!
 //! and [`Adam`], the outer optimizer of the personalization experiments.
 //!
 //! ```
@@ -39,14 +45,18 @@ mod curvature;
 mod error;
 mod estimator;
 mod exact;
+mod federated;
 mod hgp;
+mod joint;
 
 pub use adam::Adam;
 pub use curvature::{Curvature, PowerIteration, estimate_curvature};
 pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
+pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
 pub use hgp::{Eta, GROWTH_CHECK_MIN_TERMS, Hgp, HgpObserver, HgpOptions, SampleMode};
+pub use joint::{Joint, JointEstimator, Phase, SolveThenEstimate};
 
 #[cfg(test)]
 mod auto_traits {

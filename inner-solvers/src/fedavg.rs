@@ -58,6 +58,30 @@ impl FedAvg {
     }
 }
 
+impl FedAvg {
+    /// Round `r` (state in place, the clients' rows): K local steps, then `server` draws its
+    /// participants and broadcasts their average. Returns the round's cost.
+    ///
+    /// # Errors
+    ///
+    /// [`InnerError::Diverged`] if a local model is no longer finite; averaging errors.
+    pub fn round<T: Scalar, C: InnerCost<T>>(
+        &self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        server: &mut Central<T>,
+        x: &mut ClientBuffer<T>,
+        r: usize,
+    ) -> Result<CommCost> {
+        for k in 0..self.local_steps {
+            let t = r * self.local_steps + k;
+            local_step(clients, lambda, x, &self.lr, &self.sampler, t, "FedAvg")?;
+        }
+        // The server averages the participants and broadcasts.
+        Ok(server.average(x)?)
+    }
+}
+
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
     fn solve_with_progress(
         &mut self,
@@ -74,21 +98,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
         let mut x = ClientBuffer::from_fn(n, x0.d(), |_, k| start[k]);
         let mut comm = CommCost::new(n);
         for r in 0..self.rounds {
-            for k in 0..self.local_steps {
-                let t = r * self.local_steps + k;
-                local_step(
-                    clients,
-                    lambda,
-                    &mut x,
-                    &self.lr,
-                    &self.sampler,
-                    t,
-                    "FedAvg",
-                )?;
-            }
-            // The server averages the participants and broadcasts (its cost includes the
-            // download that starts the next round).
-            comm.merge(&server.average(&mut x)?);
+            comm.merge(&self.round(clients, lambda, &mut server, &mut x, r)?);
             progress(r + 1, self.rounds);
         }
         let steps = self.rounds * self.local_steps;

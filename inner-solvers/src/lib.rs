@@ -5,6 +5,7 @@
 //! | [`Sgp`] | stochastic gradient push over a time-varying directed network (PDBO Alg. 1), both orders of step and exchange |
 //! | [`DecentralizedSgd`] | gossip with a constant doubly-stochastic matrix and local steps |
 //! | [`FedAvg`] | K local steps, a server averaging a fraction C of the clients |
+//! | [`FedLower`] | FedSVRG-type (paper 003's One-Round-Lower, FedNest's FedInn) or SGD-type rounds over one server model |
 //! | [`LocalSgd`] | each client alone |
 //! | [`ExactNewton`] | centralized Newton on Σ_i g_i, a reference for small convex problems |
 //!
@@ -33,6 +34,7 @@ mod descent;
 mod dsgd;
 mod error;
 mod fedavg;
+mod federated;
 mod newton;
 mod schedule;
 mod sgp;
@@ -42,6 +44,7 @@ mod solver;
 pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
 pub use fedavg::{FedAvg, LocalSgd};
+pub use federated::{FedLower, LocalUpdate, ServerState, local_steps, participant_gradients};
 pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use schedule::LrSchedule;
 pub use sgp::{Sgp, SgpOrder};
@@ -60,6 +63,7 @@ mod auto_traits {
         send_sync::<Sgp>();
         send_sync::<DecentralizedSgd>();
         send_sync::<FedAvg>();
+        send_sync::<FedLower>();
         send_sync::<LocalSgd>();
         send_sync::<ExactNewton>();
         send_sync::<LrSchedule>();

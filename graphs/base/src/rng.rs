@@ -93,6 +93,18 @@ pub mod domain {
     pub const IMAGE_LABEL: u64 = 0x696d_675f_6c61_6265;
     /// Image split: client i's shuffle into test, validation and training sets.
     pub const IMAGE_CLIENT: u64 = 0x696d_675f_636c_6965;
+    /// FedSVRG-type lower steps (One-Round-Lower, FedInn): the local mini-batches.
+    pub const FEDSVRG: u64 = 0x0066_6564_7376_7267;
+    /// AggITD: the index Q (index 0 of each call) and its Hessian-vector mini-batches.
+    pub const AGGITD: u64 = 0x6167_6769_7464;
+    /// FedNest's Hessian-vector and cross-product mini-batches (FedIHGP).
+    pub const FEDNEST: u64 = 0x0066_6564_6e65_7374;
+    /// Local upper steps (One-Round-Upper, FedOut): the mini-batches.
+    pub const FED_UPPER: u64 = 0x6665_6475_7070;
+    /// Federated image split (iid shuffle or label shards) and the held-out test images.
+    pub const FED_SPLIT: u64 = 0x6665_6473_706c;
+    /// The hyper-representation MLP's initial weights.
+    pub const HYPERREP_INIT: u64 = 0x6872_6570_696e;
     /// `hgp`: the data set (synthetic draw or image split).
     pub const RUN_DATA: u64 = 1;
     /// `hgp`: the network's links and probabilities.
@@ -108,7 +120,7 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 23] = [
+    pub const ALL: [u64; 29] = [
         NETWORK_BUILD,
         NETWORK_STEP,
         CENTRAL_PARTICIPANTS,
@@ -126,6 +138,12 @@ pub mod domain {
         IMAGE_CLUSTER,
         IMAGE_LABEL,
         IMAGE_CLIENT,
+        FEDSVRG,
+        AGGITD,
+        FEDNEST,
+        FED_UPPER,
+        FED_SPLIT,
+        HYPERREP_INIT,
         RUN_DATA,
         RUN_NETWORK,
         RUN_INNER,

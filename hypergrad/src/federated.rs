@@ -1,0 +1,712 @@
+//! Federated hyper-gradient estimators that run their own lower level over a server:
+//! AggITD (Xiao & Ji, ICML 2023, paper 003, Alg. 1) and FedNest's AID estimator with its
+//! local variant LFedNest (Tarzanagh et al., ICML 2022), and the local upper step shared by
+//! FBO-AggITD (paper 003 Alg. 4, One-Round-Upper) and FedNest (FedOut).
+//!
+//! Notation: paper 003's upper variable x is our λ, its lower variable y our x; G_i = g_i,
+//! F_i = f_i. Paper 003's HessIV step "λ" is called the *Neumann step* here (it is not the
+//! hyper-parameter). Rows are reported in this library's convention: client i's row is
+//! d_{λ_i} F for F = Σ_k f_k, i.e. h_i = ∂_{λ_i} f_i(x) − ∂²_{λ_i x} g_i(x) · p with the shared
+//! p ≈ H̄⁻¹ mean_k ∂_x f_k(x), H̄ = mean_k ∂²_x g_k: with H = Σ_k ∂²_x g_k = n H̄ this is exactly
+//! −∂²_{λ_i x} g_i H⁻¹ Σ_k ∂_x f_k plus the direct part. When every client holds the same λ
+//! (the federated problem of paper 003), the mean of the rows is its hyper-gradient ∇f(x).
+
+use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_graphs::rng::{self, domain};
+use hgp_inner_solvers::{FedLower, InnerSolution, LocalUpdate, LrSchedule, ServerState};
+use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
+use rand::RngExt;
+use rayon::prelude::*;
+
+use crate::error::{HypergradError, Result};
+use crate::estimator::{HyperGradEstimate, check_inputs};
+use crate::joint::{Joint, JointEstimator, Phase};
+
+/// Settings shared by AggITD and FedNest.
+#[derive(Clone, Debug)]
+pub struct FederatedOptions {
+    /// Lower-level rounds N.
+    pub inner_steps: usize,
+    /// Lower-level step β.
+    pub inner_lr: f64,
+    /// Local steps τ of each lower round.
+    pub local_steps: usize,
+    /// FedSVRG-type (One-Round-Lower, FedInn) or SGD-type local steps.
+    pub update: LocalUpdate,
+    /// The Neumann step (paper 003's λ of HessIV, FedNest's λ of FedIHGP).
+    pub neumann_step: f64,
+    /// Participation fraction C of the server.
+    pub fraction: f64,
+    /// Mini-batches of the lower steps and of the Hessian- and cross-products.
+    pub batch: BatchSize,
+    /// Seed of the participants, batches and (AggITD) the index Q.
+    pub seed: u64,
+}
+
+impl Default for FederatedOptions {
+    fn default() -> Self {
+        Self {
+            inner_steps: 5,
+            inner_lr: 0.01,
+            local_steps: 1,
+            update: LocalUpdate::Svrg,
+            neumann_step: 0.01,
+            fraction: 1.0,
+            batch: BatchSize::Full,
+            seed: 0,
+        }
+    }
+}
+
+impl FederatedOptions {
+    fn check(&self) -> Result<()> {
+        for (what, v) in [
+            ("the lower-level step β", self.inner_lr),
+            ("the Neumann step", self.neumann_step),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(HypergradError::Positive { what, value: v });
+            }
+        }
+        Ok(())
+    }
+
+    fn lower(&self) -> Result<FedLower> {
+        Ok(FedLower::new(
+            self.update,
+            self.inner_steps,
+            self.local_steps,
+            LrSchedule::constant(self.inner_lr)?,
+            self.fraction,
+            self.seed,
+        )?
+        .with_batches(self.batch)
+        .with_control_batches(self.batch))
+    }
+}
+
+/// The state both estimators keep across calls: the server (its draws of S advance) and the
+/// call counter that keys batches and Q.
+#[derive(Clone, Debug)]
+struct Server<T> {
+    central: Option<Central<T>>,
+    calls: u64,
+}
+
+impl<T: Scalar> Server<T> {
+    fn new() -> Self {
+        Self {
+            central: None,
+            calls: 0,
+        }
+    }
+
+    /// This call's server and participants.
+    fn start(&mut self, n: usize, options: &FederatedOptions) -> Result<(Central<T>, Vec<usize>)> {
+        if self
+            .central
+            .as_ref()
+            .is_none_or(|c| <Central<T> as hgp_averaging::Averager<T>>::n(c) != n)
+        {
+            self.central = Some(Central::new(n, options.fraction, options.seed)?);
+        }
+        let central = self.central.as_mut().expect("set above");
+        let participants = central.draw();
+        self.calls += 1;
+        Ok((central.clone(), participants))
+    }
+}
+
+/// The participants' rows of `out` (in parallel; other rows untouched).
+fn participant_rows<'a, T: Scalar>(
+    out: &'a mut ClientBuffer<T>,
+    participants: &[usize],
+) -> Vec<(usize, &'a mut [T])> {
+    out.rows_mut()
+        .enumerate()
+        .filter(|(i, _)| participants.binary_search(i).is_ok())
+        .collect()
+}
+
+fn batch_of(idx: &[usize]) -> Batch<'_> {
+    if idx.is_empty() {
+        Batch::Full
+    } else {
+        Batch::Indices(idx)
+    }
+}
+
+/// Rows of participants ← ∂_x f_i(x, λ_i) (the r_i of AggITD, FedNest's p_0 terms).
+fn outer_x_rows<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    lambda: &PerClient<T>,
+    participants: &[usize],
+    x: &[T],
+    out: &mut ClientBuffer<T>,
+) {
+    participant_rows(out, participants)
+        .par_iter_mut()
+        .for_each(|(i, row)| clients[*i].outer_grad_x(x, lambda.row(*i), row));
+}
+
+/// Rows of participants ← z − η ∂²_x g_i(x, λ_i; χ_i) z, χ_i draw `draw` of `step`.
+#[allow(clippy::too_many_arguments)]
+fn neumann_rows<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    lambda: &PerClient<T>,
+    participants: &[usize],
+    x: &[T],
+    z: &[T],
+    eta: T,
+    sampler: &BatchSampler,
+    step: u64,
+    out: &mut ClientBuffer<T>,
+) {
+    participant_rows(out, participants)
+        .par_iter_mut()
+        .for_each_init(
+            || (Vec::new(), vec![T::zero(); z.len()]),
+            |(idx, hz), (i, row)| {
+                let c = &clients[*i];
+                sampler.draw(*i, step, 0, c.num_train(), idx);
+                c.inner_hvp(x, lambda.row(*i), z, batch_of(idx), hz);
+                for ((r, &zk), &hk) in row.iter_mut().zip(z).zip(hz.iter()) {
+                    *r = zk - eta * hk;
+                }
+            },
+        );
+}
+
+/// h_i = ∂_λ f_i(x, λ_i) − ∂²_{λx} g_i(x, λ_i; χ_i) · p_i for every client (p_i = `p(i)`), and
+/// the round in which the participants send h_i to the server (paper 003 Alg. 1 line 19).
+#[allow(clippy::too_many_arguments)]
+fn hyper_rows<'p, T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    lambda: &PerClient<T>,
+    participants: &[usize],
+    x: &[T],
+    p: &(dyn Fn(usize) -> &'p [T] + Sync),
+    sampler: &BatchSampler,
+    step: u64,
+) -> (PerClient<T>, CommCost) {
+    let mut v = lambda.zeros_like();
+    let mut rows = v.rows_mut();
+    rows.par_iter_mut().enumerate().for_each_init(
+        || (Vec::new(), vec![T::zero(); x.len()]),
+        |(idx, gx), (i, row)| {
+            let c = &clients[i];
+            let l = lambda.row(i);
+            c.outer_grads(x, l, gx, row);
+            let mut cross = vec![T::zero(); row.len()];
+            sampler.draw(i, step, 1, c.num_train(), idx);
+            c.inner_cross_jvp(x, l, p(i), batch_of(idx), &mut cross);
+            for (r, &c) in row.iter_mut().zip(&cross) {
+                *r -= c;
+            }
+        },
+    );
+    drop(rows);
+    let mut cost = CommCost::new(clients.len());
+    cost.rounds = 1;
+    for &i in participants {
+        cost.client_sends(i, 1, lambda.row(i).len() as u64);
+    }
+    let d_lambda = lambda.row(participants[0]).len() as u64;
+    cost.server_sends(clients.len() as u64, d_lambda);
+    (v, cost)
+}
+
+/// Floats added to messages that are sent anyway (AggITD's z travels with the local models):
+/// the floats of `cost`, without its rounds and messages.
+fn piggyback(mut cost: CommCost) -> CommCost {
+    cost.rounds = 0;
+    cost.messages = 0;
+    cost.server_messages = 0;
+    cost.client_messages.iter_mut().for_each(|m| *m = 0);
+    cost
+}
+
+fn check_finite<T: Scalar>(v: &PerClient<T>, what: &'static str) -> Result<()> {
+    if v.as_slice().iter().all(|x| x.as_f64().is_finite()) {
+        Ok(())
+    } else {
+        Err(HypergradError::NotFinite { what })
+    }
+}
+
+fn broadcast<T: Scalar>(n: usize, y: &[T]) -> ClientBuffer<T> {
+    ClientBuffer::from_fn(n, y.len(), |_, k| y[k])
+}
+
+/// **AggITD** (paper 003, Alg. 1): the hyper-gradient built during the lower-level rounds.
+///
+/// An index Q is drawn uniformly from {0, …, N}. For t = 0, …, N the participants S compute
+/// at y^t: the lower gradient for the round (t < N), and the HessIV pieces, aggregated by the
+/// server (Sec. 2.2): z^Q = r^Q = mean_{i∈S} ∂_x f_i(y^Q), and for t = Q+1, …, N
+/// z^t = mean_{i∈S} (z^{t−1} − λ ∂²_x g_i(y^t; χ_{i,t}) z^{t−1}) (Hessians at y^t). Then
+/// p = λ(N+1) z^N and h_i = ∂_λ f_i(y^N) − ∂²_{λx} g_i(y^N) · p. The lower update is
+/// One-Round-Lower (Alg. 2, FedSVRG-type) or its SGD-type variant.
+///
+/// The extracted Alg. 1 is ambiguous about the last index; this follows the HessIV formula
+/// of Sec. 2.2. Communication: z travels with the local models of round t (the same
+/// messages), z^N takes one round of its own and the h_i one more: 2N + 2 rounds with
+/// FedSVRG (N + 2 with SGD), one more for the upper step of FBO-AggITD (Table 1: 2N + 3).
+///
+/// Over Q, the estimate's mean is the iterative-differentiation expression
+/// λ Σ_{Q=0}^{N} Π_{t=Q+1}^{N} (I − λH(y^t)) r(y^Q) in place of p (unbiased for it with the
+/// full batch and C = 1); a single Q has a large spread.
+pub struct AggItd<T> {
+    options: FederatedOptions,
+    index: Option<usize>,
+    lower: FedLower,
+    hvp: BatchSampler,
+    server: Server<T>,
+    last_index: Option<usize>,
+}
+
+impl<T: Scalar> AggItd<T> {
+    /// AggITD with these options; Q is drawn at every call unless fixed by [`Self::with_index`].
+    ///
+    /// # Errors
+    ///
+    /// Non-positive steps, zero local steps, C outside (0, 1].
+    pub fn new(options: FederatedOptions) -> Result<Self> {
+        options.check()?;
+        let lower = options.lower()?;
+        Ok(Self {
+            hvp: BatchSampler::new(options.batch, options.seed, domain::AGGITD),
+            options,
+            index: None,
+            lower,
+            server: Server::new(),
+            last_index: None,
+        })
+    }
+
+    /// Fixes Q (checked against N at every call).
+    pub fn with_index(mut self, q: usize) -> Self {
+        self.index = Some(q);
+        self
+    }
+
+    /// The Q of the last call.
+    pub fn last_index(&self) -> Option<usize> {
+        self.last_index
+    }
+}
+
+impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
+    fn solve_and_estimate(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(Phase, usize, usize),
+    ) -> Result<Joint<T>> {
+        check_inputs(clients, x0, lambda)?;
+        let n = clients.len();
+        let big_n = self.options.inner_steps;
+        let call = self.server.calls;
+        let (server, s) = self.server.start(n, &self.options)?;
+        let q = match self.index {
+            Some(q) if q > big_n => {
+                return Err(HypergradError::Index { q, n: big_n });
+            }
+            Some(q) => q,
+            None => rng::stream(self.options.seed, domain::AGGITD, call).random_range(0..=big_n),
+        };
+        self.last_index = Some(q);
+        let eta = T::cast(self.options.neumann_step);
+        let mut state: ServerState<T> = self.lower.start(x0);
+        state.round = (call as usize) * big_n;
+        let mut lower_comm = CommCost::new(n);
+        let mut estimate_comm = CommCost::new(n);
+        let d = x0.d();
+        let mut z: Vec<T> = Vec::new();
+        for t in 0..=big_n {
+            // The HessIV piece of every participant at y^t.
+            let mut pieces = ClientBuffer::zeros(n, d);
+            let step = call * (big_n as u64 + 1) + t as u64;
+            if t == q {
+                outer_x_rows(clients, lambda, &s, &state.y, &mut pieces);
+            } else if t > q {
+                neumann_rows(
+                    clients,
+                    lambda,
+                    &s,
+                    &state.y,
+                    &z,
+                    eta,
+                    &self.hvp,
+                    step,
+                    &mut pieces,
+                );
+            }
+            if t < big_n {
+                state.comm = CommCost::new(n);
+                let control = match self.options.update {
+                    LocalUpdate::Svrg => Some(
+                        self.lower
+                            .control_variate(clients, lambda, &server, &s, &mut state)?,
+                    ),
+                    LocalUpdate::Sgd => None,
+                };
+                let mut local = ClientBuffer::zeros(n, d);
+                self.lower.local_models(
+                    clients,
+                    lambda,
+                    &s,
+                    &state,
+                    control.as_deref(),
+                    &mut local,
+                )?;
+                state.comm.merge(&server.aggregate(&mut local, &s)?);
+                lower_comm.merge(&state.comm);
+                if t >= q {
+                    estimate_comm.merge(&piggyback(server.aggregate(&mut pieces, &s)?));
+                    z = pieces.row(0).to_vec();
+                }
+                state.y = local.row(0).to_vec();
+                state.round += 1;
+                progress(Phase::Lower, t + 1, big_n);
+            } else {
+                estimate_comm.merge(&server.aggregate(&mut pieces, &s)?);
+                z = pieces.row(0).to_vec();
+            }
+        }
+        // p = λ (N + 1) z^N.
+        let scale = eta * T::cast((big_n + 1) as f64);
+        let p: Vec<T> = z.iter().map(|&v| v * scale).collect();
+        let (v, h_cost) = hyper_rows(
+            clients,
+            lambda,
+            &s,
+            &state.y,
+            &|_| p.as_slice(),
+            &self.hvp,
+            call * (big_n as u64 + 1) + big_n as u64 + 1,
+        );
+        estimate_comm.merge(&h_cost);
+        check_finite(&v, "AggITD's hyper-gradient")?;
+        progress(Phase::Estimate, 1, 1);
+        let x = broadcast(n, &state.y);
+        let solution = InnerSolution::measure(clients, lambda, x, None, big_n, lower_comm);
+        Ok(Joint {
+            solution,
+            estimate: HyperGradEstimate {
+                v,
+                comm: estimate_comm,
+                eta: Some(self.options.neumann_step),
+                curvature: None,
+            },
+            participants: Some(s),
+        })
+    }
+
+    fn describe(&self) -> String {
+        let q = match self.index {
+            Some(q) => format!("Q = {q}"),
+            None => "Q drawn".to_string(),
+        };
+        format!(
+            "AggITD, N = {}, {q}, Neumann step {}, over {}",
+            self.options.inner_steps,
+            self.options.neumann_step,
+            self.lower_description()
+        )
+    }
+}
+
+impl<T> AggItd<T> {
+    fn lower_description(&self) -> String {
+        lower_description(&self.options)
+    }
+}
+
+fn lower_description(o: &FederatedOptions) -> String {
+    let kind = match o.update {
+        LocalUpdate::Svrg => "FedSVRG-type",
+        LocalUpdate::Sgd => "SGD-type",
+    };
+    format!(
+        "{kind} lower rounds (β = {}, τ = {}, C = {})",
+        o.inner_lr, o.local_steps, o.fraction
+    )
+}
+
+/// Whose Hessian FedNest's Neumann series uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HessianScope {
+    /// FedIHGP: the server averages (I − λ∂²_x g_i) p every round (FedNest).
+    Global,
+    /// Each client its own Hessian and its own ∂_x f_i, no rounds (LFedNest).
+    Local,
+}
+
+/// **FedNest**'s AID estimator (Tarzanagh et al., ICML 2022), and **LFedNest**.
+///
+/// FedInn: N lower rounds (FedSVRG: the participants' full local gradients averaged into q̄,
+/// then τ local steps y ← y − β(∇g_i(y; B) − ∇g_i(y₀; B) + q̄), then the server averages y: 2
+/// rounds each). FedIHGP ([`HessianScope::Global`]): p_0 = mean_{i∈S} ∂_x f_i(y) (1 round),
+/// then T' rounds of p_t = mean_{i∈S} (I − λ∂²_x g_i(y)) p_{t−1}, and
+/// p = λ Σ_{t=0}^{T'} p_t ≈ H̄⁻¹ p_0, a truncated Neumann series of the *averaged* Hessian.
+/// Then h_i = ∂_λ f_i − ∂²_{λx} g_i · p (1 round). Per outer iteration with FedOut:
+/// 2N + T' + 3 rounds (paper 003 Table 1).
+///
+/// All T' + 1 computed terms enter p: the T' rounds after p_0's give p_1, …, p_{T'}, and
+/// summing only t < T' would compute and discard the last one (and count 2N + T' + 2).
+///
+/// LFedNest ([`HessianScope::Local`]): client i uses p_i = λ Σ_{t=0}^{T'} (I − λ∂²_x g_i)^t
+/// ∂_x f_i, no communication (and, in the published setting, SGD-type lower steps).
+///
+/// The public FedNest code never re-synchronizes its local Neumann counter and never clears
+/// its partial sums between iterations; this follows the paper's averaged product instead.
+pub struct FedNest<T> {
+    options: FederatedOptions,
+    terms: usize,
+    scope: HessianScope,
+    lower: FedLower,
+    hvp: BatchSampler,
+    server: Server<T>,
+}
+
+impl<T: Scalar> FedNest<T> {
+    /// FedNest with T' = `terms` Neumann rounds, or LFedNest with `HessianScope::Local`.
+    ///
+    /// # Errors
+    ///
+    /// Non-positive steps, zero local steps, C outside (0, 1].
+    pub fn new(options: FederatedOptions, terms: usize, scope: HessianScope) -> Result<Self> {
+        options.check()?;
+        let lower = options.lower()?;
+        Ok(Self {
+            hvp: BatchSampler::new(options.batch, options.seed, domain::FEDNEST),
+            options,
+            terms,
+            scope,
+            lower,
+            server: Server::new(),
+        })
+    }
+}
+
+impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
+    fn solve_and_estimate(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(Phase, usize, usize),
+    ) -> Result<Joint<T>> {
+        check_inputs(clients, x0, lambda)?;
+        let n = clients.len();
+        let big_n = self.options.inner_steps;
+        let call = self.server.calls;
+        let (server, s) = self.server.start(n, &self.options)?;
+        let mut state: ServerState<T> = self.lower.start(x0);
+        state.round = (call as usize) * big_n;
+        for r in 0..big_n {
+            state = self.lower.round(clients, lambda, &server, &s, state)?;
+            progress(Phase::Lower, r + 1, big_n);
+        }
+        let y = state.y.clone();
+        let d = y.len();
+        let eta = T::cast(self.options.neumann_step);
+        let mut comm = CommCost::new(n);
+        let steps = self.terms as u64 + 2;
+        let step = |t: usize| call * steps + t as u64;
+        let shared: Vec<T>;
+        let mut local = ClientBuffer::zeros(n, d);
+        match self.scope {
+            HessianScope::Global => {
+                let mut p = ClientBuffer::zeros(n, d);
+                outer_x_rows(clients, lambda, &s, &y, &mut p);
+                comm.merge(&server.aggregate(&mut p, &s)?);
+                let mut current = p.row(0).to_vec();
+                let mut sum = current.clone();
+                for t in 1..=self.terms {
+                    neumann_rows(
+                        clients,
+                        lambda,
+                        &s,
+                        &y,
+                        &current,
+                        eta,
+                        &self.hvp,
+                        step(t),
+                        &mut p,
+                    );
+                    comm.merge(&server.aggregate(&mut p, &s)?);
+                    current.copy_from_slice(p.row(0));
+                    for (a, &b) in sum.iter_mut().zip(&current) {
+                        *a += b;
+                    }
+                    progress(Phase::Estimate, t, self.terms);
+                }
+                shared = sum.iter().map(|&v| v * eta).collect();
+            }
+            HessianScope::Local => {
+                // Every client's own series, on its own row (no communication).
+                let all: Vec<usize> = (0..n).collect();
+                let mut p = ClientBuffer::zeros(n, d);
+                outer_x_rows(clients, lambda, &all, &y, &mut p);
+                let mut sum = p.clone();
+                for t in 1..=self.terms {
+                    let prev = p.clone();
+                    participant_rows(&mut p, &all).par_iter_mut().for_each_init(
+                        || (Vec::new(), vec![T::zero(); d]),
+                        |(idx, hz), (i, row)| {
+                            let c = &clients[*i];
+                            self.hvp.draw(*i, step(t), 0, c.num_train(), idx);
+                            c.inner_hvp(&y, lambda.row(*i), prev.row(*i), batch_of(idx), hz);
+                            for ((r, &zk), &hk) in row.iter_mut().zip(prev.row(*i)).zip(hz.iter()) {
+                                *r = zk - eta * hk;
+                            }
+                        },
+                    );
+                    for (a, &b) in sum.as_mut_slice().iter_mut().zip(p.as_slice()) {
+                        *a += b;
+                    }
+                    progress(Phase::Estimate, t, self.terms);
+                }
+                for (a, &b) in local.as_mut_slice().iter_mut().zip(sum.as_slice()) {
+                    *a = b * eta;
+                }
+                shared = Vec::new();
+            }
+        }
+        let p_of = |i: usize| -> &[T] {
+            match self.scope {
+                HessianScope::Global => shared.as_slice(),
+                HessianScope::Local => local.row(i),
+            }
+        };
+        let (v, h_cost) = hyper_rows(
+            clients,
+            lambda,
+            &s,
+            &y,
+            &p_of,
+            &self.hvp,
+            step(self.terms + 1),
+        );
+        comm.merge(&h_cost);
+        check_finite(&v, "FedNest's hyper-gradient")?;
+        progress(Phase::Estimate, self.terms.max(1), self.terms.max(1));
+        let solution =
+            InnerSolution::measure(clients, lambda, broadcast(n, &y), None, big_n, state.comm);
+        Ok(Joint {
+            solution,
+            estimate: HyperGradEstimate {
+                v,
+                comm,
+                eta: Some(self.options.neumann_step),
+                curvature: None,
+            },
+            participants: Some(s),
+        })
+    }
+
+    fn describe(&self) -> String {
+        let name = match self.scope {
+            HessianScope::Global => "FedNest",
+            HessianScope::Local => "LFedNest",
+        };
+        format!(
+            "{name}, N = {}, T' = {}, Neumann step {}, over {}",
+            self.options.inner_steps,
+            self.terms,
+            self.options.neumann_step,
+            lower_description(&self.options)
+        )
+    }
+}
+
+/// The local upper step of FBO-AggITD (paper 003 Alg. 4, One-Round-Upper) and of FedNest
+/// (FedOut), on a λ shared by all clients (every row equal).
+///
+/// h̄ = mean_{i∈S} h_i; each participant starts from λ and takes τ steps
+/// λ_i ← λ_i − α (h̄ − ∂_λ f_i(λ, y) + ∂_λ f_i(λ_i, y)) (only the direct part is
+/// variance-reduced: the indirect part needs global Hessians); the server averages the λ_i
+/// and broadcasts (one round). Our outer costs are full-batch, so Alg. 4's fresh samples ξ'
+/// and FedOut's shared samples coincide. With τ = 1 the step is λ − α h̄.
+///
+/// # Errors
+///
+/// [`HypergradError::Shape`] if the rows of λ differ in length, [`HypergradError::Diverged`]
+/// if λ is no longer finite; averaging errors.
+#[allow(clippy::too_many_arguments)]
+pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    lambda: &mut PerClient<T>,
+    y: &[T],
+    h: &PerClient<T>,
+    participants: &[usize],
+    server: &Central<T>,
+    lr: f64,
+    local_steps: usize,
+) -> Result<CommCost> {
+    let n = clients.len();
+    let d = lambda.row(0).len();
+    if lambda.rows().any(|r| r.len() != d) {
+        return Err(HypergradError::Shape {
+            what: "size of every λ_i (a shared upper variable)",
+            expected: d,
+            got: lambda.rows().map(<[T]>::len).find(|&l| l != d).unwrap_or(d),
+        });
+    }
+    let alpha = T::cast(lr);
+    let inv = T::one() / T::cast(participants.len() as f64);
+    let mut hbar = vec![T::zero(); d];
+    for &i in participants {
+        for (a, &b) in hbar.iter_mut().zip(h.row(i)) {
+            *a += b * inv;
+        }
+    }
+    let start = lambda.row(participants[0]).to_vec();
+    let mut models = ClientBuffer::zeros(n, d);
+    participant_rows(&mut models, participants)
+        .par_iter_mut()
+        .for_each_init(
+            || {
+                (
+                    vec![T::zero(); y.len()],
+                    vec![T::zero(); d],
+                    vec![T::zero(); d],
+                )
+            },
+            |(gx, anchor, g), (i, row)| {
+                let c = &clients[*i];
+                row.copy_from_slice(&start);
+                if local_steps > 1 {
+                    c.outer_grads(y, &start, gx, anchor);
+                }
+                for v in 0..local_steps {
+                    if v == 0 {
+                        // At λ_i = λ the correction vanishes.
+                        for (r, &hb) in row.iter_mut().zip(&hbar) {
+                            *r -= alpha * hb;
+                        }
+                        continue;
+                    }
+                    c.outer_grads(y, row, gx, g);
+                    for (((r, &hb), &a), &gk) in
+                        row.iter_mut().zip(&hbar).zip(anchor.iter()).zip(g.iter())
+                    {
+                        *r -= alpha * (hb - a + gk);
+                    }
+                }
+            },
+        );
+    let cost = server.aggregate(&mut models, participants)?;
+    let new = models.row(0);
+    if new.iter().any(|v| !v.as_f64().is_finite()) {
+        return Err(HypergradError::NotFinite {
+            what: "the upper variable after One-Round-Upper",
+        });
+    }
+    for row in lambda.rows_mut() {
+        row.copy_from_slice(new);
+    }
+    Ok(cost)
+}

@@ -1,0 +1,107 @@
+//! The joint estimator shape: handed the lower level's starting point, an estimator returns
+//! the lower-level solution *and* the hyper-gradient estimate. AggITD needs it (it builds
+//! the estimate from intermediate lower iterates), FedNest runs its own rounds; the pair
+//! "inner solver, then post-hoc [`HyperGradient`]" is one implementation of it
+//! ([`SolveThenEstimate`]), so a program drives one trait and swaps any estimator in one line.
+
+use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_inner_solvers::{InnerSolution, InnerSolver};
+use hgp_models::{ClientObjective, PerClient};
+
+use crate::error::Result;
+use crate::estimator::{HyperGradEstimate, HyperGradient};
+
+/// Which part of a joint run a progress report is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Lower-level iterations (steps or rounds).
+    Lower,
+    /// Iterations that serve only the estimate (Neumann terms, HessIV rounds).
+    Estimate,
+}
+
+/// What a joint estimator returns.
+#[derive(Clone, Debug)]
+pub struct Joint<T> {
+    /// The lower-level solution; its `comm` is what updating the lower variable cost.
+    pub solution: InnerSolution<T>,
+    /// Every client's estimate of d_{λ_i} F; its `comm` is what the estimate cost on top
+    /// (rounds of its own, and floats it added to the lower level's messages).
+    pub estimate: HyperGradEstimate<T>,
+    /// The clients that took part (server-based estimators draw them once per call), in
+    /// increasing order; `None` when every client did.
+    pub participants: Option<Vec<usize>>,
+}
+
+impl<T> Joint<T> {
+    /// Lower level and estimate together.
+    pub fn total_comm(&self) -> CommCost {
+        let mut c = self.solution.comm.clone();
+        c.merge(&self.estimate.comm);
+        c
+    }
+}
+
+/// Solves the lower level from `x0` and estimates d_λ F at what it reached.
+pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send {
+    /// The solution and the estimate, calling `progress(phase, done, total)` as it goes.
+    fn solve_and_estimate(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(Phase, usize, usize),
+    ) -> Result<Joint<T>>;
+
+    /// A one-line description for logs and tables.
+    fn describe(&self) -> String;
+}
+
+/// The post-hoc pair as a joint estimator: `solver` reaches x(λ), then `estimator`
+/// estimates at it.
+pub struct SolveThenEstimate<S, H> {
+    /// The inner solver.
+    pub solver: S,
+    /// The post-hoc estimator.
+    pub estimator: H,
+}
+
+impl<T, C, S, H> JointEstimator<T, C> for SolveThenEstimate<S, H>
+where
+    T: Scalar,
+    C: ClientObjective<T>,
+    S: InnerSolver<T, C>,
+    H: HyperGradient<T, C>,
+{
+    fn solve_and_estimate(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(Phase, usize, usize),
+    ) -> Result<Joint<T>> {
+        let solution = self
+            .solver
+            .solve_with_progress(clients, lambda, x0, &mut |d, t| {
+                progress(Phase::Lower, d, t)
+            })?;
+        let estimate =
+            self.estimator
+                .estimate_with_progress(clients, &solution.x, lambda, &mut |d, t| {
+                    progress(Phase::Estimate, d, t)
+                })?;
+        Ok(Joint {
+            solution,
+            estimate,
+            participants: None,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}, then {}",
+            self.solver.describe(),
+            self.estimator.describe()
+        )
+    }
+}

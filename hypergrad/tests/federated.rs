@@ -1,0 +1,316 @@
+//! AggITD and FedNest (paper 003; Tarzanagh et al., 2022) against mathematics: AggITD's mean
+//! over its index Q is the iterative-differentiation expression it is unbiased for, both
+//! reach the exact d_λF on a converged lower level, and the communication rounds per outer
+//! iteration are those of paper 003's Table 1.
+
+use hgp_averaging::{Central, ClientBuffer};
+use hgp_graphs::rng;
+use hgp_hypergrad::{
+    AggItd, Exact, FedNest, FederatedOptions, HessianScope, HyperGradient, JointEstimator,
+    one_round_upper,
+};
+use hgp_inner_solvers::{ExactNewton, InnerSolver, LocalUpdate, total_gradient, total_hessian};
+use hgp_models::data::{ClientData, Dataset};
+use hgp_models::{Batch, InnerCrossJvp, L2Logistic, OuterCost, PerClient};
+use nalgebra::{DMatrix, DVector};
+use rand::RngExt;
+
+fn clients(n: usize, m: usize, d: usize, seed: u64) -> Vec<L2Logistic<f64>> {
+    let mut r = rng::stream(seed, 31, 0);
+    let mut set = |k: usize| Dataset {
+        features: (0..k * d).map(|_| r.random_range(-1.0..1.0)).collect(),
+        labels: (0..k)
+            .map(|_| f64::from(u8::from(r.random_bool(0.5))))
+            .collect(),
+        dim: d,
+    };
+    (0..n)
+        .map(|_| {
+            let data = ClientData {
+                train: set(m),
+                val: set(m),
+            };
+            L2Logistic::new(&data, false).unwrap()
+        })
+        .collect()
+}
+
+fn lambda(n: usize, d: usize) -> PerClient<f64> {
+    PerClient::from_rows(
+        (0..n)
+            .map(|i| (0..d).map(|k| 0.05 + 0.02 * ((i + k) % 3) as f64).collect())
+            .collect(),
+    )
+}
+
+fn options(n_steps: usize, beta: f64, eta: f64) -> FederatedOptions {
+    FederatedOptions {
+        inner_steps: n_steps,
+        inner_lr: beta,
+        neumann_step: eta,
+        ..FederatedOptions::default()
+    }
+}
+
+/// mean_i ∂_x f_i(y).
+fn mean_outer_grad(cs: &[L2Logistic<f64>], l: &PerClient<f64>, y: &[f64]) -> DVector<f64> {
+    let mut r = DVector::zeros(y.len());
+    let mut g = vec![0.0; y.len()];
+    for (i, c) in cs.iter().enumerate() {
+        c.outer_grad_x(y, l.row(i), &mut g);
+        r += DVector::from_column_slice(&g) / cs.len() as f64;
+    }
+    r
+}
+
+/// Rows h_i = ∂_λ f_i(y) − ∂²_{λx} g_i(y) p.
+fn rows(cs: &[L2Logistic<f64>], l: &PerClient<f64>, y: &[f64], p: &DVector<f64>) -> PerClient<f64> {
+    let mut v = l.zeros_like();
+    for (i, c) in cs.iter().enumerate() {
+        let mut direct = vec![0.0; l.row(i).len()];
+        c.outer_grad_lambda(y, l.row(i), &mut direct);
+        let mut cross = vec![0.0; l.row(i).len()];
+        c.inner_cross_jvp(y, l.row(i), p.as_slice(), Batch::Full, &mut cross);
+        for (k, out) in v.row_mut(i).iter_mut().enumerate() {
+            *out = direct[k] - cross[k];
+        }
+    }
+    v
+}
+
+/// The iterative-differentiation expression of N gradient steps with step β from y^0, with
+/// Neumann step η: p = η Σ_{Q=0}^{N} Π_{t=Q+1}^{N} (I − η H̄(y^t)) r(y^Q), dense.
+fn itd(
+    cs: &[L2Logistic<f64>],
+    l: &PerClient<f64>,
+    y0: &[f64],
+    n_steps: usize,
+    beta: f64,
+    eta: f64,
+) -> (Vec<f64>, PerClient<f64>) {
+    let n = cs.len() as f64;
+    let d = y0.len();
+    let mut ys = vec![y0.to_vec()];
+    for _ in 0..n_steps {
+        let y = ys.last().unwrap();
+        let g = total_gradient(cs, l, y);
+        ys.push(y.iter().zip(&g).map(|(a, b)| a - beta * b / n).collect());
+    }
+    let hs: Vec<DMatrix<f64>> = ys.iter().map(|y| total_hessian(cs, l, y) / n).collect();
+    let mut p = DVector::zeros(d);
+    for q in 0..=n_steps {
+        let mut z = mean_outer_grad(cs, l, &ys[q]);
+        for h in &hs[q + 1..] {
+            z = &z - h * &z * eta;
+        }
+        p += z * eta;
+    }
+    let y_n = ys[n_steps].clone();
+    let v = rows(cs, l, &y_n, &p);
+    (y_n, v)
+}
+
+#[test]
+fn aggitd_mean_over_q_is_the_itd_expression() {
+    let (n, d, n_steps, beta, eta) = (3, 4, 6, 0.8, 0.7);
+    let cs = clients(n, 10, d, 1);
+    let l = lambda(n, d);
+    let x0 = ClientBuffer::from_fn(n, d, |i, k| 0.1 * (i + k) as f64 - 0.2);
+    let (y_n, want) = itd(&cs, &l, &x0.mean_row(), n_steps, beta, eta);
+    let mut mean = l.zeros_like();
+    let mut spread = 0.0f64;
+    for q in 0..=n_steps {
+        let mut est = AggItd::new(options(n_steps, beta, eta))
+            .unwrap()
+            .with_index(q);
+        let joint = est
+            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .unwrap();
+        // The lower level is gradient descent on the mean objective (full batch, C = 1, τ = 1).
+        for (a, b) in joint.solution.x.row(1).iter().zip(&y_n) {
+            assert!((a - b).abs() < 1e-14, "{a} vs {b}");
+        }
+        for (m, v) in mean
+            .as_mut_slice()
+            .iter_mut()
+            .zip(joint.estimate.v.as_slice())
+        {
+            *m += v / (n_steps + 1) as f64;
+        }
+        spread = spread.max(joint.estimate.v.distance(&want) / want.norm());
+    }
+    let err = mean.distance(&want) / want.norm();
+    assert!(err < 1e-12, "relative error {err:e}");
+    // A single Q is far from the mean: the estimator's variance is real.
+    assert!(spread > 1e-2, "spread {spread:e}");
+}
+
+#[test]
+fn aggitd_over_all_q_reaches_exact_on_a_converged_lower_level() {
+    let (n, d) = (3, 4);
+    let cs = clients(n, 10, d, 2);
+    let l = lambda(n, d);
+    let xs = ExactNewton::new()
+        .solve(&cs, &l, &ClientBuffer::zeros(n, d))
+        .unwrap()
+        .x;
+    let exact = Exact::new().estimate(&cs, &xs, &l).unwrap().v;
+    let mut errors = Vec::new();
+    for n_steps in [20, 200, 2000] {
+        let mut mean = l.zeros_like();
+        let qs: Vec<usize> = if n_steps <= 200 {
+            (0..=n_steps).collect()
+        } else {
+            vec![]
+        };
+        if qs.is_empty() {
+            // The warm-started trajectory stays at x*, so the mean over Q is the Neumann
+            // series η Σ_{k≤N} (I − ηH̄)^k r: computed densely here for N = 2000.
+            let (_, v) = itd(&cs, &l, &xs.mean_row(), n_steps, 0.5, 1.0);
+            mean = v;
+        } else {
+            for &q in &qs {
+                let mut est = AggItd::new(options(n_steps, 0.5, 1.0))
+                    .unwrap()
+                    .with_index(q);
+                let v = est
+                    .solve_and_estimate(&cs, &l, &xs, &mut |_, _, _| {})
+                    .unwrap()
+                    .estimate
+                    .v;
+                for (m, x) in mean.as_mut_slice().iter_mut().zip(v.as_slice()) {
+                    *m += x / qs.len() as f64;
+                }
+            }
+        }
+        errors.push(mean.distance(&exact) / exact.norm());
+    }
+    assert!(errors[0] > errors[1] && errors[1] > errors[2], "{errors:?}");
+    assert!(errors[2] < 1e-8, "{errors:?}");
+}
+
+#[test]
+fn fednest_reaches_exact_with_many_neumann_rounds() {
+    let (n, d) = (4, 3);
+    let cs = clients(n, 12, d, 3);
+    let l = lambda(n, d);
+    let mut fednest = FedNest::new(options(400, 1.5, 1.0), 3000, HessianScope::Global).unwrap();
+    let joint = fednest
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .unwrap();
+    assert!(
+        joint.solution.stationarity < 1e-12,
+        "{}",
+        joint.solution.stationarity
+    );
+    let exact = Exact::new().estimate(&cs, &joint.solution.x, &l).unwrap().v;
+    let err = joint.estimate.v.distance(&exact) / exact.norm();
+    assert!(err < 1e-8, "{err:e}");
+    // LFedNest's local Hessians are biased under heterogeneity.
+    let mut local = FedNest::new(options(400, 1.5, 1.0), 3000, HessianScope::Local).unwrap();
+    let v = local
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .unwrap()
+        .estimate
+        .v;
+    assert!(v.distance(&exact) / exact.norm() > 1e-3);
+}
+
+/// Paper 003 Table 1: 2N + 3 rounds per outer iteration for FBO-AggITD, 2N + T' + 3 for
+/// FedNest (the upper step's round included).
+#[test]
+fn rounds_per_outer_iteration_are_those_of_table_1() {
+    let (n, d) = (10, 3);
+    let cs = clients(n, 8, d, 4);
+    let mut l = PerClient::filled(&vec![d; n], 0.05);
+    for (n_steps, t_prime) in [(1, 1), (5, 3), (7, 10)] {
+        let opts = FederatedOptions {
+            fraction: 0.3,
+            local_steps: 2,
+            ..options(n_steps, 0.3, 0.5)
+        };
+        let x0 = ClientBuffer::zeros(n, d);
+        let server = Central::new(n, 1.0, 0).unwrap();
+        let mut aggitd = AggItd::new(opts.clone()).unwrap();
+        let mut fednest = FedNest::new(opts.clone(), t_prime, HessianScope::Global).unwrap();
+        let estimators: [(&mut dyn JointEstimator<f64, L2Logistic<f64>>, u64); 2] = [
+            (&mut aggitd, 2 * n_steps as u64 + 3),
+            (&mut fednest, 2 * n_steps as u64 + t_prime as u64 + 3),
+        ];
+        for (est, want) in estimators {
+            let joint = est
+                .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+                .unwrap();
+            let s = joint.participants.clone().unwrap();
+            assert_eq!(s.len(), 3);
+            let upper = one_round_upper(
+                &cs,
+                &mut l,
+                joint.solution.x.row(0),
+                &joint.estimate.v,
+                &s,
+                &server,
+                0.01,
+                2,
+            )
+            .unwrap();
+            let rounds = joint.total_comm().rounds + upper.rounds;
+            assert_eq!(rounds, want, "{}", est.describe());
+        }
+        // SGD-type lower steps: one round per lower step (AggITD's z rides with the models).
+        let sgd = FederatedOptions {
+            update: LocalUpdate::Sgd,
+            ..opts
+        };
+        let joint = AggItd::new(sgd.clone())
+            .unwrap()
+            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .unwrap();
+        assert_eq!(joint.total_comm().rounds, n_steps as u64 + 2);
+        let joint = FedNest::new(sgd, t_prime, HessianScope::Local)
+            .unwrap()
+            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .unwrap();
+        assert_eq!(joint.total_comm().rounds, n_steps as u64 + 1);
+    }
+}
+
+#[test]
+fn one_upper_step_is_a_step_along_the_mean_hypergradient() {
+    let (n, d) = (4, 3);
+    let cs = clients(n, 8, d, 5);
+    let mut l = PerClient::filled(&vec![d; n], 0.1);
+    let y = vec![0.2, -0.1, 0.3];
+    let h = PerClient::from_rows((0..n).map(|i| vec![i as f64, 1.0, -2.0]).collect());
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let s = [1, 3];
+    let cost = one_round_upper(&cs, &mut l, &y, &h, &s, &server, 0.5, 1).unwrap();
+    assert_eq!(cost.rounds, 1);
+    for i in 0..n {
+        assert_eq!(l.row(i), &[0.1 - 0.5 * 2.0, 0.1 - 0.5, 0.1 + 1.0]);
+    }
+}
+
+#[test]
+fn bad_options_are_refused() {
+    assert!(AggItd::<f64>::new(options(3, 0.0, 0.1)).is_err());
+    assert!(AggItd::<f64>::new(options(3, 0.1, f64::NAN)).is_err());
+    assert!(
+        FedNest::<f64>::new(
+            FederatedOptions {
+                fraction: 0.0,
+                ..options(3, 0.1, 0.1)
+            },
+            2,
+            HessianScope::Global
+        )
+        .is_err()
+    );
+    let cs = clients(2, 5, 2, 6);
+    let l = lambda(2, 2);
+    let mut est = AggItd::new(options(3, 0.1, 0.1)).unwrap().with_index(4);
+    assert!(
+        est.solve_and_estimate(&cs, &l, &ClientBuffer::zeros(2, 2), &mut |_, _, _| {})
+            .is_err()
+    );
+}
