@@ -19,11 +19,12 @@ use hgp_graphs::{
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
 };
 use hgp_hypergrad::{
-    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradEstimate, HyperGradient, Local,
-    PowerIteration, SampleMode,
+    AggItd, EXACT_MAX_SIZE, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions,
+    HyperGradEstimate, HyperGradient, JointEstimator, Local, Phase, PowerIteration, SampleMode,
+    SolveThenEstimate,
 };
 use hgp_inner_solvers::{
-    ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder,
+    ExactNewton, InnerSolution, InnerSolver, LocalUpdate, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder,
 };
 use hgp_models::data::{
     ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
@@ -801,6 +802,12 @@ pub enum EstimatorKind {
     Exact,
     /// The local outer gradient ∂_λ f_i (no cooperation).
     Local,
+    /// AggITD (Xiao & Ji, ICML 2023, Alg. 1) over a central server: runs its own lower
+    /// level (FedSVRG-type rounds) and builds the estimate during it.
+    Aggitd,
+    /// FedNest's AID estimator (Tarzanagh et al., ICML 2022) over a central server: FedSVRG
+    /// lower rounds, then a Neumann series of the averaged Hessian (T' = --neumann-terms).
+    Fednest,
 }
 
 impl EstimatorKind {
@@ -810,8 +817,53 @@ impl EstimatorKind {
             Self::Hgp => "hgp",
             Self::Exact => "exact",
             Self::Local => "local",
+            Self::Aggitd => "aggitd",
+            Self::Fednest => "fednest",
         }
     }
+
+    /// Whether the estimator runs its own lower level (server-based, paper 003).
+    pub fn federated(self) -> bool {
+        matches!(self, Self::Aggitd | Self::Fednest)
+    }
+}
+
+/// Defaults of the federated estimators' lower level and Neumann step (`hgp hypergrad`).
+pub const FED_INNER_STEPS: usize = 1000;
+/// Default lower-level step β of the federated estimators.
+pub const FED_INNER_LR: f64 = 1.0;
+/// Default Neumann step of the federated estimators (paper 003's λ).
+pub const FED_NEUMANN_STEP: f64 = 1.0;
+/// Default local steps τ of a lower round.
+pub const FED_LOCAL_STEPS: usize = 1;
+
+/// The lower level and HessIV of the federated estimators (aggitd, fednest).
+#[derive(Args, Clone, Debug)]
+pub struct FederatedArgs {
+    #[arg(long, value_name = "N", help = with_default(
+        "Lower-level rounds N of --estimator aggitd / fednest (FedSVRG-type: two communication rounds each)",
+        FED_INNER_STEPS,
+    ))]
+    pub inner_steps: Option<usize>,
+    #[arg(long, value_name = "β", help = with_default(
+        "Lower-level step β of --estimator aggitd / fednest",
+        FED_INNER_LR,
+    ))]
+    pub inner_lr: Option<f64>,
+    #[arg(long, value_name = "λ", help = with_default(
+        "Neumann step of --estimator aggitd / fednest (paper 003's λ; below 2 / the largest eigenvalue of the mean Hessian)",
+        FED_NEUMANN_STEP,
+    ))]
+    pub neumann_step: Option<f64>,
+    #[arg(long, value_name = "τ", help = with_default(
+        "Local steps τ of each lower round of --estimator aggitd / fednest",
+        FED_LOCAL_STEPS,
+    ))]
+    pub local_steps: Option<usize>,
+    /// AggITD's index Q ∈ {0, …, N}, from which the HessIV recursion starts [default: drawn
+    /// uniformly from --seed].
+    #[arg(long, value_name = "Q")]
+    pub aggitd_index: Option<usize>,
 }
 
 /// The hyper-gradient estimator.
@@ -836,12 +888,74 @@ pub struct EstimatorArgs {
     /// Use one sample for both Jacobian products of an HGP iteration.
     #[arg(long)]
     pub shared_samples: bool,
+    #[command(flatten)]
+    pub federated: FederatedArgs,
 }
 
 impl EstimatorArgs {
     /// Checks the options (before any work).
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
         let name = self.estimator.name();
+        let f = &self.federated;
+        if !self.estimator.federated() {
+            for (flag, given) in [
+                ("--inner-steps", f.inner_steps.is_some()),
+                ("--inner-lr", f.inner_lr.is_some()),
+                ("--neumann-step", f.neumann_step.is_some()),
+                ("--local-steps", f.local_steps.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!("{flag} sets --estimator aggitd / fednest, not --estimator {name}")
+                })?;
+            }
+        }
+        refuse_unused(
+            f.aggitd_index.is_some() && self.estimator != EstimatorKind::Aggitd,
+            || format!("--aggitd-index sets --estimator aggitd, not --estimator {name}"),
+        )?;
+        if self.estimator.federated() {
+            for (flag, given) in [
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+                ("--shared-samples", self.shared_samples),
+            ] {
+                refuse_unused(given, || {
+                    format!("{flag} sets HGP; --estimator {name} has its own step (--neumann-step)")
+                })?;
+            }
+            refuse_unused(
+                self.neumann_terms.is_some() && self.estimator == EstimatorKind::Aggitd,
+                || {
+                    "--neumann-terms sets HGP and FedNest; AggITD's HessIV runs over its N lower rounds (--inner-steps)".to_string()
+                },
+            )?;
+            for (flag, v) in [
+                ("--inner-steps", f.inner_steps),
+                ("--local-steps", f.local_steps),
+                ("--neumann-terms", self.neumann_terms),
+            ] {
+                if v == Some(0) {
+                    bail!("{flag} must be at least 1");
+                }
+            }
+            for (flag, v) in [
+                ("--inner-lr", f.inner_lr),
+                ("--neumann-step", f.neumann_step),
+            ] {
+                if let Some(v) = v
+                    && !(v.is_finite() && v > 0.0)
+                {
+                    bail!("{flag} must be a positive number (got {v})");
+                }
+            }
+            let n = f.inner_steps.unwrap_or(FED_INNER_STEPS);
+            if let Some(q) = f.aggitd_index
+                && q > n
+            {
+                bail!("--aggitd-index {q} is beyond the N = {n} lower rounds: Q ∈ {{0, …, {n}}}");
+            }
+            return Ok(());
+        }
         if self.estimator != EstimatorKind::Hgp {
             for (flag, given) in [
                 ("--neumann-terms", self.neumann_terms.is_some()),
@@ -910,7 +1024,33 @@ impl EstimatorArgs {
             ),
             EstimatorKind::Exact => Box::new(Exact::new()),
             EstimatorKind::Local => Box::new(Local),
+            EstimatorKind::Aggitd | EstimatorKind::Fednest => {
+                bail!(
+                    "--estimator {} runs its own lower level",
+                    self.estimator.name()
+                )
+            }
         })
+    }
+
+    /// The options of the federated estimators, with C = `fraction`.
+    pub fn federated_options(
+        &self,
+        fraction: f64,
+        seed: u64,
+        defaults: &Defaults,
+    ) -> FederatedOptions {
+        let f = &self.federated;
+        FederatedOptions {
+            inner_steps: f.inner_steps.unwrap_or(FED_INNER_STEPS),
+            inner_lr: f.inner_lr.unwrap_or(FED_INNER_LR),
+            local_steps: f.local_steps.unwrap_or(FED_LOCAL_STEPS),
+            update: LocalUpdate::Svrg,
+            neumann_step: f.neumann_step.unwrap_or(FED_NEUMANN_STEP),
+            fraction,
+            batch: self.batch(defaults),
+            seed: derive(seed, domain::ESTIMATOR),
+        }
     }
 }
 
@@ -950,12 +1090,42 @@ impl<'a> Pipeline<'a> {
     /// Checks every option group (before any work).
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
         self.network.validate()?;
-        self.inner.validate(defaults)?;
         self.estimator.validate(defaults)?;
+        let kind = self.estimator.estimator;
+        if kind.federated() {
+            let i = &self.inner;
+            let a = &self.averager;
+            for (flag, given) in [
+                ("--inner", i.inner != InnerKind::Sgp),
+                ("--sgp-steps", i.sgp_steps.is_some()),
+                ("--lr", i.lr.is_some()),
+                ("--lr-milestones", i.lr_milestones.is_some()),
+                ("--lr-decay", i.lr_decay.is_some()),
+                ("--inner-batch", i.inner_batch.is_some()),
+                ("--sgp-order", i.sgp_order.is_some()),
+                ("--averager", a.averager.is_some()),
+                ("--push-steps", a.push_steps.is_some()),
+                ("--keep-omega", a.keep_omega),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the inner solver or HGP's averager; --estimator {} runs its own lower level over a server (--inner-steps, --inner-lr, --local-steps, --fraction)",
+                        kind.name()
+                    )
+                })?;
+            }
+            if let Some(c) = a.fraction
+                && !(c > 0.0 && c <= 1.0)
+            {
+                bail!("--fraction must be in (0, 1] (got {c})");
+            }
+            return Ok(());
+        }
+        self.inner.validate(defaults)?;
         self.averager.validate(
-            self.estimator.estimator == EstimatorKind::Hgp,
+            kind == EstimatorKind::Hgp,
             self.network.network,
-            self.estimator.estimator.name(),
+            kind.name(),
         )
     }
 
@@ -971,7 +1141,10 @@ impl<'a> Pipeline<'a> {
         if self.inner.inner == InnerKind::Sgp {
             check_batch("--inner-batch", self.inner.batch(defaults), sizes, quiet)?;
         }
-        if self.estimator.estimator == EstimatorKind::Hgp {
+        if matches!(
+            self.estimator.estimator,
+            EstimatorKind::Hgp | EstimatorKind::Aggitd | EstimatorKind::Fednest
+        ) {
             check_batch("--batch", self.estimator.batch(defaults), sizes, quiet)?;
         }
         let d = clients.first().map_or(0, |c| c.dim_x());
@@ -1014,55 +1187,115 @@ impl<'a> Pipeline<'a> {
         self.estimator.build::<T, C>(averager, self.seed, defaults)
     }
 
+    /// The joint estimator: the inner solver then the post-hoc estimator, or a federated
+    /// estimator that runs its own lower level.
+    pub fn joint<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        n: usize,
+        defaults: &Defaults,
+    ) -> Result<Box<dyn JointEstimator<T, C>>> {
+        let kind = self.estimator.estimator;
+        if !kind.federated() {
+            return Ok(Box::new(SolveThenEstimate {
+                solver: self.solver::<T, C>(n, defaults)?,
+                estimator: self.estimator::<T, C>(n, defaults)?,
+            }));
+        }
+        let options = self.estimator.federated_options(
+            self.averager.fraction.unwrap_or(FRACTION),
+            self.seed,
+            defaults,
+        );
+        Ok(match kind {
+            EstimatorKind::Aggitd => {
+                let mut e = AggItd::new(options)
+                    .context("AggITD settings")?
+                    .with_q_mean();
+                if let Some(q) = self.estimator.federated.aggitd_index {
+                    e = e.with_index(q);
+                }
+                Box::new(e)
+            }
+            _ => Box::new(
+                FedNest::new(
+                    options,
+                    self.estimator
+                        .neumann_terms
+                        .unwrap_or(defaults.neumann_terms),
+                    HessianScope::Global,
+                )
+                .context("FedNest settings")?,
+            ),
+        })
+    }
+
     /// The protocol shared by `hypergrad` and `influence`: solve the inner problem from
-    /// `x0`, then estimate every client's hyper-gradient at the solution, each as a stage
-    /// of `reporter` with its progress.
+    /// `x0` and estimate every client's hyper-gradient at the solution (one joint
+    /// estimator), each phase a stage of `reporter` with its progress.
     pub fn solve_and_estimate<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
         defaults: &Defaults,
         reporter: &Reporter,
-    ) -> Result<Solved<T, C>> {
+    ) -> Result<Solved<T>> {
         let n = clients.len();
-        let mut solver = self.solver::<T, C>(n, defaults)?;
-        let stage = reporter.stage(format!("inner solve ({})", solver.describe()), 0, "steps");
-        let solution = solver
-            .solve_with_progress(clients, lambda, x0, &mut |done, total| {
-                stage.set(done as u64, total as u64)
-            })
-            .context("inner solve")?;
-        stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
-        let mut estimator = self.estimator::<T, C>(n, defaults)?;
-        let stage = reporter.stage(
-            format!("hyper-gradient ({})", estimator.describe()),
-            0,
-            "terms",
-        );
-        let estimate = estimator
-            .estimate_with_progress(clients, &solution.x, lambda, &mut |done, total| {
-                stage.set(done as u64, total as u64)
-            })
-            .context("hyper-gradient")?;
-        stage.finish("");
+        let mut joint = self.joint::<T, C>(n, defaults)?;
+        let (lower, estimator) = joint.describe_parts();
+        let mut current: Option<(Phase, crate::report::Stage<'_>)> = None;
+        let result = joint.solve_and_estimate(clients, lambda, x0, &mut |phase, done, total| {
+            if current.as_ref().is_none_or(|(p, _)| *p != phase) {
+                if let Some((_, stage)) = current.take() {
+                    stage.finish("");
+                }
+                let stage = match phase {
+                    Phase::Lower => reporter.stage(format!("inner solve ({lower})"), 0, "steps"),
+                    Phase::Estimate => {
+                        reporter.stage(format!("hyper-gradient ({estimator})"), 0, "terms")
+                    }
+                };
+                current = Some((phase, stage));
+            }
+            if let Some((_, stage)) = &current {
+                stage.set(done as u64, total as u64);
+            }
+        });
+        if let Some((_, stage)) = current.take() {
+            stage.finish("");
+        }
+        let result = result.context(if self.estimator.estimator.federated() {
+            "federated hyper-gradient"
+        } else {
+            "inner solve and hyper-gradient"
+        })?;
+        reporter.line(&format!(
+            "inner solve: stationarity {}",
+            sci(result.solution.stationarity)
+        ));
         Ok(Solved {
-            solver,
-            solution,
+            lower,
             estimator,
-            estimate,
+            solution: result.solution,
+            estimate: result.estimate,
+            index: result.index,
+            q_mean: result.q_mean,
         })
     }
 }
 
-/// What [`Pipeline::solve_and_estimate`] computed, with the solver and estimator that did.
-pub struct Solved<T: Scalar, C> {
-    /// The inner solver (to describe it, or to retrain with the same settings).
-    pub solver: Box<dyn InnerSolver<T, C>>,
+/// What [`Pipeline::solve_and_estimate`] computed, with the estimator that did.
+pub struct Solved<T: Scalar> {
+    /// The lower level's description.
+    pub lower: String,
+    /// The estimator's description.
+    pub estimator: String,
     /// The inner solution x(λ).
     pub solution: InnerSolution<T>,
-    /// The hyper-gradient estimator.
-    pub estimator: Box<dyn HyperGradient<T, C>>,
     /// Its estimate of every client's d_λF.
     pub estimate: HyperGradEstimate<T>,
+    /// AggITD's index Q.
+    pub index: Option<usize>,
+    /// AggITD's estimate averaged over Q (the diagnostic of its spread).
+    pub q_mean: Option<PerClient<T>>,
 }
 
 #[cfg(test)]

@@ -792,3 +792,111 @@ fn error_runs_on_the_users_data_network_and_averager() {
     let err = fails(&["error", "--data", &p("data"), "--lambda", &p("nofile.csv")]);
     assert!(err.contains("nofile.csv"), "{err}");
 }
+
+/// `--estimator aggitd | fednest` (paper 003): FedNest reaches the exact d_λF on a converged
+/// lower level; AggITD reports its Q and the spread of a single Q; rounds are 2N + 2 and
+/// 2N + T' + 2 per estimate; the same seed gives the same JSON.
+#[test]
+fn federated_estimators_run_from_the_command_line() {
+    let exact = json(&hgp(&[
+        "hypergrad",
+        "--inner",
+        "exact",
+        "--estimator",
+        "exact",
+        "--json",
+    ]));
+    let fednest = json(&hgp(&[
+        "hypergrad",
+        "--estimator",
+        "fednest",
+        "--inner-steps",
+        "1000",
+        "--neumann-terms",
+        "1000",
+        "--json",
+    ]));
+    let want: Vec<f64> = exact["hypergrad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+        .collect();
+    let got: Vec<f64> = fednest["hypergrad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+        .collect();
+    let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let err = want
+        .iter()
+        .zip(&got)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt()
+        / norm;
+    assert!(err < 1e-8, "FedNest vs exact: {err:e}");
+    let rounds = fednest["inner"]["comm"]["rounds"].as_u64().unwrap()
+        + fednest["comm"]["rounds"].as_u64().unwrap();
+    assert_eq!(rounds, 2 * 1000 + 1000 + 2);
+
+    let args = [
+        "hypergrad",
+        "--estimator",
+        "aggitd",
+        "--inner-steps",
+        "40",
+        "--fraction",
+        "0.67",
+        "--local-steps",
+        "3",
+        "--inner-lr",
+        "0.5",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    let a = json(&hgp(&args));
+    assert_eq!(json(&hgp(&args)), a);
+    let q = a["aggitd"]["q"].as_u64().unwrap();
+    assert!(q <= 40);
+    assert!(a["aggitd"]["q_spread"].as_f64().unwrap() > 0.0);
+    assert_eq!(a["aggitd"]["q_mean"].as_array().unwrap().len(), 3);
+    let rounds =
+        a["inner"]["comm"]["rounds"].as_u64().unwrap() + a["comm"]["rounds"].as_u64().unwrap();
+    assert_eq!(rounds, 2 * 40 + 2);
+    // Flags that belong to other estimators or solvers are refused before any work.
+    for (bad, says) in [
+        (
+            vec!["hypergrad", "--estimator", "aggitd", "--neumann-terms", "5"],
+            "--neumann-terms",
+        ),
+        (
+            vec!["hypergrad", "--estimator", "fednest", "--aggitd-index", "1"],
+            "--aggitd-index",
+        ),
+        (
+            vec![
+                "hypergrad",
+                "--estimator",
+                "fednest",
+                "--averager",
+                "central",
+            ],
+            "--averager",
+        ),
+        (vec!["hypergrad", "--inner-lr", "0.1"], "--inner-lr"),
+        (
+            vec!["hypergrad", "--estimator", "aggitd", "--neumann-step", "-1"],
+            "--neumann-step",
+        ),
+        (
+            vec!["influence", "--estimator", "aggitd"],
+            "influence retrains",
+        ),
+    ] {
+        let err = fails(&bad);
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
+}

@@ -93,6 +93,24 @@ pub enum HypergradError {
         /// N.
         n: usize,
     },
+    /// A federated Neumann series whose terms grow: ‖p_t‖ more than doubled between t/2 and t.
+    #[error(
+        "the Neumann series of {what} diverges: ‖p_t‖ grew from {before:.3e} at t = {from} to {after:.3e} at t = {to}; the Neumann step {step} must be below 2 / the largest eigenvalue of the mean Hessian (lower --neumann-step)"
+    )]
+    NeumannGrowing {
+        /// Which estimator.
+        what: &'static str,
+        /// The earlier term compared.
+        from: usize,
+        /// The term at which the growth was detected.
+        to: usize,
+        /// ‖p_from‖.
+        before: f64,
+        /// ‖p_to‖.
+        after: f64,
+        /// The Neumann step.
+        step: f64,
+    },
     /// A federated estimate or upper step that is no longer finite.
     #[error(
         "{what} is no longer finite: the Neumann step or the learning rates are too large for this problem (lower them)"

@@ -47,6 +47,33 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send {
     fn describe(&self) -> String;
 }
 
+impl<T: Scalar, C: ClientObjective<T>, H: HyperGradient<T, C> + ?Sized> HyperGradient<T, C>
+    for Box<H>
+{
+    fn estimate(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+    ) -> Result<HyperGradEstimate<T>> {
+        (**self).estimate(clients, x, lambda)
+    }
+
+    fn estimate_with_progress(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<HyperGradEstimate<T>> {
+        (**self).estimate_with_progress(clients, x, lambda, progress)
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
 /// Checks that x and λ fit the clients.
 pub(crate) fn check_inputs<T: Scalar, C: ClientObjective<T>>(
     clients: &[C],

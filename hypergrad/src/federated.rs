@@ -262,6 +262,8 @@ pub struct AggItd<T> {
     hvp: BatchSampler,
     server: Server<T>,
     last_index: Option<usize>,
+    q_mean: bool,
+    last_q_mean: Option<PerClient<T>>,
 }
 
 impl<T: Scalar> AggItd<T> {
@@ -280,6 +282,8 @@ impl<T: Scalar> AggItd<T> {
             lower,
             server: Server::new(),
             last_index: None,
+            q_mean: false,
+            last_q_mean: None,
         })
     }
 
@@ -292,6 +296,21 @@ impl<T: Scalar> AggItd<T> {
     /// The Q of the last call.
     pub fn last_index(&self) -> Option<usize> {
         self.last_index
+    }
+
+    /// Also computes, as a diagnostic, the estimate's mean over Q ∈ {0, …, N} on the same
+    /// trajectory and samples: the iterative-differentiation expression with
+    /// p̄ = λ Σ_{Q} Π_{t=Q+1}^{N} (I − λH_t) r^Q, by the recursion z̄^t = mean_{i∈S}
+    /// (z̄^{t−1} − λ H_i(y^t) z̄^{t−1}) + r^t. It is not part of the algorithm and its
+    /// vectors are not counted as communication (a simulator's view of the spread).
+    pub fn with_q_mean(mut self) -> Self {
+        self.q_mean = true;
+        self
+    }
+
+    /// The mean over Q of the last call's estimate (with [`Self::with_q_mean`]).
+    pub fn last_q_mean(&self) -> Option<&PerClient<T>> {
+        self.last_q_mean.as_ref()
     }
 }
 
@@ -323,7 +342,26 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         let mut estimate_comm = CommCost::new(n);
         let d = x0.d();
         let mut z: Vec<T> = Vec::new();
+        let mut zbar: Vec<T> = vec![T::zero(); d];
+        let inv_s = T::one() / T::cast(s.len() as f64);
         for t in 0..=big_n {
+            if self.q_mean {
+                let step = call * (big_n as u64 + 1) + t as u64;
+                let mut next = ClientBuffer::zeros(n, d);
+                if t > 0 {
+                    neumann_rows(
+                        clients, lambda, &s, &state.y, &zbar, eta, &self.hvp, step, &mut next,
+                    );
+                }
+                let mut r = ClientBuffer::zeros(n, d);
+                outer_x_rows(clients, lambda, &s, &state.y, &mut r);
+                zbar.iter_mut().for_each(|v| *v = T::zero());
+                for &i in &s {
+                    for ((a, &b), &c) in zbar.iter_mut().zip(next.row(i)).zip(r.row(i)) {
+                        *a += (b + c) * inv_s;
+                    }
+                }
+            }
             // The HessIV piece of every participant at y^t.
             let mut pieces = ClientBuffer::zeros(n, d);
             let step = call * (big_n as u64 + 1) + t as u64;
@@ -388,6 +426,22 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         );
         estimate_comm.merge(&h_cost);
         check_finite(&v, "AggITD's hyper-gradient")?;
+        let q_mean = if self.q_mean {
+            let pbar: Vec<T> = zbar.iter().map(|&v| v * eta).collect();
+            let (mean, _) = hyper_rows(
+                clients,
+                lambda,
+                &s,
+                &state.y,
+                &|_| pbar.as_slice(),
+                &self.hvp,
+                call * (big_n as u64 + 1) + big_n as u64 + 1,
+            );
+            Some(mean)
+        } else {
+            None
+        };
+        self.last_q_mean.clone_from(&q_mean);
         progress(Phase::Estimate, 1, 1);
         let x = broadcast(n, &state.y);
         let solution = InnerSolution::measure(clients, lambda, x, None, big_n, lower_comm);
@@ -400,7 +454,16 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 curvature: None,
             },
             participants: Some(s),
+            index: Some(q),
+            q_mean,
         })
+    }
+
+    fn describe_parts(&self) -> (String, String) {
+        (
+            self.lower_description(),
+            format!("AggITD, Neumann step {}", self.options.neumann_step),
+        )
     }
 
     fn describe(&self) -> String {
@@ -524,6 +587,8 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 comm.merge(&server.aggregate(&mut p, &s)?);
                 let mut current = p.row(0).to_vec();
                 let mut sum = current.clone();
+                let norm = |v: &[T]| v.iter().map(|x| x.as_f64().powi(2)).sum::<f64>().sqrt();
+                let mut norms = vec![norm(&current)];
                 for t in 1..=self.terms {
                     neumann_rows(
                         clients,
@@ -540,6 +605,19 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                     current.copy_from_slice(p.row(0));
                     for (a, &b) in sum.iter_mut().zip(&current) {
                         *a += b;
+                    }
+                    // (I − λH̄)^t p_0 must shrink: a term more than twice the one at t/2
+                    // means λ is beyond 2 / the largest eigenvalue (or H̄ is not positive).
+                    norms.push(norm(&current));
+                    if t >= 8 && norms[t] > 2.0 * norms[t / 2] || !norms[t].is_finite() {
+                        return Err(HypergradError::NeumannGrowing {
+                            what: "FedNest",
+                            from: t / 2,
+                            to: t,
+                            before: norms[t / 2],
+                            after: norms[t],
+                            step: self.options.neumann_step,
+                        });
                     }
                     progress(Phase::Estimate, t, self.terms);
                 }
@@ -604,7 +682,23 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 curvature: None,
             },
             participants: Some(s),
+            index: None,
+            q_mean: None,
         })
+    }
+
+    fn describe_parts(&self) -> (String, String) {
+        let name = match self.scope {
+            HessianScope::Global => "FedNest (FedIHGP)",
+            HessianScope::Local => "LFedNest (local Neumann series)",
+        };
+        (
+            lower_description(&self.options),
+            format!(
+                "{name}, T' = {}, Neumann step {}",
+                self.terms, self.options.neumann_step
+            ),
+        )
     }
 
     fn describe(&self) -> String {

@@ -31,6 +31,11 @@ pub struct Joint<T> {
     /// The clients that took part (server-based estimators draw them once per call), in
     /// increasing order; `None` when every client did.
     pub participants: Option<Vec<usize>>,
+    /// AggITD: the index Q this estimate started its HessIV recursion from.
+    pub index: Option<usize>,
+    /// AggITD with its diagnostic on: the estimate's mean over Q ∈ {0, …, N} on the same
+    /// trajectory (the iterative-differentiation expression), to show a single Q's spread.
+    pub q_mean: Option<PerClient<T>>,
 }
 
 impl<T> Joint<T> {
@@ -55,6 +60,11 @@ pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send {
 
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;
+
+    /// The lower level's description and the estimate's, for reports that show them apart.
+    fn describe_parts(&self) -> (String, String) {
+        (self.describe(), self.describe())
+    }
 }
 
 /// The post-hoc pair as a joint estimator: `solver` reaches x(λ), then `estimator`
@@ -94,6 +104,8 @@ where
             solution,
             estimate,
             participants: None,
+            index: None,
+            q_mean: None,
         })
     }
 
@@ -103,5 +115,9 @@ where
             self.solver.describe(),
             self.estimator.describe()
         )
+    }
+
+    fn describe_parts(&self) -> (String, String) {
+        (self.solver.describe(), self.estimator.describe())
     }
 }

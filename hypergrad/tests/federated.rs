@@ -141,6 +141,17 @@ fn aggitd_mean_over_q_is_the_itd_expression() {
     }
     let err = mean.distance(&want) / want.norm();
     assert!(err < 1e-12, "relative error {err:e}");
+    // The one-pass diagnostic gives the same mean over Q.
+    let mut est = AggItd::new(options(n_steps, beta, eta))
+        .unwrap()
+        .with_q_mean();
+    est.solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+        .unwrap();
+    let diag = est.last_q_mean().unwrap().distance(&want) / want.norm();
+    assert!(
+        diag < 1e-12,
+        "one-pass mean over Q: relative error {diag:e}"
+    );
     // A single Q is far from the mean: the estimator's variance is real.
     assert!(spread > 1e-2, "spread {spread:e}");
 }
@@ -289,6 +300,18 @@ fn one_upper_step_is_a_step_along_the_mean_hypergradient() {
     for i in 0..n {
         assert_eq!(l.row(i), &[0.1 - 0.5 * 2.0, 0.1 - 0.5, 0.1 + 1.0]);
     }
+}
+
+#[test]
+fn a_too_large_neumann_step_is_an_error_not_a_number() {
+    let (n, d) = (3, 3);
+    let cs = clients(n, 10, d, 7);
+    let l = lambda(n, d);
+    let mut fednest = FedNest::new(options(50, 1.0, 60.0), 200, HessianScope::Global).unwrap();
+    let err = fednest
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("diverges"), "{err}");
 }
 
 #[test]

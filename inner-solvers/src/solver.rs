@@ -32,3 +32,19 @@ pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send {
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;
 }
+
+impl<T: Scalar, C: InnerCost<T>, S: InnerSolver<T, C> + ?Sized> InnerSolver<T, C> for Box<S> {
+    fn solve_with_progress(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<InnerSolution<T>> {
+        (**self).solve_with_progress(clients, lambda, x0, progress)
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}

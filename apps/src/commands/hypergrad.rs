@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use hgp_averaging::ClientBuffer;
-use hgp_models::{InnerCost, L2Logistic};
+use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
@@ -71,10 +71,13 @@ impl Hypergrad {
 
         let reporter = Reporter::new(&self.report, None, self.json, false)?;
         let Solved {
-            solver,
-            solution,
+            lower,
             estimator,
+            solution,
             estimate,
+            index,
+            q_mean,
+            ..
         } = pipeline.solve_and_estimate(
             (&clients, &lambda, &ClientBuffer::zeros(n, d)),
             &defaults,
@@ -82,6 +85,10 @@ impl Hypergrad {
         )?;
         let outer_loss = total_outer_loss(&clients, &solution.x, &lambda);
         let xbar = solution.mean();
+        // AggITD: how far this single-Q estimate is from its mean over Q (relative).
+        let spread = q_mean
+            .as_ref()
+            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE));
         if self.json {
             let out = json!({
                 "x": xbar,
@@ -89,21 +96,29 @@ impl Hypergrad {
                 "hypergrad": estimate.v.to_rows(),
                 "comm": comm_json(&estimate.comm),
                 "inner": {
-                    "solver": solver.describe(),
+                    "solver": lower,
                     "steps": solution.steps,
                     "consensus_error": solution.consensus_error,
                     "stationarity": solution.stationarity,
                     "comm": comm_json(&solution.comm),
                 },
-                "estimator": estimator.describe(),
+                "estimator": estimator,
                 "eta": estimate.eta,
                 "curvature": estimate.curvature,
             });
+            let mut out = out;
+            if let Some(q) = index {
+                out["aggitd"] = json!({
+                    "q": q,
+                    "q_mean": q_mean.as_ref().map(PerClient::to_rows),
+                    "q_spread": spread,
+                });
+            }
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("data:       {description}");
-        println!("inner:      {}", solver.describe());
+        println!("inner:      {lower}");
         println!(
             "            consensus error {}, stationarity ‖Σ∂g_i(x̄)‖ {}, {} steps",
             sci(solution.consensus_error),
@@ -118,13 +133,23 @@ impl Hypergrad {
                 .join(", ")
         );
         println!("outer loss: F = Σ_i f_i(x_i) = {outer_loss:.6}");
-        println!("estimator:  {}", estimator.describe());
+        println!("estimator:  {estimator}");
+        if let (Some(q), Some(spread)) = (index, spread) {
+            println!(
+                "            Q = {q}; this single-Q estimate differs from its mean over Q ∈ {{0, …, N}} by {:.1} % (relative): AggITD is unbiased only over Q",
+                100.0 * spread
+            );
+        }
         if let (Some(eta), Some(l)) = (estimate.eta, estimate.curvature) {
             println!(
                 "            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)"
             );
         }
         println!("            {}", estimate.comm);
+        println!(
+            "            lower level and estimate together: {} rounds",
+            solution.comm.rounds + estimate.comm.rounds
+        );
         println!();
         let d = estimate.v.rows().map(<[f64]>::len).max().unwrap_or(0);
         let shown = d.min(SHOWN_COORDINATES);

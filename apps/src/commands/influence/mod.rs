@@ -231,6 +231,12 @@ impl Influence {
                 }
             }
         }
+        if self.pipeline.estimator.estimator.federated() {
+            bail!(
+                "--estimator {} runs its own lower level over a server, but influence retrains with the inner solver: use --estimator hgp, exact or local",
+                self.pipeline.estimator.estimator.name()
+            );
+        }
         self.pipeline().validate(&self.defaults())?;
         prepare_out(&self.out)?;
         Ok(())
@@ -381,10 +387,11 @@ impl Influence {
         reporter.line(&format!("data: {description}"));
 
         let Solved {
-            solver,
-            solution,
+            lower,
             estimator,
+            solution,
             estimate,
+            ..
         } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter)?;
         let f0 = total_outer_loss(&clients, &solution.x, &lambda);
 
@@ -477,8 +484,7 @@ impl Influence {
             (f0, f_control),
             &solution,
             &description,
-            &*solver,
-            &*estimator,
+            (&lower, &estimator),
             &estimate.comm,
         )
     }

@@ -4,7 +4,6 @@
 use anyhow::Result;
 use hgp_averaging::Scalar;
 use hgp_inner_solvers::InnerSolution;
-use hgp_models::ClientObjective;
 use serde_json::json;
 
 use super::Influence;
@@ -18,15 +17,14 @@ pub const HEADER: &[&str] = &["client", "instance", "predicted", "actual", "stat
 impl Influence {
     /// Scores the removals, writes the figure and prints the summary (or JSON).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn report<T: Scalar, C: ClientObjective<T>>(
+    pub(super) fn report<T: Scalar>(
         &self,
         removals: &[Removal],
         total: usize,
         (f0, f_control): (f64, f64),
         solution: &InnerSolution<T>,
         description: &str,
-        solver: &dyn hgp_inner_solvers::InnerSolver<T, C>,
-        estimator: &dyn hgp_hypergrad::HyperGradient<T, C>,
+        (lower, estimator): (&str, &str),
         comm: &hgp_averaging::CommCost,
     ) -> Result<()> {
         let top = removals.len();
@@ -77,14 +75,14 @@ impl Influence {
         }
         let worst_retrain = removals.iter().map(|r| r.stationarity).fold(0.0, f64::max);
         println!("data:       {description}");
-        println!("inner:      {}", solver.describe());
+        println!("inner:      {lower}");
         println!(
             "            consensus error {}, stationarity {} (retrained: at most {})",
             sci(solution.consensus_error),
             sci(solution.stationarity),
             sci(worst_retrain)
         );
-        println!("estimator:  {}", estimator.describe());
+        println!("estimator:  {estimator}");
         println!(
             "outer loss: F = Σ_i f_i = {f0:.6} (after the control retraining: {f_control:.6})"
         );
