@@ -30,6 +30,14 @@ pub enum ModelError {
         /// The value given.
         value: f64,
     },
+    /// A model parameter that must be a positive finite number.
+    #[error("{name} must be positive and finite (got {value})")]
+    Positive {
+        /// Which parameter.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// A network could not be built or evaluated.
     #[error("network: {0}")]
     Network(String),

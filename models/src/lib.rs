@@ -26,6 +26,7 @@
 pub mod data;
 mod dirichlet;
 mod error;
+mod hyperrep;
 pub mod images;
 mod logistic;
 pub mod nn;
@@ -34,6 +35,7 @@ mod per_client;
 mod sampler;
 
 pub use error::{ModelError, Result};
+pub use hyperrep::{HyperRep, HyperRepConfig};
 pub use logistic::{L2Logistic, WeightedLogistic, bce_with_logit, sigmoid};
 pub use objective::{Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 pub use per_client::PerClient;
@@ -54,6 +56,7 @@ mod auto_traits {
         send_sync::<nn::NetClient<f32>>();
         send_sync::<nn::NetClient<f64>>();
         send_sync::<PerClient<f64>>();
+        send_sync::<hyperrep::HyperRep<f32>>();
         send_sync::<BatchSampler>();
         send_sync::<data::ClientData>();
         send_sync::<images::ImageSet>();

@@ -160,6 +160,16 @@ pub enum ImageError {
         /// The valid range.
         requirement: &'static str,
     },
+    /// A set holds too few images for what is asked of it.
+    #[error("{what} needs at least {needed} images, but the set holds {available}")]
+    TooFewImages {
+        /// What needs the images, in words.
+        what: String,
+        /// Images needed.
+        needed: usize,
+        /// Images in the set.
+        available: usize,
+    },
     /// A client received no training instance.
     #[error(
         "client {client} has an empty training set ({instances} instances in all); \

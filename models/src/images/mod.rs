@@ -8,6 +8,8 @@
 //! - [`heterogeneous_split`] distributes a set between clients the way the HGP paper
 //!   (Terashita & Hara, NeurIPS 2023, App. A.3, after Marfoq et al., 2021) does: clusters of
 //!   clients with their own pixel normalization, and Dirichlet label proportions.
+//! - [`hold_out`] and [`federated_split`] give the splits of paper 003 (Xiao & Ji, ICML 2023)
+//!   and FedNest: held-out test images, then equal iid parts or label shards per client.
 //!
 //! ```
 //! use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
@@ -22,10 +24,12 @@
 //! ```
 
 mod error;
+mod federated;
 mod idx;
 mod split;
 
 pub use error::ImageError;
+pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
 pub use split::{ImageClient, SplitConfig, heterogeneous_split};
 
