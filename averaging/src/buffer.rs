@@ -79,6 +79,16 @@ impl<T: Scalar> ClientBuffer<T> {
         self.data.chunks_mut(d).take(self.n)
     }
 
+    /// The blocks of the clients in `clients` (sorted, as a server's participants are), with
+    /// their indices, mutably: for work on a subset of the rows in parallel.
+    pub fn rows_of_mut(&mut self, clients: &[usize]) -> Vec<(usize, &mut [T])> {
+        debug_assert!(clients.windows(2).all(|w| w[0] < w[1]));
+        self.rows_mut()
+            .enumerate()
+            .filter(|(i, _)| clients.binary_search(i).is_ok())
+            .collect()
+    }
+
     /// The clients' blocks as a parallel iterator (rayon), mutably.
     pub fn par_rows_mut(&mut self) -> impl IndexedParallelIterator<Item = &mut [T]> {
         let d = self.d.max(1);

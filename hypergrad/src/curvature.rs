@@ -94,11 +94,7 @@ where
         let product = |(i, w_i): (usize, &mut [T]), idx: &mut Vec<usize>| {
             let c = &clients[i];
             sampler.draw(i, k as u64, 0, c.num_train(), idx);
-            let batch = if idx.is_empty() {
-                Batch::Full
-            } else {
-                Batch::Indices(idx)
-            };
+            let batch = Batch::from_draw(idx);
             c.inner_hvp(x.row(i), lambda.row(i), q.row(i), batch, w_i);
         };
         if n > 1 && work >= PARALLEL_MIN_WORK {

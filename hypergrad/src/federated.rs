@@ -117,25 +117,6 @@ impl<T: Scalar> Server<T> {
     }
 }
 
-/// The participants' rows of `out` (in parallel; other rows untouched).
-fn participant_rows<'a, T: Scalar>(
-    out: &'a mut ClientBuffer<T>,
-    participants: &[usize],
-) -> Vec<(usize, &'a mut [T])> {
-    out.rows_mut()
-        .enumerate()
-        .filter(|(i, _)| participants.binary_search(i).is_ok())
-        .collect()
-}
-
-fn batch_of(idx: &[usize]) -> Batch<'_> {
-    if idx.is_empty() {
-        Batch::Full
-    } else {
-        Batch::Indices(idx)
-    }
-}
-
 /// Rows of participants ← ∂_x f_i(x, λ_i) (the r_i of AggITD, FedNest's p_0 terms).
 fn outer_x_rows<T: Scalar, C: ClientObjective<T>>(
     clients: &[C],
@@ -144,37 +125,37 @@ fn outer_x_rows<T: Scalar, C: ClientObjective<T>>(
     x: &[T],
     out: &mut ClientBuffer<T>,
 ) {
-    participant_rows(out, participants)
+    out.rows_of_mut(participants)
         .par_iter_mut()
         .for_each(|(i, row)| clients[*i].outer_grad_x(x, lambda.row(*i), row));
 }
 
-/// Rows of participants ← z − η ∂²_x g_i(x, λ_i; χ_i) z, χ_i draw `draw` of `step`.
+/// Rows of participants ← z_i − η ∂²_x g_i(x, λ_i; χ_i) z_i, with z_i = `z(i)` (one shared
+/// vector for the averaged series, the client's own for LFedNest) and χ_i draw 0 of `step`.
 #[allow(clippy::too_many_arguments)]
-fn neumann_rows<T: Scalar, C: ClientObjective<T>>(
+fn neumann_rows<'z, T: Scalar, C: ClientObjective<T>>(
     clients: &[C],
     lambda: &PerClient<T>,
     participants: &[usize],
     x: &[T],
-    z: &[T],
+    z: &(dyn Fn(usize) -> &'z [T] + Sync),
     eta: T,
     sampler: &BatchSampler,
     step: u64,
     out: &mut ClientBuffer<T>,
 ) {
-    participant_rows(out, participants)
-        .par_iter_mut()
-        .for_each_init(
-            || (Vec::new(), vec![T::zero(); z.len()]),
-            |(idx, hz), (i, row)| {
-                let c = &clients[*i];
-                sampler.draw(*i, step, 0, c.num_train(), idx);
-                c.inner_hvp(x, lambda.row(*i), z, batch_of(idx), hz);
-                for ((r, &zk), &hk) in row.iter_mut().zip(z).zip(hz.iter()) {
-                    *r = zk - eta * hk;
-                }
-            },
-        );
+    out.rows_of_mut(participants).par_iter_mut().for_each_init(
+        || (Vec::new(), vec![T::zero(); x.len()]),
+        |(idx, hz), (i, row)| {
+            let c = &clients[*i];
+            let z = z(*i);
+            sampler.draw(*i, step, 0, c.num_train(), idx);
+            c.inner_hvp(x, lambda.row(*i), z, Batch::from_draw(idx), hz);
+            for ((r, &zk), &hk) in row.iter_mut().zip(z).zip(hz.iter()) {
+                *r = zk - eta * hk;
+            }
+        },
+    );
 }
 
 /// h_i = ∂_λ f_i(x, λ_i) − ∂²_{λx} g_i(x, λ_i; χ_i) · p_i for every client (p_i = `p(i)`), and
@@ -199,7 +180,7 @@ fn hyper_rows<'p, T: Scalar, C: ClientObjective<T>>(
             c.outer_grads(x, l, gx, row);
             let mut cross = vec![T::zero(); row.len()];
             sampler.draw(i, step, 1, c.num_train(), idx);
-            c.inner_cross_jvp(x, l, p(i), batch_of(idx), &mut cross);
+            c.inner_cross_jvp(x, l, p(i), Batch::from_draw(idx), &mut cross);
             for (r, &c) in row.iter_mut().zip(&cross) {
                 *r -= c;
             }
@@ -261,9 +242,7 @@ pub struct AggItd<T> {
     lower: FedLower,
     hvp: BatchSampler,
     server: Server<T>,
-    last_index: Option<usize>,
     q_mean: bool,
-    last_q_mean: Option<PerClient<T>>,
 }
 
 impl<T: Scalar> AggItd<T> {
@@ -281,9 +260,7 @@ impl<T: Scalar> AggItd<T> {
             index: None,
             lower,
             server: Server::new(),
-            last_index: None,
             q_mean: false,
-            last_q_mean: None,
         })
     }
 
@@ -291,11 +268,6 @@ impl<T: Scalar> AggItd<T> {
     pub fn with_index(mut self, q: usize) -> Self {
         self.index = Some(q);
         self
-    }
-
-    /// The Q of the last call.
-    pub fn last_index(&self) -> Option<usize> {
-        self.last_index
     }
 
     /// Also computes, as a diagnostic, the estimate's mean over Q ∈ {0, …, N} on the same
@@ -306,11 +278,6 @@ impl<T: Scalar> AggItd<T> {
     pub fn with_q_mean(mut self) -> Self {
         self.q_mean = true;
         self
-    }
-
-    /// The mean over Q of the last call's estimate (with [`Self::with_q_mean`]).
-    pub fn last_q_mean(&self) -> Option<&PerClient<T>> {
-        self.last_q_mean.as_ref()
     }
 }
 
@@ -334,11 +301,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
             Some(q) => q,
             None => rng::stream(self.options.seed, domain::AGGITD, call).random_range(0..=big_n),
         };
-        self.last_index = Some(q);
         let eta = T::cast(self.options.neumann_step);
         let mut state: ServerState<T> = self.lower.start(x0);
         state.round = (call as usize) * big_n;
-        let mut lower_comm = CommCost::new(n);
         let mut estimate_comm = CommCost::new(n);
         let d = x0.d();
         let mut z: Vec<T> = Vec::new();
@@ -350,7 +315,15 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 let mut next = ClientBuffer::zeros(n, d);
                 if t > 0 {
                     neumann_rows(
-                        clients, lambda, &s, &state.y, &zbar, eta, &self.hvp, step, &mut next,
+                        clients,
+                        lambda,
+                        &s,
+                        &state.y,
+                        &|_| zbar.as_slice(),
+                        eta,
+                        &self.hvp,
+                        step,
+                        &mut next,
                     );
                 }
                 let mut r = ClientBuffer::zeros(n, d);
@@ -373,7 +346,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                     lambda,
                     &s,
                     &state.y,
-                    &z,
+                    &|_| z.as_slice(),
                     eta,
                     &self.hvp,
                     step,
@@ -381,7 +354,6 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 );
             }
             if t < big_n {
-                state.comm = CommCost::new(n);
                 let control = match self.options.update {
                     LocalUpdate::Svrg => Some(
                         self.lower
@@ -399,7 +371,6 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                     &mut local,
                 )?;
                 state.comm.merge(&server.aggregate(&mut local, &s)?);
-                lower_comm.merge(&state.comm);
                 if t >= q {
                     estimate_comm.merge(&piggyback(server.aggregate(&mut pieces, &s)?));
                     z = pieces.row(0).to_vec();
@@ -441,10 +412,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         } else {
             None
         };
-        self.last_q_mean.clone_from(&q_mean);
         progress(Phase::Estimate, 1, 1);
         let x = broadcast(n, &state.y);
-        let solution = InnerSolution::measure(clients, lambda, x, None, big_n, lower_comm);
+        let solution = InnerSolution::measure(clients, lambda, x, None, big_n, state.comm);
         Ok(Joint {
             solution,
             estimate: HyperGradEstimate {
@@ -595,7 +565,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                         lambda,
                         &s,
                         &y,
-                        &current,
+                        &|_| current.as_slice(),
                         eta,
                         &self.hvp,
                         step(t),
@@ -631,16 +601,16 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 let mut sum = p.clone();
                 for t in 1..=self.terms {
                     let prev = p.clone();
-                    participant_rows(&mut p, &all).par_iter_mut().for_each_init(
-                        || (Vec::new(), vec![T::zero(); d]),
-                        |(idx, hz), (i, row)| {
-                            let c = &clients[*i];
-                            self.hvp.draw(*i, step(t), 0, c.num_train(), idx);
-                            c.inner_hvp(&y, lambda.row(*i), prev.row(*i), batch_of(idx), hz);
-                            for ((r, &zk), &hk) in row.iter_mut().zip(prev.row(*i)).zip(hz.iter()) {
-                                *r = zk - eta * hk;
-                            }
-                        },
+                    neumann_rows(
+                        clients,
+                        lambda,
+                        &all,
+                        &y,
+                        &|i| prev.row(i),
+                        eta,
+                        &self.hvp,
+                        step(t),
+                        &mut p,
                     );
                     for (a, &b) in sum.as_mut_slice().iter_mut().zip(p.as_slice()) {
                         *a += b;
@@ -759,7 +729,8 @@ pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
     }
     let start = lambda.row(participants[0]).to_vec();
     let mut models = ClientBuffer::zeros(n, d);
-    participant_rows(&mut models, participants)
+    models
+        .rows_of_mut(participants)
         .par_iter_mut()
         .for_each_init(
             || {

@@ -225,11 +225,17 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                 let (xi, li) = (x.row(i), lambda.row(i));
                 if s.jacobian_batch == s.hessian_batch {
                     // One batch for both products: models may share one pass.
-                    let batch = as_batch(&s.jacobian_batch);
+                    let batch = Batch::from_draw(&s.jacobian_batch);
                     c.inner_second_order(xi, li, u_i, batch, &mut s.hvp, &mut s.cross);
                 } else {
-                    c.inner_cross_jvp(xi, li, u_i, as_batch(&s.jacobian_batch), &mut s.cross);
-                    c.inner_hvp(xi, li, u_i, as_batch(&s.hessian_batch), &mut s.hvp);
+                    c.inner_cross_jvp(
+                        xi,
+                        li,
+                        u_i,
+                        Batch::from_draw(&s.jacobian_batch),
+                        &mut s.cross,
+                    );
+                    c.inner_hvp(xi, li, u_i, Batch::from_draw(&s.hessian_batch), &mut s.hvp);
                 }
                 for (vk, &jk) in v_i.iter_mut().zip(&s.cross) {
                     *vk -= eta_t * jk;
@@ -308,14 +314,6 @@ impl<T> Default for Scratch<T> {
             cross: Vec::new(),
             hvp: Vec::new(),
         }
-    }
-}
-
-fn as_batch(idx: &[usize]) -> Batch<'_> {
-    if idx.is_empty() {
-        Batch::Full
-    } else {
-        Batch::Indices(idx)
     }
 }
 

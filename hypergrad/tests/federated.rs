@@ -145,9 +145,10 @@ fn aggitd_mean_over_q_is_the_itd_expression() {
     let mut est = AggItd::new(options(n_steps, beta, eta))
         .unwrap()
         .with_q_mean();
-    est.solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+    let joint = est
+        .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
         .unwrap();
-    let diag = est.last_q_mean().unwrap().distance(&want) / want.norm();
+    let diag = joint.q_mean.unwrap().distance(&want) / want.norm();
     assert!(
         diag < 1e-12,
         "one-pass mean over Q: relative error {diag:e}"

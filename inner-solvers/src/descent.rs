@@ -27,11 +27,7 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     let body = |(i, row): (usize, &mut [T]), grad: &mut Vec<T>, idx: &mut Vec<usize>| {
         let c = &clients[i];
         sampler.draw(i, step, 0, c.num_train(), idx);
-        let batch = if idx.is_empty() {
-            Batch::Full
-        } else {
-            Batch::Indices(idx)
-        };
+        let batch = Batch::from_draw(idx);
         grad.resize(d, T::zero());
         match point {
             Some(p) => c.inner_grad(p.row(i), lambda.row(i), batch, grad),

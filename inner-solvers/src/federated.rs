@@ -16,7 +16,6 @@ use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
 
-use crate::descent::all_finite;
 use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
@@ -30,16 +29,6 @@ pub enum LocalUpdate {
     /// y_i ← y_i − β (∇G_i(y_i; ξ) − ∇G_i(y; ξ) + q̄), the same ξ for both gradients
     /// (paper 003 Alg. 2 line 4; FedNest's FedInn); two communication rounds.
     Svrg,
-}
-
-impl LocalUpdate {
-    /// Communication rounds of one lower-level round with this update.
-    pub fn rounds(self) -> u64 {
-        match self {
-            Self::Sgd => 1,
-            Self::Svrg => 2,
-        }
-    }
 }
 
 /// Index of the draw of the control-variate gradient ∇G_i(y; ζ) in a round's batches (the
@@ -60,22 +49,12 @@ pub fn participant_gradients<T: Scalar, C: InnerCost<T>>(
     draw: u64,
     out: &mut ClientBuffer<T>,
 ) {
-    let d = out.d();
-    let mut rows: Vec<(usize, &mut [T])> = out
-        .rows_mut()
-        .enumerate()
-        .filter(|(i, _)| participants.binary_search(i).is_ok())
-        .collect();
+    let mut rows = out.rows_of_mut(participants);
     rows.par_iter_mut()
         .for_each_init(Vec::new, |idx, (i, row)| {
             let c = &clients[*i];
             sampler.draw(*i, round, draw, c.num_train(), idx);
-            let batch = if idx.is_empty() {
-                Batch::Full
-            } else {
-                Batch::Indices(idx)
-            };
-            debug_assert_eq!(row.len(), d);
+            let batch = Batch::from_draw(idx);
             c.inner_grad(y, lambda.row(*i), batch, row);
         });
 }
@@ -103,11 +82,7 @@ pub fn local_steps<T: Scalar, C: InnerCost<T>>(
 ) -> Result<()> {
     let d = y.len();
     let beta = T::cast(lr);
-    let mut rows: Vec<(usize, &mut [T])> = out
-        .rows_mut()
-        .enumerate()
-        .filter(|(i, _)| participants.binary_search(i).is_ok())
-        .collect();
+    let mut rows = out.rows_of_mut(participants);
     rows.par_iter_mut().for_each_init(
         || (Vec::new(), vec![T::zero(); d], vec![T::zero(); d]),
         |(idx, g, g_anchor), (i, row)| {
@@ -116,11 +91,7 @@ pub fn local_steps<T: Scalar, C: InnerCost<T>>(
             row.copy_from_slice(y);
             for v in 0..steps {
                 sampler.draw(*i, round, v as u64, c.num_train(), idx);
-                let batch = if idx.is_empty() {
-                    Batch::Full
-                } else {
-                    Batch::Indices(idx)
-                };
+                let batch = Batch::from_draw(idx);
                 c.inner_grad(row, l, batch, g);
                 if let Some(q) = control {
                     c.inner_grad(y, l, batch, g_anchor);
@@ -227,21 +198,6 @@ impl FedLower {
     pub fn with_control_batches(mut self, size: BatchSize) -> Self {
         self.control = BatchSampler::new(size, self.seed, domain::FEDSVRG);
         self
-    }
-
-    /// The local update.
-    pub fn update(&self) -> LocalUpdate {
-        self.update
-    }
-
-    /// Lower-level rounds per solve (N).
-    pub fn rounds(&self) -> usize {
-        self.rounds
-    }
-
-    /// The participation fraction C.
-    pub fn fraction(&self) -> f64 {
-        self.fraction
     }
 
     /// The server model y of `x0`: the mean of its rows.
@@ -376,7 +332,6 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedLower {
             progress(r + 1, self.rounds);
         }
         let x = ClientBuffer::from_fn(n, state.y.len(), |_, k| state.y[k]);
-        debug_assert!(all_finite(&x));
         Ok(InnerSolution::measure(
             clients,
             lambda,

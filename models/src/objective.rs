@@ -15,6 +15,18 @@ pub enum Batch<'a> {
     Indices(&'a [usize]),
 }
 
+impl<'a> Batch<'a> {
+    /// The batch of a [`crate::BatchSampler`] draw: its indices, or the full set when the
+    /// sampler left them empty (full-batch sampling).
+    pub fn from_draw(indices: &'a [usize]) -> Self {
+        if indices.is_empty() {
+            Batch::Full
+        } else {
+            Batch::Indices(indices)
+        }
+    }
+}
+
 /// The inner cost g_i(x, λ_i; ξ_i) of one client, with its gradient in x.
 pub trait InnerCost<T: Scalar>: Send + Sync {
     /// d_x, the size of x.
