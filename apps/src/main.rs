@@ -46,6 +46,11 @@ enum Command {
     /// against SGP and Local over FC, FixU, RandU and RandD networks.
     #[command(allow_negative_numbers = true, after_help = commands::personalize::after_help())]
     Personalize(commands::personalize::Personalize),
+    /// Paper 003 Sec. 5 / Table 2 / Figs. 2–4: federated hyper-representation learning on
+    /// MNIST, FBO-AggITD against FedNest and LFedNest, in communication rounds to a target
+    /// test accuracy (writes fbo.csv, fbo.md and curves.svg).
+    #[command(allow_negative_numbers = true)]
+    Fbo(commands::fbo::Fbo),
     /// Write the synthetic data of the HGP paper (FedEM-style mixture) as a client CSV
     /// directory that --data reads.
     #[command(allow_negative_numbers = true)]
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
         Command::Hypergrad(c) => c.run(),
         Command::Influence(c) => c.run(),
         Command::Personalize(c) => c.run(),
+        Command::Fbo(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };
     match result {

@@ -1050,6 +1050,7 @@ impl EstimatorArgs {
             fraction,
             batch: self.batch(defaults),
             seed: derive(seed, domain::ESTIMATOR),
+            participants_only: false,
         }
     }
 }

@@ -175,7 +175,7 @@ fn help_explains_every_subcommand() {
     let o = hgp(&["--help"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    for sub in ["error", "hypergrad", "gen-synthetic"] {
+    for sub in ["error", "hypergrad", "fbo", "gen-synthetic"] {
         assert!(text.contains(sub), "{text}");
         let o = hgp(&[sub, "--help"]);
         assert!(o.status.success() && stdout(&o).contains("--"), "{sub}");
@@ -899,4 +899,81 @@ fn federated_estimators_run_from_the_command_line() {
         let err = fails(&bad);
         assert!(err.contains(says), "{bad:?}: {err}");
     }
+}
+
+/// A tiny configuration (10 clients, 400 images, an 8-unit representation) of every method,
+/// split and τ of `hgp fbo`: rounds per outer iteration as paper 003's Table 1 counts them,
+/// whole iterations within the budget, accuracies in [0, 1], the same JSON for the same seed.
+#[test]
+fn fbo_runs_every_method_and_split_reproducibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "fbo",
+        "--clients",
+        "10",
+        "--images",
+        "400",
+        "--test-images",
+        "100",
+        "--hidden",
+        "8",
+        "--rounds",
+        "60",
+        "--inner-steps",
+        "2",
+        "--neumann-terms",
+        "2",
+        "--batch",
+        "8",
+        "--target",
+        "0.3",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
+    let first = json(&hgp(&args));
+    let rows = first["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 20);
+    // N = 2, T' = 2: FedSVRG-type lower rounds cost 2 rounds, SGD-type 1; AggITD's z^N
+    // and h one each, FedNest's p_0, T' terms and h; the upper round one.
+    let per_iteration = [
+        ("fbo-aggitd", 2 * 2 + 3),
+        ("fednest", 2 * 2 + 2 + 3),
+        ("fbo-aggitd-sgd", 2 + 3),
+        ("fednest-sgd", 2 + 2 + 3),
+        ("lfednest", 2 + 2),
+    ];
+    for (method, per) in per_iteration {
+        for split in ["iid", "noniid"] {
+            for tau in [1, 5] {
+                let row = rows
+                    .iter()
+                    .find(|r| r["method"] == method && r["split"] == split && r["tau"] == tau)
+                    .unwrap();
+                assert_eq!(row["rounds"], 60 / per * per, "{method}");
+                let acc = row["final_accuracy"].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&acc), "{method} {split} {acc}");
+                match row["rounds_to_target"].as_u64() {
+                    Some(r) => assert!(r > 0 && r <= 60 && r % per == 0, "{row}"),
+                    None => assert!(row["rounds_to_target"].is_null(), "{row}"),
+                }
+            }
+        }
+    }
+    for file in ["fbo.csv", "fbo.md", "curves.svg", "hgp.log"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    assert_eq!(json(&hgp(&args)), first);
+    // Bad input: one line, before any run.
+    let out = dir.path().join("never");
+    let o = out.to_str().unwrap();
+    let err = fails_early(&["fbo", "--target", "90", "--out", o], &out);
+    assert!(err.contains("(0, 1]"), "{err}");
+    let err = fails(&["fbo", "--rounds", "5", "--quick", "--out", o]);
+    assert!(err.contains("less than one outer iteration"), "{err}");
+    let err = fails(&["fbo", "--test-images", "10000", "--out", o]);
+    assert!(err.contains("leaves no image"), "{err}");
+    let o = hgp(&["fbo", "--split", "dirichlet"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("[possible values: iid, noniid]"));
 }

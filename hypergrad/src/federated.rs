@@ -41,6 +41,10 @@ pub struct FederatedOptions {
     pub batch: BatchSize,
     /// Seed of the participants, batches and (AggITD) the index Q.
     pub seed: u64,
+    /// Compute h_i (and LFedNest's local series) for the participants only, leaving the
+    /// other rows zero: all that an upper step uses (FBO-AggITD, FedNest's FedOut). Off,
+    /// every client's row d_{λ_i}F is computed at the shared p, as `hgp hypergrad` reports.
+    pub participants_only: bool,
 }
 
 impl Default for FederatedOptions {
@@ -54,6 +58,7 @@ impl Default for FederatedOptions {
             fraction: 1.0,
             batch: BatchSize::Full,
             seed: 0,
+            participants_only: false,
         }
     }
 }
@@ -69,6 +74,15 @@ impl FederatedOptions {
             }
         }
         Ok(())
+    }
+
+    /// The clients whose h_i a call computes.
+    fn computed(&self, n: usize, participants: &[usize]) -> Vec<usize> {
+        if self.participants_only {
+            participants.to_vec()
+        } else {
+            (0..n).collect()
+        }
     }
 
     fn lower(&self) -> Result<FedLower> {
@@ -158,23 +172,33 @@ fn neumann_rows<'z, T: Scalar, C: ClientObjective<T>>(
     );
 }
 
-/// h_i = ∂_λ f_i(x, λ_i) − ∂²_{λx} g_i(x, λ_i; χ_i) · p_i for every client (p_i = `p(i)`), and
-/// the round in which the participants send h_i to the server (paper 003 Alg. 1 line 19).
+/// h_i = ∂_λ f_i(x, λ_i) − ∂²_{λx} g_i(x, λ_i; χ_i) · p_i for the clients `computed` (p_i =
+/// `p(i)`; other rows zero), and the round in which the participants send h_i to the server
+/// (paper 003 Alg. 1 line 19).
 #[allow(clippy::too_many_arguments)]
 fn hyper_rows<'p, T: Scalar, C: ClientObjective<T>>(
     clients: &[C],
     lambda: &PerClient<T>,
     participants: &[usize],
+    computed: &[usize],
     x: &[T],
     p: &(dyn Fn(usize) -> &'p [T] + Sync),
     sampler: &BatchSampler,
     step: u64,
 ) -> (PerClient<T>, CommCost) {
     let mut v = lambda.zeros_like();
-    let mut rows = v.rows_mut();
-    rows.par_iter_mut().enumerate().for_each_init(
+    let mut wanted = vec![false; clients.len()];
+    computed.iter().for_each(|&i| wanted[i] = true);
+    let mut rows: Vec<(usize, &mut [T])> = v
+        .rows_mut()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| wanted[*i])
+        .collect();
+    rows.par_iter_mut().for_each_init(
         || (Vec::new(), vec![T::zero(); x.len()]),
         |(idx, gx), (i, row)| {
+            let i = *i;
             let c = &clients[i];
             let l = lambda.row(i);
             c.outer_grads(x, l, gx, row);
@@ -386,10 +410,12 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         // p = λ (N + 1) z^N.
         let scale = eta * T::cast((big_n + 1) as f64);
         let p: Vec<T> = z.iter().map(|&v| v * scale).collect();
+        let computed = self.options.computed(n, &s);
         let (v, h_cost) = hyper_rows(
             clients,
             lambda,
             &s,
+            &computed,
             &state.y,
             &|_| p.as_slice(),
             &self.hvp,
@@ -403,6 +429,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 clients,
                 lambda,
                 &s,
+                &computed,
                 &state.y,
                 &|_| pbar.as_slice(),
                 &self.hvp,
@@ -549,6 +576,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         let steps = self.terms as u64 + 2;
         let step = |t: usize| call * steps + t as u64;
         let shared: Vec<T>;
+        let computed = self.options.computed(n, &s);
         let mut local = ClientBuffer::zeros(n, d);
         match self.scope {
             HessianScope::Global => {
@@ -595,16 +623,15 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
             }
             HessianScope::Local => {
                 // Every client's own series, on its own row (no communication).
-                let all: Vec<usize> = (0..n).collect();
                 let mut p = ClientBuffer::zeros(n, d);
-                outer_x_rows(clients, lambda, &all, &y, &mut p);
+                outer_x_rows(clients, lambda, &computed, &y, &mut p);
                 let mut sum = p.clone();
                 for t in 1..=self.terms {
                     let prev = p.clone();
                     neumann_rows(
                         clients,
                         lambda,
-                        &all,
+                        &computed,
                         &y,
                         &|i| prev.row(i),
                         eta,
@@ -633,6 +660,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
             clients,
             lambda,
             &s,
+            &computed,
             &y,
             &p_of,
             &self.hvp,

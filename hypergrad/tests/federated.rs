@@ -338,3 +338,50 @@ fn bad_options_are_refused() {
             .is_err()
     );
 }
+
+/// With `participants_only`, every estimator computes the participants' rows exactly as
+/// without it (same draws, same p) and leaves the others zero; the lower level is untouched.
+#[test]
+fn participants_only_rows_are_the_participants_rows() {
+    let (n, d) = (6, 3);
+    let cs = clients(n, 8, d, 5);
+    let l = lambda(n, d);
+    let x0 = ClientBuffer::zeros(n, d);
+    let base = FederatedOptions {
+        fraction: 0.5,
+        local_steps: 2,
+        seed: 9,
+        ..options(6, 0.5, 0.3)
+    };
+    let only = FederatedOptions {
+        participants_only: true,
+        ..base.clone()
+    };
+    type Build = fn(FederatedOptions) -> Box<dyn JointEstimator<f64, L2Logistic<f64>>>;
+    let builds: [Build; 3] = [
+        |o| Box::new(AggItd::new(o).unwrap()),
+        |o| Box::new(FedNest::new(o, 4, HessianScope::Global).unwrap()),
+        |o| Box::new(FedNest::new(o, 4, HessianScope::Local).unwrap()),
+    ];
+    for build in builds {
+        let full = build(base.clone())
+            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .unwrap();
+        let part = build(only.clone())
+            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .unwrap();
+        let s = part.participants.clone().unwrap();
+        assert_eq!(full.participants.as_ref(), Some(&s));
+        assert_eq!(s.len(), 3);
+        assert_eq!(full.solution.x.as_slice(), part.solution.x.as_slice());
+        for i in 0..n {
+            if s.contains(&i) {
+                assert_eq!(full.estimate.v.row(i), part.estimate.v.row(i));
+                assert!(part.estimate.v.row(i).iter().any(|&v| v != 0.0));
+            } else {
+                assert!(part.estimate.v.row(i).iter().all(|&v| v == 0.0));
+            }
+        }
+        assert_eq!(full.total_comm().rounds, part.total_comm().rounds);
+    }
+}

@@ -1,6 +1,7 @@
 //! The subcommands of `hgp`.
 
 pub mod error;
+pub mod fbo;
 pub mod gen_synthetic;
 pub mod hypergrad;
 pub mod influence;

@@ -1,0 +1,356 @@
+//! The protocol of `hgp fbo`: federated hyper-representation learning (paper 003 Sec. 5,
+//! Table 2, Figs. 2–4). One run is one method on one split with one number τ of local upper
+//! steps: outer iterations of a joint estimate (the lower level and the hyper-gradient,
+//! [`JointEstimator`]) and one upper round ([`one_round_upper`]), until the budget of
+//! communication rounds is spent, with the test accuracy after every iteration.
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use hgp_averaging::{Central, ClientBuffer};
+use hgp_hypergrad::{AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator};
+use hgp_inner_solvers::LocalUpdate;
+use hgp_models::images::{FedSplit, ImageSet, federated_split};
+use hgp_models::{BatchSize, HyperRep, HyperRepConfig, PerClient};
+
+use crate::setup::{derive, domain};
+
+/// The scalar of the runs: f32, as the papers' PyTorch code (the parameters of 100 clients'
+/// hidden layers, 100 × 157,000, take 63 MB).
+pub type Real = f32;
+
+/// The methods of paper 003's Sec. 5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Method {
+    /// FBO-AggITD (Alg. 3): AggITD over FedSVRG-type lower rounds (One-Round-Lower), then
+    /// One-Round-Upper.
+    FboAggitd,
+    /// FBO-AggITD with SGD-type (FedAvg) lower rounds (Fig. 4).
+    FboAggitdSgd,
+    /// FedNest: FedInn (FedSVRG) lower rounds, FedIHGP (the Neumann series of the averaged
+    /// Hessian, one round per term), FedOut.
+    Fednest,
+    /// FedNest with SGD-type lower rounds (Fig. 4).
+    FednestSgd,
+    /// LFedNest: every client's own Neumann series, SGD-type lower rounds (Fig. 3).
+    Lfednest,
+}
+
+impl Method {
+    /// The name on the command line and in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FboAggitd => "fbo-aggitd",
+            Self::FboAggitdSgd => "fbo-aggitd-sgd",
+            Self::Fednest => "fednest",
+            Self::FednestSgd => "fednest-sgd",
+            Self::Lfednest => "lfednest",
+        }
+    }
+
+    /// The lower-level rounds' local update.
+    fn update(self) -> LocalUpdate {
+        match self {
+            Self::FboAggitd | Self::Fednest => LocalUpdate::Svrg,
+            Self::FboAggitdSgd | Self::FednestSgd | Self::Lfednest => LocalUpdate::Sgd,
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the images are dealt to the clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Split {
+    /// Equal random parts, half training and half validation.
+    Iid,
+    /// Sorted by label into 2 shards per client, 80 % training / 20 % validation (FedNest).
+    Noniid,
+}
+
+impl Split {
+    /// The name on the command line and in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Iid => "iid",
+            Self::Noniid => "noniid",
+        }
+    }
+
+    fn fed_split(self) -> FedSplit {
+        match self {
+            Self::Iid => FedSplit::Iid,
+            Self::Noniid => FedSplit::NonIid {
+                shards_per_client: SHARDS_PER_CLIENT,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Split {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Called with the communication rounds so far, the head y and the hidden layer λ.
+type Observer<'a> = dyn FnMut(usize, &[Real], &[Real]) + 'a;
+
+/// Label shards per client in the non-iid split (FedNest: 200 shards over 100 clients).
+pub const SHARDS_PER_CLIENT: usize = 2;
+
+/// Everything that fixes the numbers of a run, but the method, the split and τ.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Lower-level rounds N per outer iteration.
+    pub inner_steps: usize,
+    /// Lower-level step β.
+    pub inner_lr: f64,
+    /// Local steps of every lower-level round.
+    pub inner_local_steps: usize,
+    /// Upper step α.
+    pub outer_lr: f64,
+    /// Neumann step (paper 003's λ of HessIV, FedNest's of FedIHGP).
+    pub neumann_step: f64,
+    /// FedNest's Neumann rounds T'.
+    pub neumann_terms: usize,
+    /// Participation fraction C.
+    pub fraction: f64,
+    /// Mini-batch of the lower steps, the Hessian- and the cross-products.
+    pub batch: usize,
+    /// Budget of communication rounds of a run.
+    pub rounds: usize,
+    /// The test accuracy whose first crossing is reported.
+    pub target: f64,
+    /// The model's sizes and the head's L2 weight β.
+    pub model: HyperRepConfig,
+    /// The seed of every random choice.
+    pub seed: u64,
+}
+
+/// One split's clients and the held-out test images.
+pub struct Federation {
+    /// The split.
+    pub split: Split,
+    /// Every client's lower (head) and upper (representation) costs.
+    pub clients: Vec<HyperRep<Real>>,
+    /// Images no client sees.
+    pub test: ImageSet,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// The method.
+    pub method: Method,
+    /// The split.
+    pub split: Split,
+    /// Local upper steps τ.
+    pub tau: usize,
+    /// (communication rounds so far, test accuracy), from the start (round 0) and after
+    /// every outer iteration.
+    pub curve: Vec<(usize, f64)>,
+}
+
+impl Run {
+    /// The communication rounds spent.
+    pub fn rounds(&self) -> usize {
+        self.curve.last().map_or(0, |p| p.0)
+    }
+
+    /// The test accuracy at the end.
+    pub fn final_accuracy(&self) -> f64 {
+        self.curve.last().map_or(0.0, |p| p.1)
+    }
+
+    /// The rounds at which the test accuracy first reached `target`.
+    pub fn rounds_to_target(&self, target: f64) -> Option<usize> {
+        self.curve.iter().find(|p| p.1 >= target).map(|p| p.0)
+    }
+}
+
+impl Settings {
+    /// The clients of `split` over `images` (the test images already held out).
+    ///
+    /// # Errors
+    ///
+    /// A split that leaves a client without training or validation images; images whose
+    /// labels need more classes than the head has.
+    pub fn federation(
+        &self,
+        images: &ImageSet,
+        test: &ImageSet,
+        clients: usize,
+        split: Split,
+    ) -> Result<Federation> {
+        let parts = federated_split(
+            images,
+            clients,
+            split.fed_split(),
+            derive(self.seed, domain::DATA),
+        )
+        .with_context(|| format!("the {} split", split.name()))?;
+        let clients = parts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                HyperRep::new(&c.train, &c.val, self.model)
+                    .with_context(|| format!("client {i} of the {} split", split.name()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Federation {
+            split,
+            clients,
+            test: test.clone(),
+        })
+    }
+
+    /// The federated options of `method` (participants' rows only: the upper step needs no
+    /// other).
+    fn options(&self, method: Method) -> FederatedOptions {
+        FederatedOptions {
+            inner_steps: self.inner_steps,
+            inner_lr: self.inner_lr,
+            local_steps: self.inner_local_steps,
+            update: method.update(),
+            neumann_step: self.neumann_step,
+            fraction: self.fraction,
+            batch: BatchSize::Size(self.batch),
+            seed: derive(self.seed, domain::ESTIMATOR),
+            participants_only: true,
+        }
+    }
+
+    /// The joint estimator of `method`.
+    fn estimator(&self, method: Method) -> Result<Box<dyn JointEstimator<Real, HyperRep<Real>>>> {
+        let options = self.options(method);
+        Ok(match method {
+            Method::FboAggitd | Method::FboAggitdSgd => Box::new(AggItd::new(options)?),
+            Method::Fednest | Method::FednestSgd => Box::new(FedNest::new(
+                options,
+                self.neumann_terms,
+                HessianScope::Global,
+            )?),
+            Method::Lfednest => Box::new(FedNest::new(
+                options,
+                self.neumann_terms,
+                HessianScope::Local,
+            )?),
+        })
+    }
+
+    /// The communication rounds of one outer iteration of `method`, counted by running one
+    /// on a two-client problem (so the budget and the progress bar know it in advance), and
+    /// the whole iterations that fit in the budget.
+    ///
+    /// # Errors
+    ///
+    /// A budget below one iteration.
+    pub fn iterations(&self, method: Method, federation: &Federation) -> Result<(usize, usize)> {
+        let clients = &federation.clients[..federation.clients.len().min(2)];
+        let mut probe = self.clone();
+        probe.fraction = 1.0;
+        let per_iteration = probe.iterate(method, 1, clients, 1, &mut |_, _, _| {})?;
+        let iterations = self.rounds / per_iteration;
+        if iterations == 0 {
+            bail!(
+                "--rounds {} is less than one outer iteration of {method} ({per_iteration} rounds)",
+                self.rounds
+            );
+        }
+        Ok((per_iteration, iterations))
+    }
+
+    /// Runs `method` with τ = `tau` on `federation` for the iterations that fit in the budget
+    /// of rounds; `progress(rounds)` after every iteration.
+    ///
+    /// # Errors
+    ///
+    /// Estimator errors (a growing Neumann series, a lower level or an upper variable that
+    /// is no longer finite), with the iteration they happened at.
+    pub fn run(
+        &self,
+        method: Method,
+        tau: usize,
+        federation: &Federation,
+        progress: &dyn Fn(usize),
+    ) -> Result<Run> {
+        let (_, iterations) = self.iterations(method, federation)?;
+        let test = &federation.test;
+        let mut curve = Vec::with_capacity(iterations + 1);
+        self.iterate(
+            method,
+            tau,
+            &federation.clients,
+            iterations,
+            &mut |rounds, y, lambda| {
+                curve.push((rounds, federation.clients[0].accuracy(y, lambda, test)));
+                progress(rounds);
+            },
+        )?;
+        Ok(Run {
+            method,
+            split: federation.split,
+            tau,
+            curve,
+        })
+    }
+
+    /// `iterations` outer iterations of `method` from the initial hidden layer and a zero
+    /// head; `observe(rounds, y, λ)` at the start and after every iteration. Returns the
+    /// rounds of the last iteration.
+    fn iterate(
+        &self,
+        method: Method,
+        tau: usize,
+        clients: &[HyperRep<Real>],
+        iterations: usize,
+        observe: &mut Observer<'_>,
+    ) -> Result<usize> {
+        let n = clients.len();
+        let first = &clients[0];
+        let d_x = first.classes() * first.hidden() + first.classes();
+        let init = HyperRep::<Real>::init_lambda(
+            first.pixels(),
+            first.hidden(),
+            derive(self.seed, domain::INIT),
+        );
+        let mut lambda = PerClient::from_rows(vec![init; n]);
+        let mut x = ClientBuffer::zeros(n, d_x);
+        let mut estimator = self.estimator(method)?;
+        // The upper round's server only aggregates (the participants come from the estimate).
+        let server = Central::new(n, self.fraction, self.seed)?;
+        let mut rounds = 0;
+        let mut last = 0;
+        observe(0, x.row(0), lambda.row(0));
+        for k in 0..iterations {
+            let at = |e: anyhow::Error| e.context(format!("{method}, outer iteration {}", k + 1));
+            let joint = estimator
+                .solve_and_estimate(clients, &lambda, &x, &mut |_, _, _| {})
+                .map_err(|e| at(e.into()))?;
+            let participants = joint
+                .participants
+                .clone()
+                .unwrap_or_else(|| (0..n).collect());
+            let upper = hgp_hypergrad::one_round_upper(
+                clients,
+                &mut lambda,
+                joint.solution.x.row(0),
+                &joint.estimate.v,
+                &participants,
+                &server,
+                self.outer_lr,
+                tau,
+            )
+            .map_err(|e| at(e.into()))?;
+            last = joint.total_comm().rounds as usize + upper.rounds as usize;
+            rounds += last;
+            x = joint.solution.x;
+            observe(rounds, x.row(0), lambda.row(0));
+        }
+        Ok(last)
+    }
+}
