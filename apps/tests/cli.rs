@@ -588,6 +588,11 @@ fn help_states_each_commands_own_defaults() {
             .contains("--quick: --clients 3 --images 600 --model cnn3 --sgp-steps 20 --batch 16"),
         "{personalize}"
     );
+    let fbo = help("fbo");
+    assert!(
+        fbo.contains("(--quick: 400)") && fbo.contains("[default: 1,5]"),
+        "{fbo}"
+    );
 }
 
 #[test]

@@ -64,11 +64,12 @@ pub struct Fbo {
     split: Vec<Split>,
     #[arg(long, value_delimiter = ',', value_name = "τ", help = with_default("Local upper steps τ of One-Round-Upper / FedOut (comma separated).", comma_list(&TAUS)))]
     local_steps: Vec<usize>,
-    #[arg(long, value_name = "R", help = with_default("Communication rounds of every run (whole outer iterations; --quick: fewer).", ROUNDS))]
+    #[arg(long, value_name = "R", help = with_default(&format!("Communication rounds of every run, in whole outer iterations (--quick: {QUICK_ROUNDS})."), ROUNDS))]
     rounds: Option<usize>,
     #[arg(long, default_value_t = TARGET, value_name = "ACC", help = "Test accuracy whose first crossing Table 2 reports, in (0, 1].")]
     target: f64,
-    /// The whole table at fewer rounds, for a first look (a few minutes on 2 cores).
+    /// The whole table at fewer rounds, for a first look (about 2 minutes on 2 cores; the
+    /// default takes about 14).
     #[arg(long)]
     quick: bool,
     /// Directory with MNIST-format IDX files (all pairs in it are pooled) [default: the
