@@ -969,6 +969,38 @@ fn fbo_runs_every_method_and_split_reproducibly() {
         assert!(dir.path().join(file).exists(), "{file}");
     }
     assert_eq!(json(&hgp(&args)), first);
+    for row in rows {
+        assert!(row["diverged"].is_null(), "{row}");
+    }
+    // A run that diverges is a row that says so (no accuracy), the table is still written,
+    // and the command fails with one line naming it.
+    let diverging = dir.path().join("diverging");
+    let mut wild = args.to_vec();
+    let at = wild.iter().position(|&a| a == "--out").unwrap();
+    wild[at + 1] = diverging.to_str().unwrap();
+    wild.extend(["--outer-lr", "1e4", "--split", "iid", "--local-steps", "1"]);
+    let o = hgp(&wild);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("runs diverged: fednest on iid with τ = 1"),
+        "{err}"
+    );
+    let table: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let fednest = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "fednest")
+        .unwrap();
+    assert!(fednest["final_accuracy"].is_null(), "{fednest}");
+    assert!(fednest["diverged"]["iteration"].as_u64().unwrap() >= 1);
+    assert!(
+        std::fs::read_to_string(diverging.join("fbo.md"))
+            .unwrap()
+            .contains("diverged")
+    );
     // Bad input: one line, before any run.
     let out = dir.path().join("never");
     let o = out.to_str().unwrap();

@@ -129,3 +129,18 @@ pub enum HypergradError {
 
 /// Result alias of the `hypergrad` crate.
 pub type Result<T> = std::result::Result<T, HypergradError>;
+
+impl HypergradError {
+    /// Whether this is numerical divergence during a run (a series or an iterate that grew
+    /// without bound or is no longer finite), as opposed to an input refused before any work.
+    pub fn is_divergence(&self) -> bool {
+        matches!(
+            self,
+            Self::Diverged { .. }
+                | Self::Growing { .. }
+                | Self::NeumannGrowing { .. }
+                | Self::NotFinite { .. }
+                | Self::Inner(hgp_inner_solvers::InnerError::Diverged { .. })
+        )
+    }
+}

@@ -267,22 +267,49 @@ impl Fbo {
             })?;
             done += run.rounds() as u64;
             rows.write(&RunRow::new(&run, settings.target))?;
-            reporter.line(&format!(
-                "{method}, {}, τ = {tau}: final test accuracy {:.2} %, {}",
-                f.split,
-                100.0 * run.final_accuracy(),
-                match run.rounds_to_target(settings.target) {
-                    Some(r) => format!("{:.0} % after {r} rounds", 100.0 * settings.target),
-                    None => format!(
-                        "{:.0} % not reached in {} rounds",
-                        100.0 * settings.target,
-                        run.rounds()
-                    ),
-                }
-            ));
+            let reached = match run.rounds_to_target(settings.target) {
+                Some(r) => format!("{:.0} % after {r} rounds", 100.0 * settings.target),
+                None => format!(
+                    "{:.0} % not reached in {} rounds",
+                    100.0 * settings.target,
+                    run.rounds()
+                ),
+            };
+            reporter.line(&match (&run.diverged, run.final_accuracy()) {
+                (Some(d), _) => format!(
+                    "{method}, {}, τ = {tau}: diverged at outer iteration {} ({}); {reached}",
+                    f.split, d.iteration, d.error
+                ),
+                (None, a) => format!(
+                    "{method}, {}, τ = {tau}: final test accuracy {:.2} %, {reached}",
+                    f.split,
+                    100.0 * a.unwrap_or(f64::NAN)
+                ),
+            });
             runs.push(run);
         }
         stage.finish("");
-        self.report(&runs, &settings, &description)
+        self.report(&runs, &settings, &description)?;
+        // The table is complete; a run that diverged still makes the command fail.
+        let diverged: Vec<String> = runs
+            .iter()
+            .filter_map(|r| {
+                r.diverged.as_ref().map(|d| {
+                    format!(
+                        "{} on {} with τ = {} (outer iteration {})",
+                        r.method, r.split, r.tau, d.iteration
+                    )
+                })
+            })
+            .collect();
+        if !diverged.is_empty() {
+            bail!(
+                "{} of {} runs diverged: {}; every result is written and their rows say so (smaller --outer-lr or --inner-lr keep them finite)",
+                diverged.len(),
+                runs.len(),
+                diverged.join(", ")
+            );
+        }
+        Ok(())
     }
 }

@@ -151,8 +151,21 @@ pub struct Run {
     /// Local upper steps τ.
     pub tau: usize,
     /// (communication rounds so far, test accuracy), from the start (round 0) and after
-    /// every outer iteration.
+    /// every outer iteration (up to the divergence, if any).
     pub curve: Vec<(usize, f64)>,
+    /// Where the run diverged, if it did.
+    pub diverged: Option<Divergence>,
+}
+
+/// A run that stopped because its estimate or an iterate was no longer finite (or its
+/// Neumann series grew): a result of the comparison (paper 003 reports LFedNest as the least
+/// stable), recorded in its row rather than ending the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Divergence {
+    /// The outer iteration that failed (from 1).
+    pub iteration: usize,
+    /// The estimator's error.
+    pub error: String,
 }
 
 impl Run {
@@ -161,9 +174,12 @@ impl Run {
         self.curve.last().map_or(0, |p| p.0)
     }
 
-    /// The test accuracy at the end.
-    pub fn final_accuracy(&self) -> f64 {
-        self.curve.last().map_or(0.0, |p| p.1)
+    /// The test accuracy at the end; `None` for a run that diverged.
+    pub fn final_accuracy(&self) -> Option<f64> {
+        match self.diverged {
+            Some(_) => None,
+            None => self.curve.last().map(|p| p.1),
+        }
     }
 
     /// The rounds at which the test accuracy first reached `target`.
@@ -253,7 +269,10 @@ impl Settings {
         let clients = &federation.clients[..federation.clients.len().min(2)];
         let mut probe = self.clone();
         probe.fraction = 1.0;
-        let per_iteration = probe.iterate(method, 1, clients, 1, &mut |_, _, _| {})?;
+        let (per_iteration, diverged) = probe.iterate(method, 1, clients, 1, &mut |_, _, _| {})?;
+        if let Some(d) = diverged {
+            bail!("{method}: {}", d.error);
+        }
         let iterations = self.rounds / per_iteration;
         if iterations == 0 {
             bail!(
@@ -281,7 +300,7 @@ impl Settings {
         let (_, iterations) = self.iterations(method, federation)?;
         let test = &federation.test;
         let mut curve = Vec::with_capacity(iterations + 1);
-        self.iterate(
+        let (_, diverged) = self.iterate(
             method,
             tau,
             &federation.clients,
@@ -296,12 +315,14 @@ impl Settings {
             split: federation.split,
             tau,
             curve,
+            diverged,
         })
     }
 
     /// `iterations` outer iterations of `method` from the initial hidden layer and a zero
     /// head; `observe(rounds, y, λ)` at the start and after every iteration. Returns the
-    /// rounds of the last iteration.
+    /// rounds of the last iteration, and where the run diverged if it did (other errors are
+    /// errors).
     fn iterate(
         &self,
         method: Method,
@@ -309,7 +330,7 @@ impl Settings {
         clients: &[HyperRep<Real>],
         iterations: usize,
         observe: &mut Observer<'_>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, Option<Divergence>)> {
         let n = clients.len();
         let first = &clients[0];
         let d_x = first.classes() * first.hidden() + first.classes();
@@ -327,15 +348,27 @@ impl Settings {
         let mut last = 0;
         observe(0, x.row(0), lambda.row(0));
         for k in 0..iterations {
-            let at = |e: anyhow::Error| e.context(format!("{method}, outer iteration {}", k + 1));
-            let joint = estimator
-                .solve_and_estimate(clients, &lambda, &x, &mut |_, _, _| {})
-                .map_err(|e| at(e.into()))?;
+            let diverged = |e: hgp_hypergrad::HypergradError| -> Result<Option<Divergence>> {
+                if e.is_divergence() {
+                    Ok(Some(Divergence {
+                        iteration: k + 1,
+                        error: e.to_string(),
+                    }))
+                } else {
+                    Err(anyhow::Error::from(e)
+                        .context(format!("{method}, outer iteration {}", k + 1)))
+                }
+            };
+            let joint = match estimator.solve_and_estimate(clients, &lambda, &x, &mut |_, _, _| {})
+            {
+                Ok(j) => j,
+                Err(e) => return Ok((last, diverged(e)?)),
+            };
             let participants = joint
                 .participants
                 .clone()
                 .unwrap_or_else(|| (0..n).collect());
-            let upper = hgp_hypergrad::one_round_upper(
+            let upper = match hgp_hypergrad::one_round_upper(
                 clients,
                 &mut lambda,
                 joint.solution.x.row(0),
@@ -344,13 +377,15 @@ impl Settings {
                 &server,
                 self.outer_lr,
                 tau,
-            )
-            .map_err(|e| at(e.into()))?;
+            ) {
+                Ok(c) => c,
+                Err(e) => return Ok((last, diverged(e)?)),
+            };
             last = joint.total_comm().rounds as usize + upper.rounds as usize;
             rounds += last;
             x = joint.solution.x;
             observe(rounds, x.row(0), lambda.row(0));
         }
-        Ok(last)
+        Ok((last, None))
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::Fbo;
 use super::protocol::{Run, Settings};
 use crate::plot::{Figure, Panel, Series};
-use crate::report::{Table, sci_exact, sci_list};
+use crate::report::{Table, sci_list};
 
 /// The CSV's header.
 pub const HEADER: &[&str] = &[
@@ -19,21 +19,23 @@ pub const HEADER: &[&str] = &[
     "rounds_to_target",
     "final_accuracy",
     "rounds",
+    "diverged_at_iteration",
     "curve_rounds",
     "curve_accuracy",
 ];
 
 /// One row of fbo.csv (the names are the CSV header); `rounds_to_target` is empty if the
-/// target was never reached.
+/// target was never reached, `final_accuracy` if the run diverged (at
+/// `diverged_at_iteration`; the curve stops there).
 #[derive(Debug, Serialize)]
 pub struct RunRow {
     method: &'static str,
     split: &'static str,
     tau: usize,
     rounds_to_target: Option<usize>,
-    #[serde(serialize_with = "sci_exact")]
-    final_accuracy: f64,
+    final_accuracy: Option<String>,
     rounds: usize,
+    diverged_at_iteration: Option<usize>,
     #[serde(serialize_with = "sci_list")]
     curve_rounds: Vec<f64>,
     #[serde(serialize_with = "sci_list")]
@@ -48,8 +50,9 @@ impl RunRow {
             split: run.split.name(),
             tau: run.tau,
             rounds_to_target: run.rounds_to_target(target),
-            final_accuracy: run.final_accuracy(),
+            final_accuracy: run.final_accuracy().map(|a| format!("{a:e}")),
             rounds: run.rounds(),
+            diverged_at_iteration: run.diverged.as_ref().map(|d| d.iteration),
             curve_rounds: run.curve.iter().map(|p| p.0 as f64).collect(),
             curve_accuracy: run.curve.iter().map(|p| p.1).collect(),
         }
@@ -81,7 +84,11 @@ impl Fbo {
                 r.tau.to_string(),
                 r.rounds_to_target(target)
                     .map_or("never".to_string(), |k| k.to_string()),
-                format!("{:.2} %", 100.0 * r.final_accuracy()),
+                match (r.final_accuracy(), &r.diverged) {
+                    (Some(a), _) => format!("{:.2} %", 100.0 * a),
+                    (None, Some(d)) => format!("diverged (iteration {})", d.iteration),
+                    (None, None) => "-".to_string(),
+                },
                 r.rounds().to_string(),
             ]);
         }
@@ -117,6 +124,10 @@ impl Fbo {
                         "rounds_to_target": r.rounds_to_target(target),
                         "final_accuracy": r.final_accuracy(),
                         "rounds": r.rounds(),
+                        "diverged": r.diverged.as_ref().map(|d| json!({
+                            "iteration": d.iteration,
+                            "error": d.error,
+                        })),
                     })
                 })
                 .collect();
