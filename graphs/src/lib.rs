@@ -25,12 +25,14 @@
 mod connectivity;
 mod edgelist;
 mod error;
+mod expected;
 mod graph;
 mod mixing;
 mod network;
 
 pub use connectivity::check_assumption1;
 pub use error::{GraphError, Result};
+pub use expected::{expected_push_sum, stationary_weights};
 pub use graph::DiGraph;
 pub use hgp_base::{Scalar, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
