@@ -243,16 +243,21 @@ impl Fbo {
         let csv = self.out.join("fbo.csv");
         let rows = RowWriter::open(&csv, HEADER, false)?;
         let taus = self.taus();
+        // Rounds per iteration depend on the method only: one probe each.
+        let budget = self
+            .methods
+            .iter()
+            .map(|&m| Ok((m, settings.iterations(m, &federations[0])?)))
+            .collect::<Result<Vec<_>>>()?;
         let mut todo = Vec::new();
         for f in &federations {
-            for &m in &self.methods {
+            for &(m, (per, iterations)) in &budget {
                 for &tau in &taus {
-                    let (per, iterations) = settings.iterations(m, f)?;
-                    todo.push((f, m, tau, per * iterations));
+                    todo.push((f, m, tau, iterations, per * iterations));
                 }
             }
         }
-        let total: usize = todo.iter().map(|t| t.3).sum();
+        let total: usize = todo.iter().map(|t| t.4).sum();
         let stage = reporter.stage(
             format!("{} runs", todo.len()),
             total as u64,
@@ -260,12 +265,14 @@ impl Fbo {
         );
         let mut runs = Vec::with_capacity(todo.len());
         let mut done = 0u64;
-        for (f, method, tau, _) in todo {
+        for (f, method, tau, iterations, planned) in todo {
             stage.set_label(&format!("{method}, {}, τ = {tau}", f.split));
-            let run = settings.run(method, tau, f, &|r| {
+            let run = settings.run(method, tau, iterations, f, &|r| {
                 stage.set(done + r as u64, total as u64)
             })?;
-            done += run.rounds() as u64;
+            // A run that diverged stops short of its rounds.
+            done += planned as u64;
+            stage.set(done, total as u64);
             rows.write(&RunRow::new(&run, settings.target))?;
             let reached = match run.rounds_to_target(settings.target) {
                 Some(r) => format!("{:.0} % after {r} rounds", 100.0 * settings.target),
@@ -275,17 +282,17 @@ impl Fbo {
                     run.rounds()
                 ),
             };
-            reporter.line(&match (&run.diverged, run.final_accuracy()) {
-                (Some(d), _) => format!(
-                    "{method}, {}, τ = {tau}: diverged at outer iteration {} ({}); {reached}",
-                    f.split, d.iteration, d.error
-                ),
-                (None, a) => format!(
-                    "{method}, {}, τ = {tau}: final test accuracy {:.2} %, {reached}",
-                    f.split,
-                    100.0 * a.unwrap_or(f64::NAN)
-                ),
-            });
+            let outcome = match (&run.diverged, run.final_accuracy()) {
+                (Some(d), _) => {
+                    format!("diverged at outer iteration {} ({})", d.iteration, d.error)
+                }
+                (None, Some(a)) => format!("final test accuracy {:.2} %", 100.0 * a),
+                (None, None) => "no iteration run".to_string(),
+            };
+            reporter.line(&format!(
+                "{method}, {}, τ = {tau}: {outcome}, {reached}",
+                f.split
+            ));
             runs.push(run);
         }
         stage.finish("");

@@ -283,8 +283,9 @@ impl Settings {
         Ok((per_iteration, iterations))
     }
 
-    /// Runs `method` with τ = `tau` on `federation` for the iterations that fit in the budget
-    /// of rounds; `progress(rounds)` after every iteration.
+    /// Runs `iterations` outer iterations of `method` with τ = `tau` on `federation` (see
+    /// [`Self::iterations`] for those that fit in the budget); `progress(rounds)` after every
+    /// iteration.
     ///
     /// # Errors
     ///
@@ -294,10 +295,10 @@ impl Settings {
         &self,
         method: Method,
         tau: usize,
+        iterations: usize,
         federation: &Federation,
         progress: &dyn Fn(usize),
     ) -> Result<Run> {
-        let (_, iterations) = self.iterations(method, federation)?;
         let test = &federation.test;
         let mut curve = Vec::with_capacity(iterations + 1);
         let (_, diverged) = self.iterate(
