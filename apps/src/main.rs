@@ -51,6 +51,11 @@ enum Command {
     /// test accuracy (writes fbo.csv, fbo.md and curves.svg).
     #[command(allow_negative_numbers = true)]
     Fbo(commands::fbo::Fbo),
+    /// Describe the network the other subcommands build from the same flags: link
+    /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of
+    /// E[P] and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
+    #[command(allow_negative_numbers = true)]
+    Network(commands::network::NetworkCmd),
     /// Write the synthetic data of the HGP paper (FedEM-style mixture) as a client CSV
     /// directory that --data reads.
     #[command(allow_negative_numbers = true)]
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Command::Influence(c) => c.run(),
         Command::Personalize(c) => c.run(),
         Command::Fbo(c) => c.run(),
+        Command::Network(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };
     match result {

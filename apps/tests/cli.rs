@@ -175,7 +175,7 @@ fn help_explains_every_subcommand() {
     let o = hgp(&["--help"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    for sub in ["error", "hypergrad", "fbo", "gen-synthetic"] {
+    for sub in ["error", "hypergrad", "fbo", "network", "gen-synthetic"] {
         assert!(text.contains(sub), "{text}");
         let o = hgp(&[sub, "--help"]);
         assert!(o.status.success() && stdout(&o).contains("--"), "{sub}");
@@ -1013,4 +1013,102 @@ fn fbo_runs_every_method_and_split_reproducibly() {
     let o = hgp(&["fbo", "--split", "dirichlet"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("[possible values: iid, noniid]"));
+}
+
+/// `hgp network`: paper 004's expected quantities of the network the other subcommands
+/// build, as JSON (row j = the sender), checked against their definitions.
+#[test]
+fn network_describes_the_expected_network() {
+    let args = [
+        "network",
+        "--network",
+        "randd",
+        "--clients",
+        "6",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    let out = json(&hgp(&args));
+    assert_eq!(out, json(&hgp(&args)), "same seed, same network");
+    let rows = |key: &str| -> Vec<Vec<f64>> {
+        out[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect()
+            })
+            .collect()
+    };
+    let rho = rows("edge_probability");
+    let p = rows("expected_mixing");
+    let w: Vec<f64> = out["stationary_weight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!((rho.len(), p.len(), w.len()), (6, 6, 6));
+    for j in 0..6 {
+        assert_eq!(rho[j][j], 1.0);
+        for i in (0..6).filter(|&i| i != j) {
+            assert!(
+                (0.4..=0.8).contains(&rho[j][i]),
+                "ρ {j}→{i} = {}",
+                rho[j][i]
+            );
+            // p̄_{j→i} ≤ ρ_{j→i} / 2: a link that is up shares with at least the self-loop.
+            assert!(p[j][i] > 0.0 && p[j][i] <= rho[j][i] / 2.0 + 1e-15);
+        }
+        let sent: f64 = p[j].iter().sum();
+        assert!((sent - 1.0).abs() < 1e-14, "row {j} sums to {sent}");
+        // w*_j = Σ_k p̄_{k→j} w*_k.
+        let received: f64 = (0..6).map(|k| p[k][j] * w[k]).sum();
+        assert!((received - w[j]).abs() < 1e-13, "{received} vs {}", w[j]);
+    }
+    assert!((w.iter().sum::<f64>() - 6.0).abs() < 1e-12);
+    let slem = out["slem"].as_f64().unwrap();
+    assert!(slem > 0.0 && slem < 1.0, "{slem}");
+    assert!(out["one_way_link"].is_null());
+    assert!(out["assumption1_window"].as_u64().is_some());
+    let other = json(&hgp(&[
+        "network",
+        "--network",
+        "randd",
+        "--clients",
+        "6",
+        "--seed",
+        "4",
+        "--json",
+    ]));
+    assert_ne!(other["edge_probability"], out["edge_probability"]);
+
+    // The one-peer exponential graph: exact means over its period, one-way links named.
+    let exp = hgp(&["network", "--network", "exp", "--clients", "5"]);
+    assert!(exp.status.success(), "{}", stderr(&exp));
+    let text = stdout(&exp);
+    assert!(
+        text.contains("a cycle of 3 graphs") && text.contains("0 → 2"),
+        "{text}"
+    );
+
+    for (bad, says) in [
+        (vec!["--clients", "0"], "--clients"),
+        (vec!["--clients", "5000"], "at most 2000"),
+        (
+            vec!["--clients", "4", "--rho-low", "0.9", "--rho-high", "0.5"],
+            "--rho-low",
+        ),
+        (vec!["--clients", "4", "--edge-p", "0.5"], "--edge-p"),
+    ] {
+        let mut a = vec!["network", "--network", "randd"];
+        a.extend(bad);
+        let err = fails(&a);
+        assert!(err.contains(says), "{err}");
+    }
 }

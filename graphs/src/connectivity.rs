@@ -42,6 +42,13 @@ pub fn check_assumption1(network: &dyn Network, window: u64, horizon: u64) -> Re
     Ok(())
 }
 
+/// The smallest window B ≤ `max_window` for which [`check_assumption1`] holds over the steps
+/// `1..=horizon`, or `None` if no such B does (the network is not repeatedly connected at
+/// that scale, or the horizon is shorter than the windows).
+pub fn smallest_window(network: &dyn Network, max_window: u64, horizon: u64) -> Option<u64> {
+    (1..=max_window.min(horizon)).find(|&b| check_assumption1(network, b, horizon).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +62,8 @@ mod tests {
         let e = check_assumption1(&net, 1, 30).unwrap_err();
         assert!(e.to_string().contains("s = 2..=2"), "{e}");
         check_assumption1(&net, 3, 300).unwrap();
+        assert_eq!(smallest_window(&net, 10, 300), Some(3));
+        assert_eq!(smallest_window(&net, 2, 300), None);
     }
 
     #[test]

@@ -18,6 +18,138 @@
 use nalgebra::DMatrix;
 
 use crate::error::{GraphError, Result};
+use crate::graph::DiGraph;
+use crate::mixing::MixingMatrix;
+use crate::network::Network;
+
+/// How a network's graphs G(s) vary with the step s: what "the expected network" means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkLaw {
+    /// Every step is an independent draw from the same law, and a sender's links to
+    /// different receivers are up independently, link j → i with probability
+    /// `edge_probability(s, j, i)` (the same at every s): RandD and RandU (paper 004 Sec. 2.1).
+    /// The expected Push-Sum weights are [`expected_push_sum`]'s closed form.
+    Independent,
+    /// G(s) is deterministic and repeats after this many steps (FC, FixU: 1; the one-peer
+    /// exponential graph: ⌊log2(n − 1)⌋ + 1; a schedule: its length). Expectations are means
+    /// over one period, i.e. over a step drawn uniformly at random.
+    Periodic(u64),
+}
+
+/// The expected quantities of a network that paper 004's estimators use (its eqs. 3, 5 and
+/// 12), every matrix with row j = the sender and column i = the receiver.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpectedNetwork {
+    /// δ̄_{j→i} = E[δ_{j→i}], the probability that link j → i is up at a step (ρ_{j→i} on
+    /// RandD / RandU; 1 on the diagonal).
+    pub edge_probability: DMatrix<f64>,
+    /// p̄_{j→i} = E[p_{j→i}(δ_j)], the expected Push-Sum weight (eq. 3); rows sum to 1.
+    pub expected_mixing: DMatrix<f64>,
+    /// w* = E[P] w* with Σ w* = n, E[P] = `expected_mixing`ᵀ (Sec. 3).
+    pub stationary_weight: Vec<f64>,
+    /// The second-largest eigenvalue modulus of E[P]: how fast expected Push-Sum forgets its
+    /// start (1 − slem is the spectral gap).
+    pub slem: f64,
+}
+
+impl ExpectedNetwork {
+    /// The expectations of `network`, exact for its [`LinkLaw`]: the closed form for
+    /// independent links, the mean over one period for deterministic schedules.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::InvalidMixing`] when the expected network is not strongly connected (no
+    /// unique positive w*), and the errors of [`expected_push_sum`].
+    pub fn of(network: &dyn Network) -> Result<Self> {
+        let n = network.n();
+        let (edge_probability, expected_mixing) = match network.law() {
+            LinkLaw::Independent => {
+                let rho = DMatrix::from_fn(n, n, |j, i| {
+                    if i == j {
+                        1.0
+                    } else {
+                        network.edge_probability(1, j, i)
+                    }
+                });
+                let mixing = expected_push_sum(&rho)?;
+                (rho, mixing)
+            }
+            LinkLaw::Periodic(period) => {
+                if period == 0 {
+                    return Err(GraphError::ZeroCount {
+                        name: "the period of a deterministic network",
+                    });
+                }
+                let mut rho = DMatrix::zeros(n, n);
+                let mut mixing = DMatrix::zeros(n, n);
+                let mut g = DiGraph::placeholder();
+                let mut w = MixingMatrix::placeholder();
+                for s in 1..=period {
+                    network.write_graph(s, &mut g);
+                    w.rebuild_push_sum(&g);
+                    for (from, to) in g.edges() {
+                        rho[(from, to)] += 1.0;
+                    }
+                    // W is receiver-major (row i, column j: weight of j → i).
+                    for i in 0..n {
+                        let (senders, weights) = w.row(i);
+                        for (&j, &p) in senders.iter().zip(weights) {
+                            mixing[(j, i)] += p;
+                        }
+                    }
+                }
+                let scale = 1.0 / period as f64;
+                (rho * scale, mixing * scale)
+            }
+        };
+        let stationary_weight = stationary_weights(&expected_mixing)?;
+        let slem = second_eigenvalue_modulus(&expected_mixing);
+        Ok(Self {
+            edge_probability,
+            expected_mixing,
+            stationary_weight,
+            slem,
+        })
+    }
+
+    /// The number of clients n.
+    pub fn n(&self) -> usize {
+        self.stationary_weight.len()
+    }
+
+    /// The first link j → i (in row-major order) that is up with positive probability while
+    /// its reverse i → j never is: paper 004 Sec. 2.1 assumes there is none (HGP of paper
+    /// 004 divides by δ̄_{j→i} for every i → j it needs to reverse).
+    pub fn one_way_link(&self) -> Option<(usize, usize)> {
+        let n = self.n();
+        (0..n)
+            .flat_map(|j| (0..n).map(move |i| (j, i)))
+            .find(|&(j, i)| {
+                i != j
+                    && self.edge_probability[(j, i)] > 0.0
+                    && self.edge_probability[(i, j)] == 0.0
+            })
+    }
+}
+
+/// The second-largest eigenvalue modulus of a stochastic matrix (not necessarily symmetric):
+/// the moduli of all eigenvalues without the one closest to 1 (the Perron root), largest
+/// first; 0 for n = 1.
+pub fn second_eigenvalue_modulus(m: &DMatrix<f64>) -> f64 {
+    if m.nrows() < 2 {
+        return 0.0;
+    }
+    let eig = m.complex_eigenvalues();
+    let perron = eig
+        .iter()
+        .enumerate()
+        .min_by(|a, b| (a.1 - 1.0).norm().total_cmp(&(b.1 - 1.0).norm()))
+        .map_or(0, |(k, _)| k);
+    eig.iter()
+        .enumerate()
+        .filter(|&(k, _)| k != perron)
+        .fold(0.0f64, |m, (_, l)| m.max(l.norm()))
+}
 
 /// E[p_{j→i}] for links up independently with probability `rho[(j, i)]` (row j = the
 /// sender, column i = the receiver; the diagonal is ignored: the self-loop is always there).
@@ -247,5 +379,173 @@ mod tests {
         rho[(0, 1)] = 1.5;
         assert!(expected_push_sum(&rho).is_err());
         assert!(expected_push_sum(&DMatrix::zeros(2, 3)).is_err());
+    }
+
+    use crate::{
+        ExponentialOnePeer, FullyConnected, Network, RandomDirected, RandomEdges, RandomUndirected,
+        slem,
+    };
+
+    /// Paper 004 Sec. 4.3: HGP's reversed weight p̄_{i→j} δ_{j→i} / δ̄_{j→i} (eq. 12) has,
+    /// entry by entry, the expectation of SRB's p_{i→j}(δ_i) (eq. 11), here by enumerating
+    /// every joint realization of the links (directed: each one-way link its own draw;
+    /// undirected: one draw per pair).
+    #[test]
+    fn reversed_weights_are_unbiased_by_enumeration() {
+        for (n, symmetric) in [(3, false), (4, false), (4, true), (5, true)] {
+            let rho = DMatrix::from_fn(n, n, |j, i| {
+                if i == j {
+                    1.0
+                } else {
+                    let (a, b) = if symmetric {
+                        (i.min(j), i.max(j))
+                    } else {
+                        (j, i)
+                    };
+                    0.15 + 0.7 * ((5 * a + 3 * b + 1) % 11) as f64 / 11.0
+                }
+            });
+            let expected = expected_push_sum(&rho).unwrap();
+            // The independent draws: ordered pairs (directed) or unordered pairs (undirected).
+            let links: Vec<(usize, usize)> = (0..n)
+                .flat_map(|j| (0..n).map(move |i| (j, i)))
+                .filter(|&(j, i)| if symmetric { j < i } else { j != i })
+                .collect();
+            let (mut srb, mut hgp) = (DMatrix::<f64>::zeros(n, n), DMatrix::<f64>::zeros(n, n));
+            for set in 0..(1u64 << links.len()) {
+                let mut up = DMatrix::from_element(n, n, false);
+                let mut prob = 1.0;
+                for (b, &(j, i)) in links.iter().enumerate() {
+                    let on = set >> b & 1 == 1;
+                    prob *= if on { rho[(j, i)] } else { 1.0 - rho[(j, i)] };
+                    up[(j, i)] = on;
+                    if symmetric {
+                        up[(i, j)] = on;
+                    }
+                }
+                for k in 0..n {
+                    up[(k, k)] = true;
+                }
+                for i in 0..n {
+                    let degree = (0..n).filter(|&k| up[(i, k)]).count() as f64;
+                    for j in 0..n {
+                        // Block (i, j) of eq. 11: p_{i→j}(δ_i); of eq. 12: p̄_{i→j} δ_{j→i} / δ̄_{j→i}.
+                        if up[(i, j)] {
+                            srb[(i, j)] += prob / degree;
+                        }
+                        if up[(j, i)] {
+                            hgp[(i, j)] += prob * expected[(i, j)] / rho[(j, i)];
+                        }
+                    }
+                }
+            }
+            for (a, b) in srb.iter().zip(hgp.iter()) {
+                assert!((a - b).abs() < 1e-14, "n = {n}: {a} vs {b}");
+            }
+            for (a, b) in srb.iter().zip(expected.iter()) {
+                assert!((a - b).abs() < 1e-14, "n = {n}: {a} vs {b}");
+            }
+        }
+    }
+
+    /// The closed form against the mean of the Push-Sum weights of sampled graphs of RandD
+    /// and RandU, entry by entry within five standard errors.
+    #[test]
+    fn closed_form_matches_the_monte_carlo_mean() {
+        let n = 6;
+        let steps = 20_000;
+        let networks: [Box<dyn Network>; 2] = [
+            Box::new(RandomDirected::new(n, RandomEdges::default(), 3).unwrap()),
+            Box::new(RandomUndirected::new(n, RandomEdges::default(), 4).unwrap()),
+        ];
+        for net in &networks {
+            let e = ExpectedNetwork::of(net.as_ref()).unwrap();
+            let (mut sum, mut squares) = (DMatrix::<f64>::zeros(n, n), DMatrix::<f64>::zeros(n, n));
+            for s in 1..=steps {
+                let w = MixingMatrix::push_sum(&net.graph(s)).to_dense();
+                for j in 0..n {
+                    for i in 0..n {
+                        let p = w[(i, j)];
+                        sum[(j, i)] += p;
+                        squares[(j, i)] += p * p;
+                    }
+                }
+            }
+            let count = steps as f64;
+            for j in 0..n {
+                for i in 0..n {
+                    let mean = sum[(j, i)] / count;
+                    let var = (squares[(j, i)] / count - mean * mean).max(0.0);
+                    let error = (var / count).sqrt();
+                    let want = e.expected_mixing[(j, i)];
+                    assert!(
+                        (mean - want).abs() <= 5.0 * error + 1e-12,
+                        "{}: {j} → {i}: {mean} ± {error} vs {want}",
+                        net.describe()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deterministic_networks_average_over_their_period() {
+        let fc = ExpectedNetwork::of(&FullyConnected::new(4).unwrap()).unwrap();
+        assert!(fc.expected_mixing.iter().all(|&p| (p - 0.25).abs() < 1e-15));
+        assert!(
+            fc.stationary_weight
+                .iter()
+                .all(|&w| (w - 1.0).abs() < 1e-12)
+        );
+        assert!(fc.slem < 1e-12, "{}", fc.slem);
+        assert_eq!(fc.one_way_link(), None);
+        // One-peer exponential graph on 5 nodes: offsets 1, 2, 4 each one step in three,
+        // weight ½ each, so p̄_{j→j} = ½ and p̄_{j→j+o} = 1/6.
+        let net = ExponentialOnePeer::new(5).unwrap();
+        assert_eq!(net.law(), LinkLaw::Periodic(3));
+        let e = ExpectedNetwork::of(&net).unwrap();
+        for j in 0..5 {
+            assert!((e.expected_mixing[(j, j)] - 0.5).abs() < 1e-15);
+            for o in [1, 2, 4] {
+                assert!((e.expected_mixing[(j, (j + o) % 5)] - 1.0 / 6.0).abs() < 1e-15);
+                assert!((e.edge_probability[(j, (j + o) % 5)] - 1.0 / 3.0).abs() < 1e-15);
+            }
+            assert!((e.expected_mixing.row(j).sum() - 1.0).abs() < 1e-15);
+        }
+        // Circulant and doubly stochastic in expectation: w* = 1.
+        assert!(e.stationary_weight.iter().all(|&w| (w - 1.0).abs() < 1e-12));
+        // Directed: 0 → 1 (offset 1) has its reverse 1 → 0 (offset 4), but 0 → 2 (offset 2)
+        // has none (its reverse needs offset 3).
+        assert_eq!(e.one_way_link(), Some((0, 2)));
+        assert!(e.slem > 0.0 && e.slem < 1.0, "{}", e.slem);
+    }
+
+    #[test]
+    fn random_networks_use_their_link_probabilities() {
+        let net = RandomDirected::new(7, RandomEdges::default(), 9).unwrap();
+        let e = ExpectedNetwork::of(&net).unwrap();
+        for j in 0..7 {
+            for i in (0..7).filter(|&i| i != j) {
+                assert_eq!(e.edge_probability[(j, i)], net.rho(j, i));
+            }
+        }
+        let pw = e.expected_mixing.transpose()
+            * nalgebra::DVector::from_column_slice(&e.stationary_weight);
+        for (a, b) in pw.iter().zip(&e.stationary_weight) {
+            assert!((a - b).abs() < 1e-13);
+        }
+        assert_eq!(e.one_way_link(), None);
+        assert!(e.slem > 0.0 && e.slem < 1.0);
+    }
+
+    #[test]
+    fn second_eigenvalue_modulus_agrees_with_the_symmetric_slem() {
+        let w = DMatrix::from_row_slice(3, 3, &[0.5, 0.25, 0.25, 0.25, 0.5, 0.25, 0.25, 0.25, 0.5]);
+        assert!((second_eigenvalue_modulus(&w) - slem(&w)).abs() < 1e-14);
+        assert!((second_eigenvalue_modulus(&w) - 0.25).abs() < 1e-14);
+        // A directed 3-cycle: eigenvalues are the cube roots of unity, all of modulus 1.
+        let cycle = DMatrix::from_row_slice(3, 3, &[0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+        assert!((second_eigenvalue_modulus(&cycle) - 1.0).abs() < 1e-12);
+        assert_eq!(second_eigenvalue_modulus(&DMatrix::identity(1, 1)), 0.0);
     }
 }

@@ -30,9 +30,11 @@ mod graph;
 mod mixing;
 mod network;
 
-pub use connectivity::check_assumption1;
+pub use connectivity::{check_assumption1, smallest_window};
 pub use error::{GraphError, Result};
-pub use expected::{expected_push_sum, stationary_weights};
+pub use expected::{
+    ExpectedNetwork, LinkLaw, expected_push_sum, second_eigenvalue_modulus, stationary_weights,
+};
 pub use graph::DiGraph;
 pub use hgp_base::{Scalar, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};

@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use rand::RngExt;
 
 use crate::error::{GraphError, Result, check_probability};
+use crate::expected::LinkLaw;
 use crate::graph::DiGraph;
 use crate::rng::{self, domain};
 
@@ -33,6 +34,10 @@ pub trait Network: Send + Sync + Debug {
     /// take expectations over the network in closed form (PDBO's expected-edge debiasing).
     fn edge_probability(&self, s: u64, from: usize, to: usize) -> f64;
 
+    /// How G(s) varies with s: what an expectation over the network means (and how
+    /// [`ExpectedNetwork`](crate::ExpectedNetwork) computes it exactly).
+    fn law(&self) -> LinkLaw;
+
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;
 }
@@ -46,6 +51,9 @@ impl<N: Network + ?Sized> Network for Box<N> {
     }
     fn edge_probability(&self, s: u64, from: usize, to: usize) -> f64 {
         (**self).edge_probability(s, from, to)
+    }
+    fn law(&self) -> LinkLaw {
+        (**self).law()
     }
     fn describe(&self) -> String {
         (**self).describe()
@@ -61,6 +69,9 @@ impl<N: Network + ?Sized> Network for std::sync::Arc<N> {
     }
     fn edge_probability(&self, s: u64, from: usize, to: usize) -> f64 {
         (**self).edge_probability(s, from, to)
+    }
+    fn law(&self) -> LinkLaw {
+        (**self).law()
     }
     fn describe(&self) -> String {
         (**self).describe()
@@ -98,6 +109,9 @@ impl Network for FullyConnected {
     }
     fn edge_probability(&self, _s: u64, _from: usize, _to: usize) -> f64 {
         1.0
+    }
+    fn law(&self) -> LinkLaw {
+        LinkLaw::Periodic(1)
     }
     fn describe(&self) -> String {
         format!("fully connected, n = {}", self.n)
@@ -188,6 +202,9 @@ impl Network for StaticUndirected {
         } else {
             0.0
         }
+    }
+    fn law(&self) -> LinkLaw {
+        LinkLaw::Periodic(1)
     }
     fn describe(&self) -> String {
         format!(
@@ -351,6 +368,9 @@ impl<const SYMMETRIC: bool> Network for RandomNetwork<SYMMETRIC> {
     fn edge_probability(&self, _s: u64, from: usize, to: usize) -> f64 {
         self.rho(from, to)
     }
+    fn law(&self) -> LinkLaw {
+        LinkLaw::Independent
+    }
     fn describe(&self) -> String {
         let kind = if SYMMETRIC {
             "random undirected (RandU)"
@@ -382,8 +402,15 @@ impl ExponentialOnePeer {
         if self.n < 2 {
             return 0;
         }
-        let periods = (usize::BITS - (self.n - 1).leading_zeros()) as u64; // ⌊log2(n−1)⌋ + 1
-        1usize << (s.saturating_sub(1) % periods)
+        1usize << (s.saturating_sub(1) % self.period())
+    }
+
+    /// The number of steps after which the graphs repeat: ⌊log2(n − 1)⌋ + 1 (1 when n = 1).
+    pub fn period(&self) -> u64 {
+        if self.n < 2 {
+            return 1;
+        }
+        (usize::BITS - (self.n - 1).leading_zeros()) as u64
     }
 }
 
@@ -406,6 +433,9 @@ impl Network for ExponentialOnePeer {
         } else {
             0.0
         }
+    }
+    fn law(&self) -> LinkLaw {
+        LinkLaw::Periodic(self.period())
     }
     fn describe(&self) -> String {
         format!("exponential one-peer, n = {}", self.n)
@@ -459,6 +489,9 @@ impl Network for Scheduled {
         } else {
             0.0
         }
+    }
+    fn law(&self) -> LinkLaw {
+        LinkLaw::Periodic(self.graphs.len() as u64)
     }
     fn describe(&self) -> String {
         format!(

@@ -5,4 +5,5 @@ pub mod fbo;
 pub mod gen_synthetic;
 pub mod hypergrad;
 pub mod influence;
+pub mod network;
 pub mod personalize;
