@@ -99,7 +99,9 @@ impl ExpectedNetwork {
                     }
                 }
                 let scale = 1.0 / period as f64;
-                (rho * scale, mixing * scale)
+                let mut rho = rho * scale;
+                rho.fill_diagonal(1.0);
+                (rho, mixing * scale)
             }
         };
         let stationary_weight = stationary_weights(&expected_mixing)?;
@@ -498,6 +500,7 @@ mod tests {
                 .all(|&w| (w - 1.0).abs() < 1e-12)
         );
         assert!(fc.slem < 1e-12, "{}", fc.slem);
+        assert!((0..4).all(|k| fc.edge_probability[(k, k)] == 1.0));
         assert_eq!(fc.one_way_link(), None);
         // One-peer exponential graph on 5 nodes: offsets 1, 2, 4 each one step in three,
         // weight ½ each, so p̄_{j→j} = ½ and p̄_{j→j+o} = 1/6.

@@ -119,6 +119,61 @@ pub enum HypergradError {
         /// What overflowed.
         what: &'static str,
     },
+    /// Paper 004's SRB / HGP series whose vector u grows: the expected SGP map is not a
+    /// contraction at x with this step γ (its Assumption 3.1).
+    #[error(
+        "{what} diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}; the expected SGP map with step γ = {gamma} is not a contraction at x (paper 004, Assumption 3.1): lower γ (--pdbo-lr)"
+    )]
+    PdboGrowing {
+        /// Which estimator.
+        what: &'static str,
+        /// The earlier iteration compared (0 for growth against u^(0)).
+        from: usize,
+        /// The iteration at which the growth was detected.
+        to: usize,
+        /// ‖u^(from)‖.
+        before: f64,
+        /// ‖u^(to)‖ (may be infinite or NaN).
+        after: f64,
+        /// The SGP step γ.
+        gamma: f64,
+    },
+    /// The expected SGP map is not a contraction at its fixed point (paper 004, Assumption
+    /// 3.1): the spectral radius of its Jacobian is at least 1.
+    #[error(
+        "the expected SGP map with step γ = {gamma} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is {radius:.6}, at least 1: lower γ (--pdbo-lr), or the inner cost is not strongly convex"
+    )]
+    Expansive {
+        /// The spectral radius of E[∂_z ψ].
+        radius: f64,
+        /// The SGP step γ.
+        gamma: f64,
+    },
+    /// Newton's method found no fixed point z* = E[ψ(z*)].
+    #[error(
+        "no fixed point of the expected SGP map with step γ = {gamma}: Newton's method left a residual {residual:.3e} after {iterations} iterations (lower γ, or the inner cost is not strongly convex)"
+    )]
+    FixedPoint {
+        /// Iterations run.
+        iterations: usize,
+        /// ‖z − E[ψ(z)]‖ at the end.
+        residual: f64,
+        /// The SGP step γ.
+        gamma: f64,
+    },
+    /// Paper 004's HGP needs every link's reverse (its Sec. 2.1 assumption).
+    #[error(
+        "paper 004's HGP reverses every link: {from} → {to} is up with positive probability but {to} → {from} never is (its Sec. 2.1 assumes every link has a reverse); use an undirected or random network"
+    )]
+    OneWayLink {
+        /// The link's sender.
+        from: usize,
+        /// The link's receiver.
+        to: usize,
+    },
+    /// A problem with the network.
+    #[error(transparent)]
+    Graph(#[from] hgp_graphs::GraphError),
     /// A problem with averaging.
     #[error(transparent)]
     Averaging(#[from] AveragingError),
@@ -140,6 +195,9 @@ impl HypergradError {
                 | Self::Growing { .. }
                 | Self::NeumannGrowing { .. }
                 | Self::NotFinite { .. }
+                | Self::PdboGrowing { .. }
+                | Self::Expansive { .. }
+                | Self::FixedPoint { .. }
                 | Self::Inner(hgp_inner_solvers::InnerError::Diverged { .. })
         )
     }

@@ -15,6 +15,10 @@
 //! upper step of FBO-AggITD and FedNest; [`SolveThenEstimate`] makes any inner solver and
 //! post-hoc [`HyperGradient`] one joint estimator;
 //!
+//! and, from Terashita & Hara, *Cooperative Personalized Bilevel Optimization over Random
+//! Directed Networks* (paper 004), the estimators that differentiate the SGP iteration in its
+//! biased variable z: [`Srb`] (eq. 9), [`PdboHgp`] (eq. 12, Alg. 2) and [`PdboExact`];
+//!
 //! and [`Adam`], the outer optimizer of the personalization experiments.
 //!
 //! ```
@@ -48,6 +52,7 @@ mod exact;
 mod federated;
 mod hgp;
 mod joint;
+mod pdbo;
 
 pub use adam::Adam;
 pub use curvature::{Curvature, PowerIteration, estimate_curvature};
@@ -57,6 +62,7 @@ pub use exact::{EXACT_MAX_SIZE, Exact, Local};
 pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
 pub use hgp::{Eta, GROWTH_CHECK_MIN_TERMS, Hgp, HgpObserver, HgpOptions, SampleMode};
 pub use joint::{Joint, JointEstimator, Phase, SolveThenEstimate};
+pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
 
 #[cfg(test)]
 mod auto_traits {
@@ -73,6 +79,9 @@ mod auto_traits {
         send_sync::<Hgp<f64, hgp_averaging::ExactAverage>>();
         send_sync::<Exact>();
         send_sync::<Local>();
+        send::<Srb>();
+        send::<PdboHgp>();
+        send_sync::<PdboExact>();
         send_sync::<Adam<f32>>();
         send_sync::<HgpOptions>();
         send_sync::<HyperGradEstimate<f32>>();

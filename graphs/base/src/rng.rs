@@ -75,6 +75,8 @@ pub mod domain {
     pub const LOCAL_SGD: u64 = 0x6c6f_6361;
     /// HGP's mini-batches of Hessian- and Jacobian-vector products.
     pub const HGP: u64 = 0x6867_7068;
+    /// The mini-batches of paper 004's SRB and HGP (Jacobian products of the SGP step).
+    pub const PDBO: u64 = 0x7064_626f;
     /// The start vector of the power iteration that sets HGP's step.
     pub const POWER_ITERATION: u64 = 0x706f_7765;
     /// A network's initial weights.
@@ -120,8 +122,9 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 29] = [
+    pub const ALL: [u64; 30] = [
         NETWORK_BUILD,
+        PDBO,
         NETWORK_STEP,
         CENTRAL_PARTICIPANTS,
         SGP,
