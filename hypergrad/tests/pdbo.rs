@@ -73,6 +73,7 @@ fn outer_total(cs: &[L2Logistic<f64>], x: &ClientBuffer<f64>, l: &PerClient<f64>
 
 /// z* = E[ψ(z*)] (eq. 5), and summing eq. 5 over clients (E[P] is column-stochastic) gives
 /// Σ_j ∂_x g_j(x*_j) = 0; x* is not consensual for γ > 0.
+#[allow(clippy::needless_range_loop)] // indices follow the equations
 #[test]
 fn the_fixed_point_solves_eq5() {
     let (n, d) = (5, 3);
