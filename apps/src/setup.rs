@@ -20,8 +20,8 @@ use hgp_graphs::{
 };
 use hgp_hypergrad::{
     AggItd, EXACT_MAX_SIZE, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions,
-    HyperGradEstimate, HyperGradient, JointEstimator, Local, Phase, PowerIteration, SampleMode,
-    SolveThenEstimate,
+    HyperGradEstimate, HyperGradient, JointEstimator, Local, PdboExact, PdboHgp, PdboOptions,
+    Phase, PowerIteration, SampleMode, SolveThenEstimate, Srb,
 };
 use hgp_inner_solvers::{
     ExactNewton, InnerSolution, InnerSolver, LocalUpdate, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder,
@@ -808,6 +808,16 @@ pub enum EstimatorKind {
     /// FedNest's AID estimator (Tarzanagh et al., ICML 2022) over a central server: FedSVRG
     /// lower rounds, then a Neumann series of the averaged Hessian (T' = --neumann-terms).
     Fednest,
+    /// SRB of paper 004 (eq. 9): recurrent backpropagation through the SGP iteration along
+    /// sending edges (decentralized on undirected networks only; a centralized reference on
+    /// directed ones).
+    Srb,
+    /// HGP of paper 004 (Alg. 2): SRB along receiving edges, reweighted by the network's
+    /// expected weights (eq. 12); runs on random directed networks.
+    PdboHgp,
+    /// The exact hyper-gradient of paper 004's formulation: the fixed point of the expected
+    /// SGP map with step γ, differentiated densely (small problems).
+    PdboExact,
 }
 
 impl EstimatorKind {
@@ -819,7 +829,21 @@ impl EstimatorKind {
             Self::Local => "local",
             Self::Aggitd => "aggitd",
             Self::Fednest => "fednest",
+            Self::Srb => "srb",
+            Self::PdboHgp => "pdbo-hgp",
+            Self::PdboExact => "pdbo-exact",
         }
+    }
+
+    /// Whether the estimator differentiates the SGP iteration (paper 004: uses γ).
+    pub fn pdbo(self) -> bool {
+        matches!(self, Self::Srb | Self::PdboHgp | Self::PdboExact)
+    }
+
+    /// Whether the estimator runs a Neumann series with mini-batches (--neumann-terms,
+    /// --batch).
+    pub fn iterative(self) -> bool {
+        matches!(self, Self::Hgp | Self::Srb | Self::PdboHgp)
     }
 
     /// Whether the estimator runs its own lower level (server-based, paper 003).
@@ -885,9 +909,15 @@ pub struct EstimatorArgs {
     /// at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
     pub batch: Option<BatchSize>,
-    /// Use one sample for both Jacobian products of an HGP iteration.
+    /// Use one sample for both Jacobian products of an HGP iteration (and, for --estimator
+    /// srb, one network draw: eq. 9 draws ζ̌ and ζ̂ independently; pdbo-hgp always shares
+    /// one draw, as Alg. 2 of paper 004).
     #[arg(long)]
     pub shared_samples: bool,
+    /// The SGP step γ that paper 004's estimators differentiate (srb, pdbo-hgp, pdbo-exact:
+    /// φ_j = z_j − γ ∂_x g_j(z_j / w*_j)) [default: the inner SGP's final learning rate].
+    #[arg(long, value_name = "γ")]
+    pub pdbo_lr: Option<f64>,
     #[command(flatten)]
     pub federated: FederatedArgs,
 }
@@ -897,6 +927,16 @@ impl EstimatorArgs {
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
         let name = self.estimator.name();
         let f = &self.federated;
+        refuse_unused(self.pdbo_lr.is_some() && !self.estimator.pdbo(), || {
+            format!(
+                "--pdbo-lr sets the SGP step of --estimator srb / pdbo-hgp / pdbo-exact, not --estimator {name}"
+            )
+        })?;
+        if let Some(g) = self.pdbo_lr
+            && !(g.is_finite() && g > 0.0)
+        {
+            bail!("--pdbo-lr must be a positive number (got {g})");
+        }
         if !self.estimator.federated() {
             for (flag, given) in [
                 ("--inner-steps", f.inner_steps.is_some()),
@@ -956,6 +996,41 @@ impl EstimatorArgs {
             }
             return Ok(());
         }
+        if self.estimator.pdbo() {
+            for (flag, given) in [
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the Neumann step of HGP; --estimator {name} steps by the SGP step γ (--pdbo-lr)"
+                    )
+                })?;
+            }
+            if self.estimator == EstimatorKind::PdboExact {
+                for (flag, given) in [
+                    ("--neumann-terms", self.neumann_terms.is_some()),
+                    ("--batch", self.batch.is_some()),
+                    ("--shared-samples", self.shared_samples),
+                ] {
+                    refuse_unused(given, || {
+                        format!(
+                            "{flag} sets an iterative estimator; --estimator pdbo-exact solves densely"
+                        )
+                    })?;
+                }
+            }
+            refuse_unused(
+                self.shared_samples && self.estimator == EstimatorKind::PdboHgp,
+                || {
+                    "--shared-samples: --estimator pdbo-hgp always uses one draw for both products (Alg. 2 of paper 004)".to_string()
+                },
+            )?;
+            if self.neumann_terms == Some(0) {
+                bail!("--neumann-terms must be at least 1");
+            }
+            return Ok(());
+        }
         if self.estimator != EstimatorKind::Hgp {
             for (flag, given) in [
                 ("--neumann-terms", self.neumann_terms.is_some()),
@@ -1011,16 +1086,45 @@ impl EstimatorArgs {
         })
     }
 
-    /// Builds the estimator; HGP uses `averager`.
+    /// The options of paper 004's iterative estimators with SGP step `gamma`.
+    pub fn pdbo_options(&self, gamma: f64, seed: u64, defaults: &Defaults) -> PdboOptions {
+        PdboOptions {
+            neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
+            gamma,
+            batch: self.batch(defaults),
+            samples: if self.shared_samples || self.estimator == EstimatorKind::PdboHgp {
+                SampleMode::Shared
+            } else {
+                SampleMode::Independent
+            },
+            seed: derive(seed, domain::ESTIMATOR),
+        }
+    }
+
+    /// Builds the estimator; HGP uses `averager`, paper 004's estimators `net` and the SGP
+    /// step `gamma`.
     pub fn build<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
-        averager: Box<dyn Averager<T>>,
+        (averager, net): (Box<dyn Averager<T>>, &BuiltNetwork),
+        gamma: f64,
         seed: u64,
         defaults: &Defaults,
     ) -> Result<Box<dyn HyperGradient<T, C>>> {
+        let network = || net.network.clone();
         Ok(match self.estimator {
             EstimatorKind::Hgp => Box::new(
                 Hgp::new(averager, self.hgp_options(seed, defaults)?).context("HGP settings")?,
+            ),
+            EstimatorKind::Srb => Box::new(
+                Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("SRB settings")?,
+            ),
+            EstimatorKind::PdboHgp => Box::new(
+                PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("--estimator pdbo-hgp")?,
+            ),
+            EstimatorKind::PdboExact => Box::new(
+                PdboExact::new(net.network.as_ref(), gamma).context("--estimator pdbo-exact")?,
             ),
             EstimatorKind::Exact => Box::new(Exact::new()),
             EstimatorKind::Local => Box::new(Local),
@@ -1123,11 +1227,30 @@ impl<'a> Pipeline<'a> {
             return Ok(());
         }
         self.inner.validate(defaults)?;
+        refuse_unused(
+            kind.pdbo() && self.inner.inner == InnerKind::Exact && self.estimator.pdbo_lr.is_none(),
+            || {
+                format!(
+                    "--estimator {} differentiates SGP with step γ, the inner SGP's final learning rate by default; with --inner exact there is none: give --pdbo-lr",
+                    kind.name()
+                )
+            },
+        )?;
         self.averager.validate(
             kind == EstimatorKind::Hgp,
             self.network.network,
             kind.name(),
         )
+    }
+
+    /// γ of paper 004's estimators: --pdbo-lr, or the inner SGP's learning rate at its last
+    /// step.
+    pub fn pdbo_gamma(&self, defaults: &Defaults) -> Result<f64> {
+        if let Some(g) = self.estimator.pdbo_lr {
+            return Ok(g);
+        }
+        let steps = self.inner.sgp_steps.unwrap_or(defaults.sgp_steps);
+        Ok(self.inner.schedule(defaults)?.at(steps.saturating_sub(1)))
     }
 
     /// Checks what depends on the clients (before any work): batch sizes against the
@@ -1142,10 +1265,7 @@ impl<'a> Pipeline<'a> {
         if self.inner.inner == InnerKind::Sgp {
             check_batch("--inner-batch", self.inner.batch(defaults), sizes, quiet)?;
         }
-        if matches!(
-            self.estimator.estimator,
-            EstimatorKind::Hgp | EstimatorKind::Aggitd | EstimatorKind::Fednest
-        ) {
+        if self.estimator.estimator.iterative() || self.estimator.estimator.federated() {
             check_batch("--batch", self.estimator.batch(defaults), sizes, quiet)?;
         }
         let d = clients.first().map_or(0, |c| c.dim_x());
@@ -1155,9 +1275,14 @@ impl<'a> Pipeline<'a> {
             );
         }
         let size = clients.len() * d;
-        if self.estimator.estimator == EstimatorKind::Exact && size > EXACT_MAX_SIZE {
+        if matches!(
+            self.estimator.estimator,
+            EstimatorKind::Exact | EstimatorKind::PdboExact
+        ) && size > EXACT_MAX_SIZE
+        {
             bail!(
-                "--estimator exact solves a dense system of n·d_x = {size} unknowns; at most {EXACT_MAX_SIZE}: use --estimator hgp"
+                "--estimator {} solves a dense system of n·d_x = {size} unknowns; at most {EXACT_MAX_SIZE}: use --estimator hgp or pdbo-hgp",
+                self.estimator.estimator.name()
             );
         }
         Ok(())
@@ -1185,7 +1310,9 @@ impl<'a> Pipeline<'a> {
             .network
             .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager = self.averager.build::<T>(&net, self.seed)?;
-        self.estimator.build::<T, C>(averager, self.seed, defaults)
+        let gamma = self.pdbo_gamma(defaults)?;
+        self.estimator
+            .build::<T, C>((averager, &net), gamma, self.seed, defaults)
     }
 
     /// The joint estimator: the inner solver then the post-hoc estimator, or a federated

@@ -1112,3 +1112,145 @@ fn network_describes_the_expected_network() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// Paper 004's estimators from `hgp hypergrad` and `hgp error`: on a fully connected network
+/// SRB and HGP of paper 004 are one iteration; pdbo-exact reports every client's row; bad
+/// γ, flags and networks are refused in one line.
+#[test]
+fn pdbo_estimators_run_from_the_command_line() {
+    let rows = |o: &serde_json::Value| -> Vec<f64> {
+        o["hypergrad"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+            .collect()
+    };
+    let run = |estimator: &str, extra: &[&str]| {
+        let mut a = vec![
+            "hypergrad",
+            "--estimator",
+            estimator,
+            "--network",
+            "fc",
+            "--inner",
+            "exact",
+            "--pdbo-lr",
+            "2",
+            "--json",
+            "--quiet",
+        ];
+        a.extend_from_slice(extra);
+        json(&hgp(&a))
+    };
+    let srb = rows(&run("srb", &["--neumann-terms", "300"]));
+    let hgp_ = rows(&run("pdbo-hgp", &["--neumann-terms", "300"]));
+    let exact = rows(&run("pdbo-exact", &[]));
+    assert_eq!(srb.len(), 15);
+    let scale = exact.iter().map(|v| v * v).sum::<f64>().sqrt();
+    for ((a, b), c) in srb.iter().zip(&hgp_).zip(&exact) {
+        assert!((a - b).abs() < 1e-13 * scale, "{a} vs {b}");
+        // At the consensual optimum (not z*) the series' limit is eq. 8 there, close to
+        // PdboExact's value at its own fixed point z*.
+        assert!((a - c).abs() < 0.1 * scale, "{a} vs {c}");
+    }
+    let out = run("pdbo-exact", &[]);
+    assert!(
+        out["estimator"].as_str().unwrap().contains("paper 004"),
+        "{out}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = dir.to_str().unwrap();
+    let o = hgp(&[
+        "error",
+        "--estimator",
+        "pdbo-hgp",
+        "--pdbo-lr",
+        "2",
+        "--seeds",
+        "20",
+        "--neumann-terms",
+        "30",
+        "--panels",
+        "full",
+        "--out",
+        out,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let means = std::fs::read_to_string(dir.join("error_of_mean.csv")).unwrap();
+    assert!(means.starts_with("batch,m,error"), "{means}");
+    assert_eq!(means.lines().count(), 32);
+    assert!(stdout(&o).contains("error of the mean over seeds"));
+
+    for (args, says) in [
+        (vec!["hypergrad", "--pdbo-lr", "1"], "--pdbo-lr"),
+        (
+            vec!["hypergrad", "--estimator", "srb", "--pdbo-lr", "-1"],
+            "--pdbo-lr",
+        ),
+        (
+            vec!["hypergrad", "--estimator", "pdbo-hgp", "--eta", "1"],
+            "--eta",
+        ),
+        (
+            vec!["hypergrad", "--estimator", "pdbo-exact", "--inner", "exact"],
+            "--pdbo-lr",
+        ),
+        (
+            vec![
+                "hypergrad",
+                "--estimator",
+                "pdbo-exact",
+                "--neumann-terms",
+                "5",
+            ],
+            "densely",
+        ),
+        (
+            vec![
+                "hypergrad",
+                "--estimator",
+                "pdbo-hgp",
+                "--network",
+                "exp",
+                "--clients",
+                "5",
+            ],
+            "reverse",
+        ),
+        (
+            vec![
+                "error",
+                "--estimator",
+                "srb",
+                "--push-steps",
+                "5",
+                "--out",
+                out,
+            ],
+            "--push-steps",
+        ),
+        (
+            vec!["error", "--estimator", "srb", "--eta", "1", "--out", out],
+            "--eta",
+        ),
+        (vec!["error", "--pdbo-lr", "1", "--out", out], "--pdbo-lr"),
+    ] {
+        let err = fails(&args);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // γ that makes the expected map expand: one line naming γ.
+    let err = fails(&[
+        "hypergrad",
+        "--estimator",
+        "pdbo-exact",
+        "--inner",
+        "exact",
+        "--pdbo-lr",
+        "500",
+    ]);
+    assert!(err.contains("γ = 500"), "{err}");
+}

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 use crate::exact::EXACT_MAX_SIZE;
-use crate::hgp::{GROWTH_CHECK_MIN_TERMS, SampleMode};
+use crate::hgp::{GROWTH_CHECK_MIN_TERMS, HgpObserver, SampleMode};
 
 /// |u| may grow this much over |u^(0)| before the series is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
@@ -181,7 +181,7 @@ impl SgpDifferentiation {
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn HgpObserver<T>,
     ) -> Result<HyperGradEstimate<T>> {
         check_inputs(clients, x, lambda)?;
         let n = clients.len();
@@ -221,6 +221,7 @@ impl SgpDifferentiation {
         let initial = u.norm();
         let mut norms = Vec::with_capacity(neumann_terms + 1);
         norms.push(initial);
+        observer.observe(0, &v, &u);
         let work = d * clients.first().map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
             // ζ̂^(m) carries u; ζ̌^(m) (independent draws) or the same ζ^(m) carries v.
@@ -320,7 +321,7 @@ impl SgpDifferentiation {
                     gamma,
                 });
             }
-            progress(m, neumann_terms);
+            observer.observe(m, &v, &u);
         }
         Ok(HyperGradEstimate {
             v,
@@ -346,6 +347,13 @@ impl SgpDifferentiation {
             self.network.describe()
         )
     }
+}
+
+/// An observer that ignores everything.
+struct Silent;
+
+impl<T> HgpObserver<T> for Silent {
+    fn observe(&mut self, _m: usize, _v: &PerClient<T>, _u: &ClientBuffer<T>) {}
 }
 
 /// Per-thread scratch of one client update.
@@ -381,6 +389,17 @@ impl<T> Default for Scratch<T> {
 pub struct Srb(SgpDifferentiation);
 
 impl Srb {
+    /// The estimate, reporting v^(m) and u^(m) to `observer` after every term m = 0, …, M.
+    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        observer: &mut dyn HgpObserver<T>,
+    ) -> Result<HyperGradEstimate<T>> {
+        self.0.estimate(clients, x, lambda, observer)
+    }
+
     /// SRB over `network` (w* from its expectation; M ≥ 1, γ > 0).
     pub fn new(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
         Ok(Self(SgpDifferentiation::new(
@@ -403,9 +422,10 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Srb {
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, &mut |_, _| {})
+        self.0.estimate(clients, x, lambda, &mut Silent)
     }
 
+    /// Reports (m, M) after every Neumann term.
     fn estimate_with_progress(
         &mut self,
         clients: &[C],
@@ -413,7 +433,13 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Srb {
         lambda: &PerClient<T>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, progress)
+        let total = self.0.options.neumann_terms;
+        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
+            if m > 0 {
+                progress(m, total);
+            }
+        };
+        self.0.estimate(clients, x, lambda, &mut observer)
     }
 
     fn describe(&self) -> String {
@@ -444,6 +470,17 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Srb {
 pub struct PdboHgp(SgpDifferentiation);
 
 impl PdboHgp {
+    /// The estimate, reporting v^(m) and u^(m) to `observer` after every term m = 0, …, M.
+    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
+        &mut self,
+        clients: &[C],
+        x: &ClientBuffer<T>,
+        lambda: &PerClient<T>,
+        observer: &mut dyn HgpObserver<T>,
+    ) -> Result<HyperGradEstimate<T>> {
+        self.0.estimate(clients, x, lambda, observer)
+    }
+
     /// Paper 004's HGP over `network` (M ≥ 1, γ > 0; every link has a reverse).
     pub fn new(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
         Ok(Self(SgpDifferentiation::new(
@@ -466,9 +503,10 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboHgp {
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, &mut |_, _| {})
+        self.0.estimate(clients, x, lambda, &mut Silent)
     }
 
+    /// Reports (m, M) after every Neumann term.
     fn estimate_with_progress(
         &mut self,
         clients: &[C],
@@ -476,7 +514,13 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboHgp {
         lambda: &PerClient<T>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, progress)
+        let total = self.0.options.neumann_terms;
+        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
+            if m > 0 {
+                progress(m, total);
+            }
+        };
+        self.0.estimate(clients, x, lambda, &mut observer)
     }
 
     fn describe(&self) -> String {

@@ -11,7 +11,10 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::ClientBuffer;
 use hgp_graphs::rng;
-use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, SampleMode};
+use hgp_hypergrad::{
+    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, PdboExact, PdboHgp, PdboOptions,
+    SampleMode, Srb,
+};
 use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp};
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
@@ -23,9 +26,30 @@ use crate::setup::{
     parse_eta, power_help, refuse_unused, resolve_step, train_sizes, with_default,
 };
 
-use protocol::error_curve;
-use report::write_rows;
+use protocol::{Curve, Observed, error_curve, error_of_mean};
+use report::{write_mean_rows, write_rows};
 
+/// The estimators whose error `hgp error` draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ErrorEstimator {
+    /// HGP of the NeurIPS paper (Alg. 2) against its exact d_λF, for each Push-Sum S.
+    Hgp,
+    /// HGP of paper 004 (Alg. 2, eq. 12) against paper 004's exact eq. 8 (pdbo-exact).
+    PdboHgp,
+    /// SRB of paper 004 (eq. 9) against paper 004's exact eq. 8 (pdbo-exact).
+    Srb,
+}
+
+impl ErrorEstimator {
+    fn pdbo(self) -> bool {
+        self != Self::Hgp
+    }
+}
+
+/// The inner SGP's final learning rate under the Fig. 1 schedule (2 × 0.1^10).
+fn fig1_final_lr() -> f64 {
+    2.0 * 0.1f64.powi(FIG1_MILESTONES.len() as i32)
+}
 /// Which of the two panels of Fig. 1 to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Panels {
@@ -122,6 +146,17 @@ pub struct ErrorCmd {
     /// exact Newton solution.
     #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
     inner: InnerKind,
+    /// Whose error: the NeurIPS paper's HGP (one curve per Push-Sum S), or paper 004's HGP
+    /// or SRB (one exchange per term: no S), each against its own exact value at the same
+    /// inner solution; paper 004's also get the error of their mean over the seeds (they are
+    /// unbiased for eq. 8 truncated at m).
+    #[arg(long, value_enum, default_value_t = ErrorEstimator::Hgp)]
+    estimator: ErrorEstimator,
+    /// The SGP step γ that --estimator pdbo-hgp / srb differentiate [default: the inner
+    /// SGP's final learning rate, 2e-10 under the Fig. 1 schedule, so that the series barely
+    /// moves within M terms: give a step such as 1].
+    #[arg(long, value_name = "γ")]
+    pdbo_lr: Option<f64>,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -136,6 +171,7 @@ struct Checked {
     seeds: usize,
     m_max: usize,
     eta: Eta,
+    gamma: f64,
     steps: Vec<usize>,
     clients: Vec<L2Logistic<f64>>,
     lambda: PerClient<f64>,
@@ -164,14 +200,47 @@ impl ErrorCmd {
         }
         self.data.validate()?;
         self.network.validate()?;
+        let pdbo = self.estimator.pdbo();
         self.averager_args(None)
-            .validate(true, self.network.network, "hgp")?;
-        let stepped = matches!(
-            self.averager.unwrap_or(AveragerKind::PushSum),
-            AveragerKind::PushSum | AveragerKind::Gossip
-        );
+            .validate(!pdbo, self.network.network, self.estimator_name())?;
+        refuse_unused(self.pdbo_lr.is_some() && !pdbo, || {
+            "--pdbo-lr sets the SGP step of --estimator pdbo-hgp / srb".to_string()
+        })?;
+        if pdbo {
+            for (flag, given) in [
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the NeurIPS paper's HGP; --estimator {} steps by the SGP step γ (--pdbo-lr)",
+                        self.estimator_name()
+                    )
+                })?;
+            }
+            refuse_unused(
+                self.inner == InnerKind::Exact && self.pdbo_lr.is_none(),
+                || "--inner exact has no SGP learning rate for γ: give --pdbo-lr".to_string(),
+            )?;
+        }
+        let gamma = self.pdbo_lr.unwrap_or_else(fig1_final_lr);
+        if !(gamma.is_finite() && gamma > 0.0) {
+            bail!("--pdbo-lr must be a positive number (got {gamma})");
+        }
+        let stepped = !pdbo
+            && matches!(
+                self.averager.unwrap_or(AveragerKind::PushSum),
+                AveragerKind::PushSum | AveragerKind::Gossip
+            );
         refuse_unused(self.push_steps.is_some() && !stepped, || {
-            "--push-steps applies to --averager push-sum and gossip".to_string()
+            if pdbo {
+                format!(
+                    "--push-steps sets the Push-Sum of the NeurIPS paper's HGP; --estimator {} exchanges once per term",
+                    self.estimator_name()
+                )
+            } else {
+                "--push-steps applies to --averager push-sum and gossip".to_string()
+            }
         })?;
         let steps = match (&self.push_steps, stepped) {
             (Some(s), _) if s.is_empty() || s.contains(&0) => {
@@ -188,7 +257,11 @@ impl ErrorCmd {
         if self.batch == Some(0) {
             bail!("--batch must be at least 1");
         }
-        let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        let eta = if pdbo {
+            Eta::Fixed(1.0)
+        } else {
+            resolve_step(self.eta, ETA, self.power_iterations)?
+        };
         // The data are read (or drawn) now: their sizes are checked before any work.
         let (data, description) = self.data.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
@@ -220,6 +293,7 @@ impl ErrorCmd {
             seeds,
             m_max,
             eta,
+            gamma,
             steps,
             clients,
             lambda,
@@ -227,8 +301,21 @@ impl ErrorCmd {
         })
     }
 
+    fn estimator_name(&self) -> &'static str {
+        match self.estimator {
+            ErrorEstimator::Hgp => "hgp",
+            ErrorEstimator::PdboHgp => "pdbo-hgp",
+            ErrorEstimator::Srb => "srb",
+        }
+    }
+
     /// The name of the curve of S steps (0: an averager without steps).
     fn series_label(&self, s: usize) -> String {
+        match self.estimator {
+            ErrorEstimator::PdboHgp => return "HGP of paper 004".to_string(),
+            ErrorEstimator::Srb => return "SRB".to_string(),
+            ErrorEstimator::Hgp => {}
+        }
         match self.averager.unwrap_or(AveragerKind::PushSum) {
             _ if s > 0 => format!("S = {s}"),
             AveragerKind::Central => "central server".to_string(),
@@ -253,6 +340,7 @@ impl ErrorCmd {
             seeds,
             m_max,
             eta,
+            gamma,
             steps,
             clients,
             lambda,
@@ -274,7 +362,14 @@ impl ErrorCmd {
             .into_iter()
             .map(|(label, batch)| {
                 let solution = self.inner_solve(&clients, &lambda, batch, &reporter)?;
-                let exact = Exact::new().estimate(&clients, &solution.x, &lambda)?.v;
+                let exact = if self.estimator.pdbo() {
+                    let net = self.network.build(n, self.seed, 0)?;
+                    PdboExact::new(net.network.as_ref(), gamma)?
+                        .at(&clients, &solution.x, &lambda)?
+                        .v
+                } else {
+                    Exact::new().estimate(&clients, &solution.x, &lambda)?.v
+                };
                 Ok(PanelSetup {
                     label,
                     batch,
@@ -293,53 +388,109 @@ impl ErrorCmd {
             })
             .collect();
         let stage = reporter.stage(
-            format!("{} HGP runs", tasks.len()),
+            format!("{} {} runs", tasks.len(), self.estimator_name()),
             (tasks.len() * m_max) as u64,
             "terms",
         );
-        let curves: Vec<Vec<f64>> = tasks
+        let pdbo = self.estimator.pdbo();
+        let keep = |m: usize| pdbo && Self::plotted(m, m_max);
+        let runs: Vec<Curve> = tasks
             .par_iter()
             .map(|&(p, s, k)| {
                 let setup = &setups[p];
                 let net =
                     self.network
                         .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
-                let averager = self
-                    .averager_args((s > 0).then_some(s))
-                    .build::<f64>(&net, rng::key(self.seed, domain::AVERAGER, k))?;
-                let options = HgpOptions {
+                let seed = rng::key(self.seed, domain::ESTIMATOR, k);
+                let pdbo_options = PdboOptions {
                     neumann_terms: m_max,
-                    eta,
+                    gamma,
                     batch: setup.batch,
-                    samples: SampleMode::Independent,
-                    seed: rng::key(self.seed, domain::ESTIMATOR, k),
+                    samples: if self.estimator == ErrorEstimator::Srb {
+                        SampleMode::Independent
+                    } else {
+                        SampleMode::Shared
+                    },
+                    seed,
+                };
+                let estimator = match self.estimator {
+                    ErrorEstimator::PdboHgp => {
+                        Observed::PdboHgp(PdboHgp::new(net.network, pdbo_options)?)
+                    }
+                    ErrorEstimator::Srb => Observed::Srb(Srb::new(net.network, pdbo_options)?),
+                    ErrorEstimator::Hgp => {
+                        let averager = self
+                            .averager_args((s > 0).then_some(s))
+                            .build::<f64>(&net, rng::key(self.seed, domain::AVERAGER, k))?;
+                        let options = HgpOptions {
+                            neumann_terms: m_max,
+                            eta,
+                            batch: setup.batch,
+                            samples: SampleMode::Independent,
+                            seed,
+                        };
+                        Observed::Hgp(Hgp::new(averager, options)?)
+                    }
                 };
                 error_curve(
-                    Hgp::new(averager, options)?,
+                    estimator,
                     (&clients, &setup.solution.x, &lambda),
                     &setup.exact,
                     &|| stage.inc(1),
+                    &keep,
                 )
                 .map_err(anyhow::Error::from)
             })
             .collect::<Result<_>>()?;
         stage.finish("");
+        // Paper 004's estimators are unbiased for eq. 8 truncated at m: the error of their
+        // mean over the seeds, per panel.
+        let means: Vec<Vec<(usize, f64)>> = (0..setups.len())
+            .map(|p| {
+                let of_panel: Vec<&Curve> = tasks
+                    .iter()
+                    .zip(&runs)
+                    .filter(|((tp, _, _), _)| *tp == p)
+                    .map(|(_, c)| c)
+                    .collect();
+                if pdbo {
+                    error_of_mean(&of_panel, &setups[p].exact)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let curves: Vec<Vec<f64>> = runs.into_iter().map(|c| c.errors).collect();
+        if pdbo {
+            write_mean_rows(&self.out.join("error_of_mean.csv"), &setups, &means)?;
+        }
 
         let csv = self.out.join("error.csv");
         write_rows(&csv, &setups, &tasks, &curves)?;
-        self.print_summary(&setups, &tasks, &curves, (seeds, m_max), (&steps, n));
+        self.print_summary(
+            &setups,
+            (&tasks, &curves, &means),
+            (seeds, m_max, gamma),
+            (&steps, n),
+        );
         let svg = self.out.join("error.svg");
-        self.figure(&setups, &tasks, &curves, m_max, (&steps, n))
+        self.figure(&setups, (&tasks, &curves, &means), m_max, (&steps, n))
             .write(&svg)?;
         println!();
         println!(
-            "wrote {} and {} ({} HGP runs, {:.1} s)",
+            "wrote {}{} and {} ({} runs, {:.1} s)",
             csv.display(),
+            if pdbo { ", error_of_mean.csv" } else { "" },
             svg.display(),
             tasks.len(),
             started.elapsed().as_secs_f64()
         );
         Ok(())
+    }
+
+    /// Whether term m is drawn (every m up to 100, then every 10th, and M).
+    fn plotted(m: usize, m_max: usize) -> bool {
+        m <= 100 || m.is_multiple_of(10) || m == m_max
     }
 
     fn inner_solve(

@@ -1,29 +1,96 @@
-//! The protocol of `hgp error` (HGP Fig. 1): one HGP run's relative error
+//! The protocol of `hgp error` (HGP Fig. 1): one run's relative error
 //! ‖v^(m) − d_λF‖ / ‖d_λF‖ at every Neumann term m, against the exact hyper-gradient at the
-//! same inner solution.
+//! same inner solution (the NeurIPS paper's for HGP, paper 004's eq. 8 for its SRB and HGP).
 
 use hgp_averaging::{Averager, ClientBuffer};
-use hgp_hypergrad::{Hgp, HypergradError};
-use hgp_models::{ClientObjective, PerClient};
+use hgp_hypergrad::{Hgp, HgpObserver, HyperGradEstimate, HypergradError, PdboHgp, Srb};
+use hgp_models::{ClientObjective, L2Logistic, PerClient};
 
-/// The relative error of `hgp`'s estimate after every term m = 0, …, M against `exact`,
-/// calling `progress` after each term m ≥ 1.
-pub fn error_curve<A: Averager<f64>, C: ClientObjective<f64>>(
-    mut hgp: Hgp<f64, A>,
-    (clients, x, lambda): (&[C], &ClientBuffer<f64>, &PerClient<f64>),
+/// An estimator whose iterates v^(m) can be observed.
+pub enum Observed<A: Averager<f64>> {
+    /// The NeurIPS paper's HGP with an averager.
+    Hgp(Hgp<f64, A>),
+    /// Paper 004's HGP.
+    PdboHgp(PdboHgp),
+    /// Paper 004's SRB.
+    Srb(Srb),
+}
+
+impl<A: Averager<f64>> Observed<A> {
+    fn run<C: ClientObjective<f64>>(
+        &mut self,
+        (clients, x, lambda): (&[C], &ClientBuffer<f64>, &PerClient<f64>),
+        observer: &mut dyn HgpObserver<f64>,
+    ) -> Result<HyperGradEstimate<f64>, HypergradError> {
+        match self {
+            Self::Hgp(e) => e.estimate_observed(clients, x, lambda, observer),
+            Self::PdboHgp(e) => e.estimate_observed(clients, x, lambda, observer),
+            Self::Srb(e) => e.estimate_observed(clients, x, lambda, observer),
+        }
+    }
+}
+
+/// One run: the relative error after every term m = 0, …, M, and v^(m) at the terms `keep`
+/// selects (for the error of the mean over runs).
+pub struct Curve {
+    /// ‖v^(m) − reference‖ / ‖reference‖, m = 0, …, M.
+    pub errors: Vec<f64>,
+    /// (m, v^(m)) for the kept m.
+    pub kept: Vec<(usize, Vec<f64>)>,
+}
+
+/// The relative error of `estimator`'s estimate after every term m = 0, …, M against
+/// `exact`, calling `progress` after each term m ≥ 1 and keeping v^(m) where `keep(m)`.
+pub fn error_curve<A: Averager<f64>>(
+    mut estimator: Observed<A>,
+    problem: (&[L2Logistic<f64>], &ClientBuffer<f64>, &PerClient<f64>),
     exact: &PerClient<f64>,
     progress: &dyn Fn(),
-) -> Result<Vec<f64>, HypergradError> {
+    keep: &dyn Fn(usize) -> bool,
+) -> Result<Curve, HypergradError> {
     let scale = exact.norm();
     let mut errors = Vec::new();
+    let mut kept = Vec::new();
     let mut observe = |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
         errors.push(v.distance(exact) / scale);
+        if keep(m) {
+            kept.push((m, v.as_slice().to_vec()));
+        }
         if m > 0 {
             progress();
         }
     };
-    hgp.estimate_observed(clients, x, lambda, &mut observe)?;
-    Ok(errors)
+    estimator.run(problem, &mut observe)?;
+    Ok(Curve { errors, kept })
+}
+
+/// ‖mean over runs of v^(m) − reference‖ / ‖reference‖ at every kept m (the runs keep the
+/// same m).
+pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64)> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let scale = exact.norm();
+    first
+        .kept
+        .iter()
+        .enumerate()
+        .map(|(t, (m, v))| {
+            let mut mean = vec![0.0; v.len()];
+            for r in runs {
+                for (a, b) in mean.iter_mut().zip(&r.kept[t].1) {
+                    *a += b / runs.len() as f64;
+                }
+            }
+            let d: f64 = mean
+                .iter()
+                .zip(exact.as_slice())
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            (*m, d / scale)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -51,12 +118,30 @@ mod tests {
             eta: Eta::Fixed(1.0),
             ..HgpOptions::default()
         };
-        let hgp = Hgp::new(ExactAverage::new(3).unwrap(), options).unwrap();
+        let hgp = Observed::Hgp(Hgp::new(ExactAverage::new(3).unwrap(), options).unwrap());
         let calls = std::cell::Cell::new(0);
-        let errors = error_curve(hgp, (&clients, &x, &lambda), &exact, &|| {
-            calls.set(calls.get() + 1)
-        })
+        let curve = error_curve(
+            hgp,
+            (&clients, &x, &lambda),
+            &exact,
+            &|| calls.set(calls.get() + 1),
+            &|m| m % 500 == 0,
+        )
         .unwrap();
+        let errors = curve.errors;
+        assert_eq!(
+            curve.kept.iter().map(|k| k.0).collect::<Vec<_>>(),
+            [0, 500, 1000]
+        );
+        let last = error_of_mean(
+            &[&Curve {
+                errors: Vec::new(),
+                kept: curve.kept,
+            }],
+            &exact,
+        );
+        assert_eq!(last[0].1, 1.0);
+        assert!(last[2].1 < 1e-12);
         assert_eq!((errors.len(), calls.get()), (1001, 1000));
         assert_eq!(errors[0], 1.0);
         assert!(errors[1000] < 1e-12, "{}", errors[1000]);

@@ -23,6 +23,47 @@ struct ErrorRow {
     error: f64,
 }
 
+/// Every run's (panel, S, seed), its error curve, and per panel the error of the mean over
+/// seeds at the drawn m (paper 004's estimators only).
+pub(super) type Results<'a> = (
+    &'a [(usize, usize, u64)],
+    &'a [Vec<f64>],
+    &'a [Vec<(usize, f64)>],
+);
+
+/// One row of error_of_mean.csv: the relative error of the mean over seeds after m terms.
+#[derive(Serialize)]
+struct MeanRow {
+    batch: String,
+    m: usize,
+    #[serde(serialize_with = "sci_exact")]
+    error: f64,
+}
+
+fn batch_name(b: BatchSize) -> String {
+    match b {
+        BatchSize::Full => "full".to_string(),
+        BatchSize::Size(b) => b.to_string(),
+    }
+}
+
+/// Writes the error of the mean over seeds of every panel to `path`.
+pub fn write_mean_rows(
+    path: &Path,
+    setups: &[PanelSetup],
+    means: &[Vec<(usize, f64)>],
+) -> Result<()> {
+    let rows = setups.iter().zip(means).flat_map(|(setup, mean)| {
+        let batch = batch_name(setup.batch);
+        mean.iter().map(move |&(m, error)| MeanRow {
+            batch: batch.clone(),
+            m,
+            error,
+        })
+    });
+    write_csv(path, &["batch", "m", "error"], rows)
+}
+
 /// Writes every run's curve to `path`.
 pub fn write_rows(
     path: &Path,
@@ -31,10 +72,7 @@ pub fn write_rows(
     curves: &[Vec<f64>],
 ) -> Result<()> {
     let rows = tasks.iter().zip(curves).flat_map(|(&(p, s, k), errors)| {
-        let batch = match setups[p].batch {
-            BatchSize::Full => "full".to_string(),
-            BatchSize::Size(b) => b.to_string(),
-        };
+        let batch = batch_name(setups[p].batch);
         errors.iter().enumerate().map(move |(m, &error)| ErrorRow {
             batch: batch.clone(),
             s,
@@ -79,16 +117,24 @@ impl ErrorCmd {
     pub(super) fn print_summary(
         &self,
         setups: &[PanelSetup],
-        tasks: &[(usize, usize, u64)],
-        curves: &[Vec<f64>],
-        (seeds, m_max): (usize, usize),
+        (tasks, curves, means): Results<'_>,
+        (seeds, m_max, gamma): (usize, usize, f64),
         (steps, n): (&[usize], usize),
     ) {
-        println!(
-            "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
-            self.network.network.name(),
-            self.eta.unwrap_or(ETA)
-        );
+        if self.estimator.pdbo() {
+            println!(
+                "{} estimation error ‖v^(m) − d_λF̄‖ / ‖d_λF̄‖ against paper 004's eq. 8 (mean over {seeds} seeds), n = {n}, {}, γ = {}",
+                self.series_label(0),
+                self.network.network.name(),
+                sci(gamma)
+            );
+        } else {
+            println!(
+                "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
+                self.network.network.name(),
+                self.eta.unwrap_or(ETA)
+            );
+        }
         for (p, setup) in setups.iter().enumerate() {
             println!();
             println!(
@@ -110,6 +156,18 @@ impl ErrorCmd {
                     std::iter::once(self.series_label(s)).chain(at.iter().map(|&m| sci(mean[m]))),
                 );
             }
+            if !means[p].is_empty() {
+                let of_mean = |m: usize| {
+                    means[p]
+                        .iter()
+                        .find(|(k, _)| *k == m)
+                        .map_or("".to_string(), |(_, e)| sci(*e))
+                };
+                table.row(
+                    std::iter::once("error of the mean over seeds".to_string())
+                        .chain(at.iter().map(|&m| of_mean(m))),
+                );
+            }
             println!("{}", table.terminal());
         }
     }
@@ -117,17 +175,21 @@ impl ErrorCmd {
     pub(super) fn figure(
         &self,
         setups: &[PanelSetup],
-        tasks: &[(usize, usize, u64)],
-        curves: &[Vec<f64>],
+        (tasks, curves, means): Results<'_>,
         m_max: usize,
         (steps, n): (&[usize], usize),
     ) -> Figure {
         let mut figure = Figure::new().with_title(format!(
-            "HGP estimation error, n = {n}, {} (mean and 10–90 % over seeds)",
+            "{} estimation error, n = {n}, {} (mean and 10–90 % over seeds)",
+            if self.estimator.pdbo() {
+                self.series_label(0)
+            } else {
+                "HGP".to_string()
+            },
             self.network.network.name()
         ));
         // Plot every m up to 100, then every 10th, to keep the file small.
-        let keep = |m: usize| m <= 100 || m.is_multiple_of(10) || m == m_max;
+        let keep = |m: usize| Self::plotted(m, m_max);
         for (p, setup) in setups.iter().enumerate() {
             let mut panel = Panel::new(setup.label.clone(), "Neumann terms m", "relative error")
                 .with_scales(Scale::Linear, Scale::Log10);
@@ -149,6 +211,10 @@ impl ErrorCmd {
                     .collect();
                 panel =
                     panel.with_series(Series::line(self.series_label(s), points).with_band(band));
+            }
+            if !means[p].is_empty() {
+                let points = means[p].iter().map(|&(m, e)| (m as f64, e)).collect();
+                panel = panel.with_series(Series::line("error of the mean over seeds", points));
             }
             figure = figure.with_panel(panel);
         }

@@ -19,10 +19,11 @@ use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
 };
 use crate::setup::{
-    EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, resolve_step,
+    EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
+    resolve_step,
 };
 use protocol::Cell;
-pub use protocol::{Method, Protocol, Setting};
+pub use protocol::{Method, PersonalizeEstimator, Protocol, Setting};
 use report::{CellRow, HEADER};
 
 /// The networks the models are built from.
@@ -135,6 +136,11 @@ pub struct Personalize {
     /// Outer (Adam) steps on λ.
     #[arg(long, default_value_t = OUTER_STEPS, value_name = "K")]
     outer_steps: usize,
+    /// Hyper-gradient estimator of the methods that tune λ: the NeurIPS paper's HGP, or
+    /// paper 004's (its Alg. 2; the inner solve is then SGP step-then-mix on every network,
+    /// and hgp-pl / hgp-mtl are reported as pdbo-pl / pdbo-mtl, paper 004's Table 1).
+    #[arg(long, value_enum, default_value_t = PersonalizeEstimator::Hgp)]
+    estimator: PersonalizeEstimator,
     /// Neumann terms M of HGP.
     #[arg(long, default_value_t = NEUMANN_TERMS, value_name = "M")]
     neumann_terms: usize,
@@ -186,6 +192,28 @@ impl Personalize {
             }
         }
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        if self.estimator == PersonalizeEstimator::Pdbo {
+            for (flag, given) in [
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+                ("--push-steps", self.push_steps != PUSH_STEPS),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the NeurIPS paper's HGP; --estimator pdbo exchanges once per term with step γ = the inner SGP's final learning rate"
+                    )
+                })?;
+            }
+            if self.methods.contains(&Method::HgpPl) || self.methods.contains(&Method::HgpMtl) {
+                for &k in &self.networks {
+                    if k == NetworkKind::Exp {
+                        bail!(
+                            "--estimator pdbo reverses every link (paper 004 Sec. 2.1); --networks exp has one-way links"
+                        );
+                    }
+                }
+            }
+        }
         prepare_out(&self.out)?;
         Ok(eta)
     }
@@ -200,6 +228,7 @@ impl Personalize {
             neumann_terms: self.neumann_terms,
             push_steps: self.push_steps,
             seed: self.seed,
+            estimator: self.estimator,
         };
         let csv = self.out.join("personalize.csv");
         let mut cells: Vec<Cell> = Vec::new();
@@ -230,6 +259,7 @@ impl Personalize {
                     self.power_iterations
                 ),
                 self.seed,
+                self.estimator,
             )
         );
         record_settings(&self.out, &settings, self.resume)?;
@@ -259,14 +289,20 @@ impl Personalize {
             "SGP steps",
         );
         for &(method, network) in &todo {
-            stage.set_label(&format!("{} on {}", method.name(), network.name()));
+            stage.set_label(&format!(
+                "{} on {}",
+                method.label(self.estimator),
+                network.name()
+            ));
             let cell = protocol
                 .cell(method, network, &split, &|| stage.inc(1))
-                .with_context(|| format!("{} on {}", method.name(), network.name()))?;
+                .with_context(|| {
+                    format!("{} on {}", method.label(self.estimator), network.name())
+                })?;
             rows.write(&CellRow::from(&cell))?;
             reporter.line(&format!(
                 "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
-                method.name(),
+                method.label(self.estimator),
                 network.name(),
                 100.0 * cell.average,
                 100.0 * cell.bottom10

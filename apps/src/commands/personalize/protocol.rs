@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, PushSum};
 use hgp_graphs::{FmmcOptions, fastest_mixing};
-use hgp_hypergrad::{Adam, Hgp, HgpOptions, HyperGradient, Local, SampleMode};
+use hgp_hypergrad::{
+    Adam, Hgp, HgpOptions, HyperGradient, Local, PdboHgp, PdboOptions, SampleMode,
+};
 use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
 use hgp_models::images::ImageClient;
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
@@ -65,6 +67,31 @@ impl Method {
     }
 }
 
+/// The hyper-gradient estimator of the methods that tune λ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PersonalizeEstimator {
+    /// HGP of the NeurIPS paper (Push-Sum S steps per average, η, ω kept), the inner solve
+    /// SGP mix-then-step (decentralized SGD on FixU): HGP Table 2.
+    #[default]
+    Hgp,
+    /// HGP of paper 004 (Alg. 2, eq. 12) differentiating the inner SGP (step then mix, on
+    /// every network) with γ its final learning rate: hgp-pl and hgp-mtl become PDBO-PL and
+    /// PDBO-MTL (paper 004 Table 1).
+    Pdbo,
+}
+
+impl Method {
+    /// The name in tables and figures under `estimator` (hgp-* become pdbo-* under paper
+    /// 004's estimator).
+    pub fn label(self, estimator: PersonalizeEstimator) -> &'static str {
+        match (estimator, self) {
+            (PersonalizeEstimator::Pdbo, Self::HgpPl) => "pdbo-pl",
+            (PersonalizeEstimator::Pdbo, Self::HgpMtl) => "pdbo-mtl",
+            _ => self.name(),
+        }
+    }
+}
+
 /// HGP Table 6: the L2 rate on λ of the outer problem (a network outside Table 2 takes the
 /// rate of its kind: `exp` changes at every step, so it takes the time-varying one).
 pub fn table6_l2_lambda(method: Method, network: NetworkKind) -> f64 {
@@ -88,6 +115,11 @@ pub fn inner_lr(method: Method) -> f64 {
     if method.ensemble() { 0.5 } else { 0.1 }
 }
 
+/// γ of paper 004's HGP: the inner SGP's final learning rate (two decays by 0.1).
+pub fn pdbo_gamma(method: Method) -> f64 {
+    inner_lr(method) * 0.01
+}
+
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
 pub struct Setting {
     pub arch: Architecture,
@@ -109,6 +141,8 @@ pub struct Protocol {
     pub push_steps: usize,
     /// Seed of every random choice.
     pub seed: u64,
+    /// The hyper-gradient estimator of the λ-tuning methods.
+    pub estimator: PersonalizeEstimator,
 }
 
 /// One cell of the table: a method on a network.
@@ -225,6 +259,13 @@ impl Protocol {
             ));
         }
         let net = NetworkArgs::of(network).build(n, self.seed, seed)?;
+        if self.estimator == PersonalizeEstimator::Pdbo {
+            // Paper 004: SGP (Alg. 1, step then mix) on every network, the iteration its HGP
+            // differentiates.
+            return Ok(Box::new(
+                Sgp::new(net.network, s.steps, schedule)?.with_batches(batch, seed),
+            ));
+        }
         Ok(match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -252,6 +293,16 @@ impl Protocol {
         }
         let net =
             NetworkArgs::of(network).build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+        if self.estimator == PersonalizeEstimator::Pdbo {
+            let options = PdboOptions {
+                neumann_terms: self.neumann_terms,
+                gamma: pdbo_gamma(method),
+                batch: BatchSize::Size(s.batch),
+                samples: SampleMode::Shared,
+                seed: derive(self.seed, domain::ESTIMATOR),
+            };
+            return Ok(Box::new(PdboHgp::new(net.network, options)?));
+        }
         let averager: Box<dyn Averager<f32>> = match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
@@ -376,6 +427,7 @@ mod tests {
             neumann_terms: 5,
             push_steps: 5,
             seed: 1,
+            estimator: PersonalizeEstimator::Hgp,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {
@@ -394,5 +446,28 @@ mod tests {
             .cell(Method::HgpPl, NetworkKind::Randd, &split, &|| {})
             .unwrap();
         assert_eq!(cell, again);
+        // Paper 004's estimator: another inner iteration and hyper-gradient, the same shape,
+        // reproducible, and not the NeurIPS paper's numbers.
+        let pdbo = Protocol {
+            estimator: PersonalizeEstimator::Pdbo,
+            ..protocol
+        };
+        let cell_pdbo = pdbo
+            .cell(Method::HgpPl, NetworkKind::Randd, &split, &|| {})
+            .unwrap();
+        assert_eq!((cell_pdbo.curve.len(), cell_pdbo.outer_loss.len()), (2, 3));
+        assert!(
+            cell_pdbo
+                .outer_loss
+                .iter()
+                .all(|f| f.is_finite() && *f > 0.0)
+        );
+        assert_ne!(cell_pdbo.outer_loss, cell.outer_loss);
+        assert_eq!(
+            cell_pdbo,
+            pdbo.cell(Method::HgpPl, NetworkKind::Randd, &split, &|| {})
+                .unwrap()
+        );
+        assert_eq!(Method::HgpMtl.label(PersonalizeEstimator::Pdbo), "pdbo-mtl");
     }
 }

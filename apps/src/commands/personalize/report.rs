@@ -86,14 +86,12 @@ impl Personalize {
         let mut table =
             Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
         for &m in &self.methods {
-            table.row(
-                std::iter::once(m.name().to_string()).chain(self.networks.iter().map(
-                    |&k| match find(m, k) {
-                        Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
-                        None => "-".to_string(),
-                    },
-                )),
-            );
+            table.row(std::iter::once(m.label(self.estimator).to_string()).chain(
+                self.networks.iter().map(|&k| match find(m, k) {
+                    Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
+                    None => "-".to_string(),
+                }),
+            ));
         }
         let md_path = self.out.join("personalize.md");
         std::fs::write(&md_path, table.markdown())
@@ -118,7 +116,7 @@ impl Personalize {
                             .map(|(t, &a)| ((t + 1) as f64, a))
                             .collect()
                     };
-                    panel = panel.with_series(Series::line(m.name(), points));
+                    panel = panel.with_series(Series::line(m.label(self.estimator), points));
                 }
             }
             figure = figure.with_panel(panel);
