@@ -1238,6 +1238,30 @@ fn pdbo_estimators_run_from_the_command_line() {
             "--eta",
         ),
         (vec!["error", "--pdbo-lr", "1", "--out", out], "--pdbo-lr"),
+        (
+            vec![
+                "personalize",
+                "--estimator",
+                "pdbo",
+                "--networks",
+                "exp",
+                "--out",
+                out,
+            ],
+            "one-way",
+        ),
+        (
+            vec![
+                "personalize",
+                "--estimator",
+                "pdbo",
+                "--eta",
+                "1",
+                "--out",
+                out,
+            ],
+            "--eta",
+        ),
     ] {
         let err = fails(&args);
         assert!(err.contains(says), "{args:?}: {err}");

@@ -335,7 +335,7 @@ impl SgpDifferentiation {
         format!(
             "{name}, M = {}, γ = {}, {} batches, {} draws, over {}",
             self.options.neumann_terms,
-            self.options.gamma,
+            short(self.options.gamma),
             match self.options.batch {
                 BatchSize::Full => "full".to_string(),
                 BatchSize::Size(b) => format!("size-{b}"),
@@ -772,6 +772,17 @@ impl PdboExact {
     }
 }
 
+/// γ as typed when it is short (0.5, 2), else in scientific notation (2e-10 rather than
+/// 0.00000000020000000000000021).
+fn short(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() <= 8 {
+        plain
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
 /// The largest modulus of the eigenvalues of a square matrix.
 fn spectral_radius(m: &DMatrix<f64>) -> f64 {
     m.complex_eigenvalues()
@@ -794,11 +805,11 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboExact {
         match self.terms {
             None => format!(
                 "exact hyper-gradient of paper 004 (fixed point of the expected SGP map, γ = {}, dense solve)",
-                self.gamma
+                short(self.gamma)
             ),
             Some(m) => format!(
                 "eq. 8 of paper 004 truncated at M = {m} (expected SRB / HGP, γ = {})",
-                self.gamma
+                short(self.gamma)
             ),
         }
     }
