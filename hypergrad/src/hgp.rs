@@ -21,6 +21,56 @@ const GROWTH_FACTOR: f64 = 2.0;
 /// Work (HVP values × instances) above which clients update in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
+/// How ‖u‖ of a Neumann-type series grew, when it grew too much.
+pub(crate) enum Growth {
+    /// ‖u^(m)‖ exceeds 10⁶ × ‖u^(0)‖ or is not finite.
+    Fast {
+        /// ‖u^(0)‖.
+        initial: f64,
+    },
+    /// ‖u^(m)‖ more than doubled since m/2 (checked from [`GROWTH_CHECK_MIN_TERMS`] on, at
+    /// powers of two and at M).
+    Slow {
+        /// ⌊m/2⌋.
+        from: usize,
+        /// ‖u^(⌊m/2⌋)‖.
+        before: f64,
+    },
+}
+
+/// The divergence checks shared by HGP and paper 004's SRB / HGP: the norms ‖u^(m)‖ so far.
+pub(crate) struct NormWatch {
+    norms: Vec<f64>,
+    terms: usize,
+}
+
+impl NormWatch {
+    /// Starts from ‖u^(0)‖ for a series of `terms` terms.
+    pub(crate) fn new(initial: f64, terms: usize) -> Self {
+        let mut norms = Vec::with_capacity(terms + 1);
+        norms.push(initial);
+        Self { norms, terms }
+    }
+
+    /// Records ‖u^(m)‖ (m = 1, 2, … in order) and says whether it grew too much.
+    pub(crate) fn record(&mut self, m: usize, current: f64) -> std::result::Result<(), Growth> {
+        let initial = self.norms[0];
+        self.norms.push(current);
+        if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE) {
+            return Err(Growth::Fast { initial });
+        }
+        let checkpoint = m.is_power_of_two() || m == self.terms;
+        let before = self.norms[m / 2];
+        if checkpoint && m >= GROWTH_CHECK_MIN_TERMS && current > GROWTH_FACTOR * before {
+            return Err(Growth::Slow {
+                from: m / 2,
+                before,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Whether the two Jacobian products of an iteration use independent samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SampleMode {
@@ -200,10 +250,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
         };
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients(clients, x, lambda);
-        let initial = u.norm();
-        // ‖u^(m)‖ for m = 0..=M, for the slow-growth check.
-        let mut norms = Vec::with_capacity(neumann_terms + 1);
-        norms.push(initial);
+        let mut watch = NormWatch::new(u.norm(), neumann_terms);
         observer.observe(0, &v, &u);
         let d = x.d();
         let work = d * clients.first().map_or(0, |c| c.num_train());
@@ -264,24 +311,21 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                     .collect()
             };
             let current = squares.iter().sum::<f64>().sqrt();
-            norms.push(current);
-            if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE)
-            {
-                return Err(HypergradError::Diverged {
-                    m,
-                    initial,
-                    current,
-                    eta,
-                });
-            }
-            let checkpoint = m.is_power_of_two() || m == neumann_terms;
-            if checkpoint && m >= GROWTH_CHECK_MIN_TERMS {
-                let half = norms[m / 2];
-                if current > GROWTH_FACTOR * half {
+            match watch.record(m, current) {
+                Ok(()) => {}
+                Err(Growth::Fast { initial }) => {
+                    return Err(HypergradError::Diverged {
+                        m,
+                        initial,
+                        current,
+                        eta,
+                    });
+                }
+                Err(Growth::Slow { from, before }) => {
                     return Err(HypergradError::Growing {
-                        from: m / 2,
+                        from,
                         to: m,
-                        before: half,
+                        before,
                         after: current,
                         eta,
                     });

@@ -30,12 +30,8 @@ use rayon::prelude::*;
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 use crate::exact::EXACT_MAX_SIZE;
-use crate::hgp::{GROWTH_CHECK_MIN_TERMS, HgpObserver, SampleMode};
+use crate::hgp::{Growth, HgpObserver, NormWatch, SampleMode};
 
-/// |u| may grow this much over |u^(0)| before the series is declared divergent.
-const DIVERGENCE_FACTOR: f64 = 1e6;
-/// Growth of ‖u‖ over the second half of the iterations so far that counts as divergence.
-const GROWTH_FACTOR: f64 = 2.0;
 /// Work (HVP values × instances) above which clients update in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 /// Newton iterations allowed for the fixed point z* of [`PdboExact`].
@@ -218,9 +214,7 @@ impl SgpDifferentiation {
         let mut mixed_u = ClientBuffer::zeros(n, d);
         let mut mixed_v = ClientBuffer::zeros(n, d);
         let mut g = DiGraph::placeholder();
-        let initial = u.norm();
-        let mut norms = Vec::with_capacity(neumann_terms + 1);
-        norms.push(initial);
+        let mut watch = NormWatch::new(u.norm(), neumann_terms);
         observer.observe(0, &v, &u);
         let work = d * clients.first().map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
@@ -298,25 +292,16 @@ impl SgpDifferentiation {
                     .collect()
             };
             let current = squares.iter().sum::<f64>().sqrt();
-            norms.push(current);
-            if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE)
-            {
+            if let Err(growth) = watch.record(m, current) {
+                let (from, before) = match growth {
+                    Growth::Fast { initial } => (0, initial),
+                    Growth::Slow { from, before } => (from, before),
+                };
                 return Err(HypergradError::PdboGrowing {
                     what,
-                    from: 0,
+                    from,
                     to: m,
-                    before: initial,
-                    after: current,
-                    gamma,
-                });
-            }
-            let checkpoint = m.is_power_of_two() || m == neumann_terms;
-            if checkpoint && m >= GROWTH_CHECK_MIN_TERMS && current > GROWTH_FACTOR * norms[m / 2] {
-                return Err(HypergradError::PdboGrowing {
-                    what,
-                    from: m / 2,
-                    to: m,
-                    before: norms[m / 2],
+                    before,
                     after: current,
                     gamma,
                 });

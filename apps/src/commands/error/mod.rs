@@ -363,6 +363,8 @@ impl ErrorCmd {
             .map(|(label, batch)| {
                 let solution = self.inner_solve(&clients, &lambda, batch, &reporter)?;
                 let exact = if self.estimator.pdbo() {
+                    // Expectations depend on the links' probabilities, not on the
+                    // realization of the steps (step seed 0).
                     let net = self.network.build(n, self.seed, 0)?;
                     PdboExact::new(net.network.as_ref(), gamma)?
                         .at(&clients, &solution.x, &lambda)?
