@@ -311,7 +311,8 @@ impl SgpDifferentiation {
         Ok(HyperGradEstimate {
             v,
             comm,
-            eta: Some(gamma),
+            // γ is not HGP's Neumann step η: it is in the description.
+            eta: None,
             curvature: None,
         })
     }
@@ -669,7 +670,7 @@ impl PdboExact {
         Ok(HyperGradEstimate {
             v,
             comm: CommCost::new(n),
-            eta: Some(self.gamma),
+            eta: None,
             curvature: None,
         })
     }
