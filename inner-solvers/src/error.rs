@@ -21,6 +21,16 @@ pub enum InnerError {
         /// The value given.
         value: f64,
     },
+    /// A parameter outside its range.
+    #[error("{what} must be {requirement} (got {value})")]
+    Parameter {
+        /// Which parameter.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+        /// What it must be.
+        requirement: &'static str,
+    },
     /// A participation fraction outside (0, 1].
     #[error("the participation fraction C must be in (0, 1] (got {0})")]
     Fraction(f64),

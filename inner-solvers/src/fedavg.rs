@@ -1,17 +1,28 @@
-//! FedAvg and local SGD.
+//! FedAvg with learning-rate schedulers on the server and the clients, and local SGD.
 
-use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
 use hgp_graphs::rng::domain;
-use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
+use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
+use rayon::prelude::*;
 
 use crate::descent::local_step;
 use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
+use crate::schedulers::{Constant, LocalStep, LrScheduler, RoundUpdates};
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
 
-/// FedAvg (McMahan et al., 2017): each round a random fraction C of the clients start from
-/// the server model, take K local SGD steps, and the server averages their models.
+/// FedAvg (McMahan et al., 2017) with learning-rate schedulers (paper 001, Alg. 1): each
+/// round t the server draws a fraction C of the clients and broadcasts W^t and the local
+/// rate β^t; each participant m takes K local SGD steps from W^t at rates β_m^{t,k} and
+/// returns Δ_m^t = W_m^{t,K} − W^t; the server aggregates Δ^t = Σ_m Δ_m^t / M and steps to
+/// W^{t+1} = W^t + s^t.
+///
+/// The server's scheduler chooses β^t and the step s^t, the clients' scheduler the rates
+/// β_m^{t,k} ([`LrScheduler`]); both are [`Constant`] (plain FedAvg: β^t = β^0,
+/// β_m^{t,k} = β^t, s^t = Δ^t) unless set with [`FedAvg::with_schedulers`]. The base rate β^0
+/// of round t is the [`LrSchedule`] at t (indexed by round).
+#[derive(Debug)]
 pub struct FedAvg {
     rounds: usize,
     local_steps: usize,
@@ -19,10 +30,44 @@ pub struct FedAvg {
     seed: u64,
     lr: LrSchedule,
     sampler: BatchSampler,
+    server: Box<dyn LrScheduler>,
+    client: Box<dyn LrScheduler>,
+}
+
+/// The state of [`FedAvg`] between rounds: the server model W^t, the last global update
+/// W^t − W^{t−1}, the rounds taken and what they cost.
+#[derive(Clone, Debug)]
+pub struct FedAvgState<T> {
+    /// The server model W^t.
+    pub model: Vec<T>,
+    /// The last global update Δ^{t−1} = W^t − W^{t−1} (zero before round 1).
+    pub last_update: Vec<f64>,
+    /// Rounds taken.
+    pub round: usize,
+    /// Communication spent.
+    pub comm: CommCost,
+    server: Central<T>,
+}
+
+/// The learning rates of one [`FedAvg`] round.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundRates {
+    /// The global rate the server's scheduler reports (α^t; 1 for FedAvg).
+    pub global: f64,
+    /// The local rate β^t broadcast to the participants.
+    pub broadcast: f64,
+    /// The mean of the participants' local rates β_m^{t,k} over m and k.
+    pub mean_local: f64,
 }
 
 impl FedAvg {
-    /// `rounds` rounds of `local_steps` (K) steps with participation fraction C.
+    /// `rounds` rounds of `local_steps` (K) steps with participation fraction C, full
+    /// batches, plain FedAvg rates.
+    ///
+    /// # Errors
+    ///
+    /// [`InnerError::Zero`] for no rounds or steps, [`InnerError::Fraction`] for C outside
+    /// (0, 1].
     pub fn new(
         rounds: usize,
         local_steps: usize,
@@ -48,6 +93,8 @@ impl FedAvg {
             seed,
             lr,
             sampler: BatchSampler::new(BatchSize::Full, seed, domain::FEDAVG),
+            server: Box::new(Constant),
+            client: Box::new(Constant),
         })
     }
 
@@ -56,30 +103,186 @@ impl FedAvg {
         self.sampler = BatchSampler::new(size, self.seed, domain::FEDAVG);
         self
     }
-}
 
-impl FedAvg {
-    /// Round `r` (state in place, the clients' rows): K local steps, then `server` draws its
-    /// participants and broadcasts their average. Returns the round's cost.
+    /// The scheduler of the server (β^t and the global step) and that of the clients (the
+    /// local rates): FedHyper-G + CL is `(FedHyperG, FedHyperCl)`.
+    pub fn with_schedulers(
+        mut self,
+        server: Box<dyn LrScheduler>,
+        client: Box<dyn LrScheduler>,
+    ) -> Self {
+        self.server = server;
+        self.client = client;
+        self
+    }
+
+    /// The schedulers' names, "server" or "server + client" where they differ from FedAvg.
+    pub fn scheduler_name(&self) -> String {
+        let (s, c) = (self.server.name(), self.client.name());
+        match (s.as_str(), c.as_str()) {
+            (_, "fedavg") => s,
+            ("fedavg", _) => c,
+            _ => format!("{s} + {c}"),
+        }
+    }
+
+    /// The state before round 0 for `n` clients with server model W^0 = `model`; resets both
+    /// schedulers.
     ///
     /// # Errors
     ///
-    /// [`InnerError::Diverged`] if a local model is no longer finite; averaging errors.
+    /// Averaging errors (no clients).
+    pub fn start<T: Scalar>(&mut self, n: usize, model: Vec<T>) -> Result<FedAvgState<T>> {
+        self.server.reset();
+        self.client.reset();
+        Ok(FedAvgState {
+            last_update: vec![0.0; model.len()],
+            model,
+            round: 0,
+            comm: CommCost::new(n),
+            server: Central::new(n, self.fraction, self.seed)?,
+        })
+    }
+
+    /// One round (state in place): participants drawn, K scheduled local steps each, the
+    /// server's step. Returns the round's learning rates.
+    ///
+    /// # Errors
+    ///
+    /// [`InnerError::Diverged`] if a local model or the server model is no longer finite;
+    /// [`InnerError::Shape`] if the clients do not match the state.
     pub fn round<T: Scalar, C: InnerCost<T>>(
-        &self,
+        &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
-        server: &mut Central<T>,
-        x: &mut ClientBuffer<T>,
-        r: usize,
-    ) -> Result<CommCost> {
-        for k in 0..self.local_steps {
-            let t = r * self.local_steps + k;
-            local_step(clients, lambda, x, &self.lr, &self.sampler, t, "FedAvg")?;
+        state: &mut FedAvgState<T>,
+    ) -> Result<RoundRates> {
+        let d = state.model.len();
+        if clients.iter().any(|c| c.dim_x() != d)
+            || clients.len() != state.comm.client_messages.len()
+        {
+            return Err(InnerError::Shape {
+                what: "FedAvg clients against the server model (d_x)",
+                expected: d,
+                got: clients.first().map_or(0, |c| c.dim_x()),
+            });
         }
-        // The server averages the participants and broadcasts.
-        Ok(server.average(x)?)
+        let t = state.round;
+        let base = self.lr.at(t);
+        let broadcast = self.server.broadcast_rate(base);
+        let participants = state.server.draw();
+        let adapts = self.client.adapts_local_rate();
+        let client = &*self.client;
+        let (model, last_update) = (&state.model, &state.last_update);
+        let (k_steps, sampler) = (self.local_steps, &self.sampler);
+        let local: Vec<(Vec<f64>, f64)> = participants
+            .par_iter()
+            .map(|&i| {
+                let c = &clients[i];
+                let l = lambda.row(i);
+                let mut w = model.clone();
+                let (mut g, mut g_prev) = (vec![T::zero(); d], vec![T::zero(); d]);
+                let mut idx = Vec::new();
+                let (mut beta, mut rate_sum) = (broadcast, 0.0);
+                for k in 0..k_steps {
+                    let step = (t * k_steps + k) as u64;
+                    sampler.draw(i, step, 0, c.num_train(), &mut idx);
+                    c.inner_grad(&w, l, Batch::from_draw(&idx), &mut g);
+                    if adapts {
+                        let grad_dot_previous = if k > 0 { dot_t(&g, &g_prev) } else { 0.0 };
+                        let grad_dot_global =
+                            g.iter().zip(last_update).map(|(a, b)| a.as_f64() * b).sum();
+                        beta = client.local_rate(&LocalStep {
+                            k,
+                            base,
+                            broadcast,
+                            previous: beta,
+                            grad_dot_previous,
+                            grad_dot_global,
+                        });
+                        std::mem::swap(&mut g, &mut g_prev);
+                    }
+                    let b = T::cast(beta);
+                    let grad = if adapts { &g_prev } else { &g };
+                    for (x, &gk) in w.iter_mut().zip(grad.iter()) {
+                        *x -= b * gk;
+                    }
+                    rate_sum += beta;
+                }
+                let delta = w
+                    .iter()
+                    .zip(model)
+                    .map(|(a, b)| a.as_f64() - b.as_f64())
+                    .collect();
+                (delta, rate_sum / k_steps as f64)
+            })
+            .collect();
+        let finite = local
+            .iter()
+            .all(|(delta, _)| delta.iter().all(|v| v.is_finite()));
+        if !finite {
+            return Err(InnerError::Diverged {
+                solver: "FedAvg (local steps)",
+                step: t,
+                lr: broadcast,
+            });
+        }
+        let m = local.len() as f64;
+        let mut update = vec![0.0; d];
+        for (delta, _) in &local {
+            for (u, &v) in update.iter_mut().zip(delta) {
+                *u += v;
+            }
+        }
+        update.iter_mut().for_each(|u| *u /= m);
+        let mean_local = local.iter().map(|(_, r)| r).sum::<f64>() / m;
+        let client_updates: Vec<Vec<f64>> = local.into_iter().map(|(delta, _)| delta).collect();
+        let mut step = vec![0.0; d];
+        let global = self.server.server_step(
+            &RoundUpdates {
+                round: t,
+                update: &update,
+                client_updates: &client_updates,
+            },
+            &mut step,
+        );
+        for ((w, &s), last) in state
+            .model
+            .iter_mut()
+            .zip(&step)
+            .zip(&mut state.last_update)
+        {
+            let new = T::cast(w.as_f64() + s);
+            *last = new.as_f64() - w.as_f64();
+            *w = new;
+        }
+        if !(global.is_finite() && state.model.iter().all(|v| v.as_f64().is_finite())) {
+            return Err(InnerError::Diverged {
+                solver: "FedAvg (server step)",
+                step: t,
+                lr: global,
+            });
+        }
+        // The server sends W^t and β^t (and Δ^{t−1} where the clients' scheduler uses it);
+        // each participant returns Δ_m^t.
+        let down = d as u64 + 1 + if adapts { d as u64 } else { 0 };
+        state.comm.rounds += 1;
+        state.comm.server_sends(participants.len() as u64, down);
+        for &i in &participants {
+            state.comm.client_sends(i, 1, d as u64);
+        }
+        state.round += 1;
+        Ok(RoundRates {
+            global,
+            broadcast,
+            mean_local,
+        })
     }
+}
+
+/// Σ a_k b_k in f64.
+fn dot_t<T: Scalar>(a: &[T], b: &[T]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x.as_f64() * y.as_f64()).sum()
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
@@ -92,25 +295,27 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
-        let mut server = Central::<T>::new(n, self.fraction, self.seed)?;
         // The server model starts as the average of the clients' starting points.
-        let start = x0.mean_row();
-        let mut x = ClientBuffer::from_fn(n, x0.d(), |_, k| start[k]);
-        let mut comm = CommCost::new(n);
+        let mut state = self.start(n, x0.mean_row())?;
         for r in 0..self.rounds {
-            comm.merge(&self.round(clients, lambda, &mut server, &mut x, r)?);
+            self.round(clients, lambda, &mut state)?;
             progress(r + 1, self.rounds);
         }
         let steps = self.rounds * self.local_steps;
+        let model = state.model;
+        let x = ClientBuffer::from_fn(n, x0.d(), |_, k| model[k]);
         Ok(InnerSolution::measure(
-            clients, lambda, x, None, steps, comm,
+            clients, lambda, x, None, steps, state.comm,
         ))
     }
 
     fn describe(&self) -> String {
         format!(
-            "FedAvg, {} rounds of K = {} local steps, C = {}",
-            self.rounds, self.local_steps, self.fraction
+            "FedAvg ({}), {} rounds of K = {} local steps, C = {}",
+            self.scheduler_name(),
+            self.rounds,
+            self.local_steps,
+            self.fraction
         )
     }
 }

@@ -4,7 +4,7 @@
 //! | --- | --- |
 //! | [`Sgp`] | stochastic gradient push over a time-varying directed network (PDBO Alg. 1), both orders of step and exchange |
 //! | [`DecentralizedSgd`] | gossip with a constant doubly-stochastic matrix and local steps |
-//! | [`FedAvg`] | K local steps, a server averaging a fraction C of the clients |
+//! | [`FedAvg`] | K local steps, a server averaging a fraction C of the clients, with learning-rate [`schedulers`] (FedHyper, FedExP, FedAdam, …) |
 //! | [`FedLower`] | FedSVRG-type (paper 003's One-Round-Lower, FedNest's FedInn) or SGD-type rounds over one server model |
 //! | [`LocalSgd`] | each client alone |
 //! | [`ExactNewton`] | centralized Newton on Σ_i g_i, a reference for small convex problems |
@@ -37,16 +37,18 @@ mod fedavg;
 mod federated;
 mod newton;
 mod schedule;
+pub mod schedulers;
 mod sgp;
 mod solution;
 mod solver;
 
 pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
-pub use fedavg::{FedAvg, LocalSgd};
+pub use fedavg::{FedAvg, FedAvgState, LocalSgd, RoundRates};
 pub use federated::{FedLower, LocalUpdate, ServerState, local_steps, participant_gradients};
 pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use schedule::LrSchedule;
+pub use schedulers::LrScheduler;
 pub use sgp::{Sgp, SgpOrder};
 pub use solution::{InnerSolution, total_gradient};
 pub use solver::InnerSolver;
@@ -67,6 +69,8 @@ mod auto_traits {
         send_sync::<LocalSgd>();
         send_sync::<ExactNewton>();
         send_sync::<LrSchedule>();
+        send_sync::<Box<dyn LrScheduler>>();
+        send_sync::<FedAvgState<f32>>();
         send_sync::<InnerSolution<f32>>();
         send_sync::<InnerError>();
     }

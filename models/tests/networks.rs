@@ -303,3 +303,33 @@ fn bad_inputs_are_errors() {
     .unwrap_err();
     assert!(e.to_string().contains("-1"), "{e}");
 }
+
+/// The plain mode (no λ) is the instance-weighted cost at λ = 1: the same values, gradients
+/// and predictions, with d_λ = 0.
+#[test]
+fn plain_mode_is_instance_weights_at_one() {
+    let arch = Architecture::Mlp { classes: 10 };
+    let m = 9;
+    let plain = client(arch, HyperMode::Plain, DerivativeMode::Auto, m);
+    let weighted = client(arch, HyperMode::InstanceWeights, DerivativeMode::Auto, m);
+    assert_eq!(plain.dim_lambda(), 0);
+    let x = arch.init(3);
+    let ones = vec![1.0; m];
+    let idx = [0, 4, 7];
+    for batch in [Batch::Full, Batch::Indices(&idx)] {
+        let (a, b) = (
+            plain.inner_value(&x, &[], batch),
+            weighted.inner_value(&x, &ones, batch),
+        );
+        assert!((a - b).abs() < 1e-14 * b.abs(), "{a} vs {b}");
+        let (mut ga, mut gb) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        plain.inner_grad(&x, &[], batch, &mut ga);
+        weighted.inner_grad(&x, &ones, batch, &mut gb);
+        assert!(rel(&ga, &gb) < 1e-14, "{}", rel(&ga, &gb));
+    }
+    let feats: Vec<f32> = images(5, 2).iter().map(|&v| v as f32).collect();
+    assert_eq!(
+        plain.predict(&x, &[], &feats).unwrap(),
+        weighted.predict(&x, &ones, &feats).unwrap()
+    );
+}

@@ -26,6 +26,9 @@ pub enum HyperMode {
         /// Number K of base networks.
         members: usize,
     },
+    /// No hyper-parameter: g_i = mean loss + (γ/2)|x|² and λ is empty (d_λ = 0). Plain
+    /// federated training of a classifier (the FedHyper experiments).
+    Plain,
 }
 
 /// The settings of a [`NetClient`].
@@ -288,7 +291,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             (softplus - (s * &targets)?)?.squeeze(1)?
         } else {
             match self.config.mode {
-                HyperMode::InstanceWeights => {
+                HyperMode::InstanceWeights | HyperMode::Plain => {
                     let logits = arch.forward(params, &features)?;
                     (log_softmax(&logits)? * &targets)?.sum(1)?.neg()?
                 }
@@ -572,6 +575,7 @@ impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
             HyperMode::InstanceWeights => self.train.len,
             HyperMode::ClassMask => self.config.arch.outputs(),
             HyperMode::Ensemble { members } => members,
+            HyperMode::Plain => 0,
         }
     }
     fn num_train(&self) -> usize {
@@ -690,7 +694,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 arch.forward(params, &feats)?
                     .broadcast_mul(&mask.unsqueeze(0)?)?
             }
-            HyperMode::InstanceWeights => arch.forward(params, &feats)?,
+            HyperMode::InstanceWeights | HyperMode::Plain => arch.forward(params, &feats)?,
         };
         if arch.outputs() == 1 {
             let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
