@@ -51,6 +51,12 @@ enum Command {
     /// test accuracy (writes fbo.csv, fbo.md and curves.svg).
     #[command(allow_negative_numbers = true)]
     Fbo(commands::fbo::Fbo),
+    /// Paper 001 (FedHyper) App. B / Tables 1–2 / Figs. 6–7: hyper-gradient learning-rate
+    /// schedulers (FedHyper-G, -SL, -CL, G + CL) against FedAvg, server decay, FedExP, FedAdam
+    /// and FedAdagrad on federated image classification with iid and Dirichlet label splits
+    /// (writes rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg and lr.svg).
+    #[command(allow_negative_numbers = true, after_help = commands::fedhyper::after_help())]
+    Fedhyper(commands::fedhyper::FedHyperCmd),
     /// Describe the network the other subcommands build from the same flags: link
     /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of
     /// E[P] and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
         Command::Influence(c) => c.run(),
         Command::Personalize(c) => c.run(),
         Command::Fbo(c) => c.run(),
+        Command::Fedhyper(c) => c.run(),
         Command::Network(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };

@@ -175,7 +175,14 @@ fn help_explains_every_subcommand() {
     let o = hgp(&["--help"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    for sub in ["error", "hypergrad", "fbo", "network", "gen-synthetic"] {
+    for sub in [
+        "error",
+        "hypergrad",
+        "fbo",
+        "fedhyper",
+        "network",
+        "gen-synthetic",
+    ] {
         assert!(text.contains(sub), "{text}");
         let o = hgp(&[sub, "--help"]);
         assert!(o.status.success() && stdout(&o).contains("--"), "{sub}");
@@ -1277,4 +1284,122 @@ fn pdbo_estimators_run_from_the_command_line() {
         "500",
     ]);
     assert!(err.contains("γ = 500"), "{err}");
+}
+
+/// `hgp fedhyper`: every method on a tiny configuration, end to end; the same seed gives the
+/// same JSON (but the wall-clock seconds); the files are written; bad input is refused
+/// before any work.
+#[test]
+fn fedhyper_runs_every_method_reproducibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let args = [
+        "fedhyper",
+        "--quick",
+        "--rounds",
+        "3",
+        "--clients",
+        "8",
+        "--fraction",
+        "0.5",
+        "--images",
+        "600",
+        "--test-images",
+        "100",
+        "--batch",
+        "16",
+        "--local-steps",
+        "3",
+        "--splits",
+        "iid,0.25",
+        "--target",
+        "0.3",
+        "--json",
+        "--quiet",
+        "--out",
+        out,
+    ];
+    let strip = |mut v: serde_json::Value| {
+        for row in v["rows"].as_array_mut().unwrap() {
+            let row = row.as_object_mut().unwrap();
+            assert!(row["seconds_per_round"].as_f64().unwrap() > 0.0);
+            row.remove("seconds_per_round");
+            row.remove("overhead_vs_fedavg_percent");
+        }
+        v
+    };
+    let first = strip(json(&hgp(&args)));
+    let second = strip(json(&hgp(&args)));
+    assert_eq!(first, second);
+    let rows = first["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 9 * 2);
+    for row in rows {
+        let a = row["final_accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&a), "{row}");
+    }
+    let rates = first["learning_rates"].as_object().unwrap();
+    assert_eq!(rates.len(), 9);
+    assert_eq!(first["learning_rates_split"], "0.25");
+    // FedAvg's global rate is 1; G starts at 1 and stays within [1/γ_α, γ_α] = [0.2, 5].
+    assert!(rates["fedavg"].as_array().unwrap().iter().all(|a| a == 1.0));
+    let g: Vec<f64> = rates["fedhyper-g"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_f64().unwrap())
+        .collect();
+    assert_eq!(g.len(), 3);
+    assert_eq!(g[0], 1.0);
+    assert!(g.iter().all(|a| (0.2..=5.0).contains(a)), "{g:?}");
+    for file in [
+        "rounds.csv",
+        "fedhyper.csv",
+        "fedhyper.md",
+        "accuracy.svg",
+        "lr.svg",
+        "hgp.log",
+    ] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    let rounds = std::fs::read_to_string(dir.path().join("rounds.csv")).unwrap();
+    assert_eq!(rounds.lines().count(), 1 + 9 * 2 * 3);
+    // A different seed draws another split, network and batches.
+    let mut other = args.to_vec();
+    other.extend(["--seed", "1"]);
+    assert_ne!(strip(json(&hgp(&other))), first);
+
+    let o = dir.path().join("bad");
+    let bad = o.to_str().unwrap();
+    // Parse errors: clap's first line names the flag and the reason.
+    for split in ["0.5,foo", "-1", "0"] {
+        let o = hgp(&["fedhyper", "--quick", "--out", bad, "--splits", split]);
+        let err = stderr(&o);
+        assert!(!o.status.success() && !err.contains("panicked"), "{err}");
+        let first = err.lines().next().unwrap_or("");
+        assert!(
+            first.contains("--splits") && first.contains("neither `iid` nor a Dirichlet"),
+            "{err}"
+        );
+    }
+    for (flags, expected) in [
+        (vec!["--gamma-alpha", "0.5"], "γ_α"),
+        (vec!["--gamma-beta", "nan"], "γ_β"),
+        (vec!["--epsilon", "2"], "ε"),
+        (vec!["--g-hyper-lr", "-1"], "η_α"),
+        (vec!["--decay", "1.5"], "decay factor"),
+        (vec!["--target", "90"], "--target"),
+        (vec!["--lr", "0"], "--lr"),
+        (vec!["--seeds", "0"], "--seeds"),
+        (vec!["--test-images", "20000"], "--test-images"),
+        (vec!["--clients", "20000"], "every client needs"),
+        (
+            vec!["--data-dir", "/nonexistent/mnist"],
+            "/nonexistent/mnist",
+        ),
+    ] {
+        let mut a = vec!["fedhyper", "--quick", "--out", bad];
+        a.extend(flags.iter().copied());
+        let err = fails(&a);
+        assert!(err.contains(expected), "{flags:?}: {err}");
+    }
 }

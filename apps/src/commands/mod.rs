@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod fbo;
+pub mod fedhyper;
 pub mod gen_synthetic;
 pub mod hypergrad;
 pub mod influence;

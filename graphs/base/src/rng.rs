@@ -105,6 +105,9 @@ pub mod domain {
     pub const FED_UPPER: u64 = 0x6665_6475_7070;
     /// Federated image split (iid shuffle or label shards) and the held-out test images.
     pub const FED_SPLIT: u64 = 0x6665_6473_706c;
+    /// Label split of plain federated training (iid, or per-client Dirichlet label
+    /// proportions).
+    pub const LABEL_SPLIT: u64 = 0x6c61_6273_706c;
     /// The hyper-representation MLP's initial weights.
     pub const HYPERREP_INIT: u64 = 0x6872_6570_696e;
     /// `hgp`: the data set (synthetic draw or image split).
@@ -122,7 +125,7 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 30] = [
+    pub const ALL: [u64; 31] = [
         NETWORK_BUILD,
         PDBO,
         NETWORK_STEP,
@@ -146,6 +149,7 @@ pub mod domain {
         FEDNEST,
         FED_UPPER,
         FED_SPLIT,
+        LABEL_SPLIT,
         HYPERREP_INIT,
         RUN_DATA,
         RUN_NETWORK,

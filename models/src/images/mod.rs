@@ -10,6 +10,8 @@
 //!   clients with their own pixel normalization, and Dirichlet label proportions.
 //! - [`hold_out`] and [`federated_split`] give the splits of paper 003 (Xiao & Ji, ICML 2023)
 //!   and FedNest: held-out test images, then equal iid parts or label shards per client.
+//! - [`label_split`] gives the splits of paper 001 (FedHyper): equal iid parts, or parts with
+//!   Dirichlet(α) label proportions per client.
 //!
 //! ```
 //! use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
@@ -26,11 +28,13 @@
 mod error;
 mod federated;
 mod idx;
+mod label_split;
 mod split;
 
 pub use error::ImageError;
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
+pub use label_split::{LabelSplit, label_split};
 pub use split::{ImageClient, SplitConfig, heterogeneous_split};
 
 /// The embedded MNIST subset's images (see `data/mnist10k/PROVENANCE.md`).

@@ -1,0 +1,359 @@
+//! `hgp fedhyper`: federated image classification with hyper-gradient learning-rate
+//! schedulers (paper 001, FedHyper, App. B): FedHyper-G, -SL, -CL and G + CL against FedAvg,
+//! server decay, FedExP, FedAdam and FedAdagrad, over iid and Dirichlet label splits, with
+//! the final test accuracy, the rounds to a target accuracy, the learning-rate curves
+//! (Fig. 6) and the time per round (Table 1).
+
+mod protocol;
+mod report;
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
+use hgp_models::images::{ImageSet, embedded_mnist, hold_out, load_idx_dir};
+use hgp_models::nn::Architecture;
+
+use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings};
+use crate::setup::{derive, domain, with_default};
+use protocol::{Method, SchedulerParams, Settings, Split};
+use report::{ROUND_HEADER, RoundRow};
+
+/// Clients (paper 001: 100).
+const CLIENTS: usize = 100;
+/// Participation fraction C (10 of 100 per round).
+const FRACTION: f64 = 0.1;
+/// Local mini-batch (paper 001: 64).
+const BATCH: usize = 64;
+/// Local steps K per round.
+const LOCAL_STEPS: usize = 5;
+/// Base local rate β^0.
+const LR: f64 = 0.05;
+/// Rounds of the default run (small CNN): 36 runs of 25 rounds at about 4 s a round (candle's
+/// CPU convolutions) take about an hour on 2 cores.
+const ROUNDS: usize = 25;
+/// Rounds with `--quick` (MLP, about 0.2 s a round: 6 minutes on 2 cores).
+const QUICK_ROUNDS: usize = 50;
+/// Images held out as the test set.
+const TEST_IMAGES: usize = 1000;
+/// Default target test accuracy.
+const TARGET: f64 = 0.9;
+/// Default splits (paper 001 Table 2).
+const SPLITS: &str = "iid,0.75,0.5,0.25";
+/// Server decay factor ρ per round (the public FedHyper code's 0.995).
+const DECAY: f64 = 0.995;
+/// FedAdam's server rate η.
+const ADAM_LR: f64 = 0.01;
+/// FedAdagrad's server rate η.
+const ADAGRAD_LR: f64 = 0.1;
+
+/// The network of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// The small CNN of HGP Table 3: Conv(1,20,5)–MaxPool–Conv(20,20,5)–MaxPool–Linear(320,C).
+    Cnn,
+    /// MLP 784-200-C.
+    Mlp,
+}
+
+/// Options of `hgp fedhyper`.
+#[derive(Args, Debug)]
+pub struct FedHyperCmd {
+    /// Methods to compare (comma separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
+    methods: Vec<Method>,
+    #[arg(long, value_delimiter = ',', default_value = SPLITS, value_name = "SPLIT", help = "Label splits between the clients (comma separated): iid (equal random parts) or a Dirichlet concentration α (each client's label proportions ~ Dir(α); smaller is more skewed).")]
+    splits: Vec<Split>,
+    #[arg(long, value_name = "R", help = with_default(&format!("Communication rounds of every run (--quick: {QUICK_ROUNDS})."), ROUNDS))]
+    rounds: Option<usize>,
+    #[arg(long, default_value_t = TARGET, value_name = "ACC", help = "Test accuracy whose first crossing is reported, in (0, 1].")]
+    target: f64,
+    /// The MLP instead of the small CNN, and 50 rounds instead of 25: every method and split
+    /// in about 6 minutes on 2 cores (the default, the CNN, takes about an hour).
+    #[arg(long)]
+    quick: bool,
+    /// The network [default: cnn; mlp with --quick].
+    #[arg(long, value_enum)]
+    model: Option<Model>,
+    /// Directory with MNIST-format IDX files: MNIST, Fashion-MNIST or EMNIST (all pairs in it
+    /// are pooled) [default: the embedded 10,000-digit MNIST subset].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Images used: the first N of the data, before the test images are held out [default:
+    /// all].
+    #[arg(long, value_name = "N")]
+    images: Option<usize>,
+    #[arg(long, default_value_t = TEST_IMAGES, value_name = "N", help = "Images held out as the test set (no client sees them); the rest is split between the clients.")]
+    test_images: usize,
+    #[arg(long, default_value_t = CLIENTS, value_name = "N", help = "Clients.")]
+    clients: usize,
+    #[arg(long, default_value_t = FRACTION, value_name = "C", help = "Fraction C of the clients drawn each round, in (0, 1].")]
+    fraction: f64,
+    #[arg(long, default_value_t = LOCAL_STEPS, value_name = "K", help = "Local SGD steps K of every participant per round.")]
+    local_steps: usize,
+    #[arg(long, default_value_t = BATCH, value_name = "B", help = "Local mini-batch.")]
+    batch: usize,
+    #[arg(long, default_value_t = LR, value_name = "β0", help = "Base local learning rate β^0 (FedAvg's; the schedulers start from it).")]
+    lr: f64,
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "γ",
+        help = "L2 weight (γ/2)‖W‖² in the clients' losses."
+    )]
+    l2: f64,
+    #[arg(long, default_value_t = FedHyperG::HYPER_LR, value_name = "η", help = "FedHyper-G's hyper learning rate η_α: α^t = clip(α^{t−1} + η_α Δ^t·Δ^{t−1}, 1/γ_α, γ_α) (Alg. 1 writes η_α = 1; 0 is FedAvg).")]
+    g_hyper_lr: f64,
+    #[arg(long, default_value_t = FedHyperG::BOUND, value_name = "γ_α", help = "Bound γ_α ≥ 1 of the global rate: α ∈ [1/γ_α, γ_α] (Theorem 1).")]
+    gamma_alpha: f64,
+    #[arg(long, default_value_t = FedHyperSl::HYPER_LR, value_name = "η", help = "FedHyper-SL's hyper learning rate: β^{t+1}/β^0 = clip(β^t/β^0 + η Δ^t·Δ^{t−1}, 1/γ_β, γ_β).")]
+    sl_hyper_lr: f64,
+    #[arg(long, default_value_t = FedHyperCl::HYPER_LR, value_name = "η", help = "FedHyper-CL's hyper learning rate η_β: β^{t,k} = clip(β^{t,k−1} + η_β g_k·g_{k−1}(1 + ε sign(g_k·Δ^{t−1})), β^0/γ_β, β^0 γ_β).")]
+    cl_hyper_lr: f64,
+    #[arg(long, default_value_t = FedHyperCl::BOUND, value_name = "γ_β", help = "Bound γ_β ≥ 1 of the local rates, relative to β^0: β ∈ [β^0/γ_β, β^0 γ_β] (SL and CL).")]
+    gamma_beta: f64,
+    #[arg(long, default_value_t = FedHyperCl::EPSILON, value_name = "ε", help = "FedHyper-CL's ε ∈ [0, 1], weight of the agreement with the last global update.")]
+    epsilon: f64,
+    #[arg(long, default_value_t = DECAY, value_name = "ρ", help = "Server decay: α^t = ρ^t, ρ ∈ (0, 1].")]
+    decay: f64,
+    #[arg(long, default_value_t = ADAM_LR, value_name = "η", help = "FedAdam's server rate η (β₁ = 0.9, β₂ = 0.99, τ = 10⁻³).")]
+    adam_lr: f64,
+    #[arg(long, default_value_t = ADAGRAD_LR, value_name = "η", help = "FedAdagrad's server rate η (β₁ = 0.9, τ = 10⁻³).")]
+    adagrad_lr: f64,
+    /// Seed of every random choice (test images, split, initial network, participants,
+    /// batches).
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    seed: u64,
+    /// Repeat every run with seeds K, K+1, …, K+N−1; the table gives means and standard
+    /// deviations over them.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    seeds: u64,
+    /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
+    /// hgp.log.
+    #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
+    out: PathBuf,
+    /// Print one JSON object {"rows": [{"method", "split", "final_accuracy",
+    /// "rounds_to_target", "seconds_per_round", …}], "learning_rates": {method: [α^t …]}}
+    /// (rounds_to_target is null unless every seed reached the target).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+/// The text after `hgp fedhyper --help`.
+pub fn after_help() -> String {
+    "Examples:\n  hgp fedhyper --quick\n  hgp fedhyper --methods fedavg,fedhyper-g --splits 0.25 --seeds 3\n  hgp fedhyper --data-dir ~/fashion-mnist --quick\n\nThe schedulers follow paper 001's Alg. 1; where it is ambiguous (the sign of the global step, the bounds' scale, the hyper learning rates) the choices are in the documentation of hgp_inner_solvers::schedulers.".to_string()
+}
+
+impl FedHyperCmd {
+    fn arch(&self, classes: usize) -> Architecture {
+        let model = self
+            .model
+            .unwrap_or(if self.quick { Model::Mlp } else { Model::Cnn });
+        match model {
+            Model::Cnn => Architecture::SmallCnn { classes },
+            Model::Mlp => Architecture::Mlp { classes },
+        }
+    }
+
+    /// Checks every option and the output directory (before any work).
+    fn validate(&self) -> Result<Settings> {
+        if self.methods.is_empty() || self.splits.is_empty() {
+            bail!("--methods and --splits need at least one value each");
+        }
+        for (name, v) in [
+            ("--rounds", self.rounds.unwrap_or(1)),
+            ("--clients", self.clients),
+            ("--local-steps", self.local_steps),
+            ("--batch", self.batch),
+            ("--images", self.images.unwrap_or(1)),
+            ("--test-images", self.test_images),
+        ] {
+            if v == 0 {
+                bail!("{name} must be at least 1");
+            }
+        }
+        if self.seeds == 0 {
+            bail!("--seeds must be at least 1");
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            bail!("--lr must be a positive number, got {}", self.lr);
+        }
+        if !(self.l2.is_finite() && self.l2 >= 0.0) {
+            bail!("--l2 must be a number ≥ 0, got {}", self.l2);
+        }
+        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
+            bail!("--fraction must be in (0, 1], got {}", self.fraction);
+        }
+        if !(self.target > 0.0 && self.target <= 1.0) {
+            bail!(
+                "--target is a test accuracy in (0, 1], got {} (write 0.9 for 90 %)",
+                self.target
+            );
+        }
+        let schedulers = SchedulerParams {
+            g_hyper_lr: self.g_hyper_lr,
+            gamma_alpha: self.gamma_alpha,
+            sl_hyper_lr: self.sl_hyper_lr,
+            cl_hyper_lr: self.cl_hyper_lr,
+            gamma_beta: self.gamma_beta,
+            epsilon: self.epsilon,
+            decay: self.decay,
+            adam_lr: self.adam_lr,
+            adagrad_lr: self.adagrad_lr,
+        };
+        // Every method's schedulers, so a bad bound is reported before any work (the error
+        // names the parameter; the flags carry the same names).
+        for &m in Method::value_variants() {
+            if let Err(e) = schedulers.schedulers(m) {
+                bail!("{e} (see --help for the flag)");
+            }
+        }
+        prepare_out(&self.out)?;
+        Ok(Settings {
+            arch: Architecture::Mlp { classes: 10 },
+            clients: self.clients,
+            fraction: self.fraction,
+            rounds: self
+                .rounds
+                .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS }),
+            local_steps: self.local_steps,
+            batch: self.batch,
+            lr: self.lr,
+            l2: self.l2,
+            schedulers,
+            target: self.target,
+        })
+    }
+
+    /// The images (standardized by the clients' pixel mean and deviation), the held-out test
+    /// set and a description.
+    fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
+        let (mut all, source) = match &self.data_dir {
+            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
+            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
+        };
+        if let Some(n) = self.images {
+            all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
+        }
+        if all.rows * all.cols != 784 {
+            bail!(
+                "the networks take 28 × 28 images; {source} holds {} × {}",
+                all.rows,
+                all.cols
+            );
+        }
+        if all.classes() < 2 {
+            bail!("{source} holds a single class; classification needs two or more");
+        }
+        if self.test_images >= all.len() {
+            bail!(
+                "--test-images {} leaves no image for the clients ({} images in {source})",
+                self.test_images,
+                all.len()
+            );
+        }
+        let (mut rest, mut test) =
+            hold_out(&all, self.test_images, derive(self.seed, domain::DATA))?;
+        if rest.len() < self.clients {
+            bail!(
+                "{} images for {} clients: every client needs at least one (use fewer --clients or more --images)",
+                rest.len(),
+                self.clients
+            );
+        }
+        let n = rest.images.len() as f64;
+        let mean = rest.images.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let var = rest
+            .images
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let std = var.sqrt().max(1e-6);
+        for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
+            *v = ((f64::from(*v) - mean) / std) as f32;
+        }
+        let description = format!(
+            "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
+            self.clients,
+            ((self.fraction * self.clients as f64).round() as usize).clamp(1, self.clients),
+            all.len(),
+            test.len(),
+            all.classes()
+        );
+        Ok((rest, test, description))
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let mut settings = self.validate()?;
+        let (images, test, description) = self.images()?;
+        settings.arch = self.arch(images.classes().max(test.classes()));
+        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
+        // Build the first seed's splits first, so a bad split is reported before any run.
+        for &split in &self.splits {
+            settings.federation(&images, &test, split, seeds[0])?;
+        }
+        record_settings(
+            &self.out,
+            &format!("fedhyper {settings:?} seeds {seeds:?}"),
+            false,
+        )?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
+        reporter.line(&format!("data: {description}; {}", settings.arch.name()));
+        let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;
+        let runs_total = seeds.len() * self.splits.len() * self.methods.len();
+        let total = (runs_total * settings.rounds) as u64;
+        let stage = reporter.stage(format!("{runs_total} runs"), total, "rounds");
+        let mut runs = Vec::with_capacity(runs_total);
+        let mut done = 0u64;
+        for &seed in &seeds {
+            for &split in &self.splits {
+                let federation = settings.federation(&images, &test, split, seed)?;
+                for &method in &self.methods {
+                    stage.set_label(&format!("{method}, split {}, seed {seed}", split.name()));
+                    let run = settings
+                        .run(method, &federation, &|r| stage.set(done + r as u64, total))?;
+                    done += settings.rounds as u64;
+                    stage.set(done, total);
+                    for record in &run.records {
+                        rows.write(&RoundRow::new(&run, record))?;
+                    }
+                    let outcome = match (&run.diverged, run.final_accuracy()) {
+                        (Some(e), _) => format!("diverged after {} rounds: {e}", run.records.len()),
+                        (None, Some(a)) => format!(
+                            "final test accuracy {:.2} %, {:.3} s per round",
+                            100.0 * a,
+                            run.seconds_per_round()
+                        ),
+                        (None, None) => "no round run".to_string(),
+                    };
+                    reporter.line(&format!(
+                        "{method}, split {}, seed {seed}: {outcome}",
+                        split.name()
+                    ));
+                    runs.push(run);
+                }
+            }
+        }
+        stage.finish("");
+        self.report(&runs, &settings, &description)?;
+        let diverged: Vec<String> = runs
+            .iter()
+            .filter(|r| r.diverged.is_some())
+            .map(|r| format!("{} on split {} (seed {})", r.method, r.split.name(), r.seed))
+            .collect();
+        if !diverged.is_empty() {
+            bail!(
+                "{} of {} runs diverged: {}; every result is written and rounds.csv stops where they did (a smaller --lr or tighter bounds keep them finite)",
+                diverged.len(),
+                runs.len(),
+                diverged.join(", ")
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,409 @@
+//! The protocol of `hgp fedhyper`: federated image classification with learning-rate
+//! schedulers (paper 001, App. B: Tables 1–2, Figs. 6–7). One run is one method on one split
+//! with one seed: `rounds` rounds of [`FedAvg`] with the method's schedulers, the test
+//! accuracy after every round, the rates the schedulers chose and the time each round took.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use hgp_inner_solvers::schedulers::{
+    Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperG, FedHyperSl, ServerDecay,
+};
+use hgp_inner_solvers::{FedAvg, InnerError, LrSchedule, LrScheduler};
+use hgp_models::images::{ImageSet, LabelSplit, label_split};
+use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_models::{BatchSize, PerClient};
+
+use crate::setup::{derive, domain};
+
+/// The scalar of the networks: f32, as the papers' PyTorch code.
+pub type Real = f32;
+
+/// The methods of paper 001's experiments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Method {
+    /// FedAvg: constant local rate β^0, global step Δ^t.
+    Fedavg,
+    /// Server learning-rate decay α^t = ρ^t.
+    Decay,
+    /// FedExP: extrapolated server step max(1, Σ‖Δ_m‖² / (2M‖Δ̄‖²)).
+    Fedexp,
+    /// FedAdam (Reddi et al., 2021) on the server.
+    Fedadam,
+    /// FedAdagrad (Reddi et al., 2021) on the server.
+    Fedadagrad,
+    /// FedHyper-G: the global rate by hyper-gradient descent (Alg. 1 lines 12–15).
+    #[value(name = "fedhyper-g")]
+    FedhyperG,
+    /// FedHyper-SL: the broadcast local rate by the global hyper-gradient.
+    #[value(name = "fedhyper-sl")]
+    FedhyperSl,
+    /// FedHyper-CL: each client's local rate by hyper-gradient descent (Alg. 1 lines 3–9).
+    #[value(name = "fedhyper-cl")]
+    FedhyperCl,
+    /// FedHyper-G on the server and FedHyper-CL on the clients (Fig. 7).
+    #[value(name = "fedhyper-g+cl")]
+    FedhyperGCl,
+}
+
+impl Method {
+    /// The name on the command line and in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fedavg => "fedavg",
+            Self::Decay => "decay",
+            Self::Fedexp => "fedexp",
+            Self::Fedadam => "fedadam",
+            Self::Fedadagrad => "fedadagrad",
+            Self::FedhyperG => "fedhyper-g",
+            Self::FedhyperSl => "fedhyper-sl",
+            Self::FedhyperCl => "fedhyper-cl",
+            Self::FedhyperGCl => "fedhyper-g+cl",
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A method's schedulers: the server's and the clients'.
+pub type SchedulerPair = (Box<dyn LrScheduler>, Box<dyn LrScheduler>);
+
+/// The schedulers' parameters (validated when the schedulers are built).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SchedulerParams {
+    /// FedHyper-G's hyper learning rate η_α.
+    pub g_hyper_lr: f64,
+    /// Bound γ_α of the global rate.
+    pub gamma_alpha: f64,
+    /// FedHyper-SL's hyper learning rate.
+    pub sl_hyper_lr: f64,
+    /// FedHyper-CL's hyper learning rate.
+    pub cl_hyper_lr: f64,
+    /// Bound γ_β of the local rates (relative to β^0).
+    pub gamma_beta: f64,
+    /// FedHyper-CL's ε.
+    pub epsilon: f64,
+    /// Server decay factor ρ per round.
+    pub decay: f64,
+    /// FedAdam's server rate η.
+    pub adam_lr: f64,
+    /// FedAdagrad's server rate η.
+    pub adagrad_lr: f64,
+}
+
+impl SchedulerParams {
+    /// The server's and the clients' schedulers of `method`.
+    ///
+    /// # Errors
+    ///
+    /// A parameter out of range.
+    pub fn schedulers(
+        &self,
+        method: Method,
+    ) -> Result<SchedulerPair, InnerError> {
+        let g = || FedHyperG::new(self.g_hyper_lr, self.gamma_alpha);
+        let cl = || FedHyperCl::new(self.cl_hyper_lr, self.gamma_beta, self.epsilon);
+        Ok(match method {
+            Method::Fedavg => (Box::new(Constant), Box::new(Constant)),
+            Method::Decay => (Box::new(ServerDecay::new(self.decay)?), Box::new(Constant)),
+            Method::Fedexp => (Box::new(FedExp::default()), Box::new(Constant)),
+            Method::Fedadam => (
+                Box::new(FedAdam::with_lr(self.adam_lr)?),
+                Box::new(Constant),
+            ),
+            Method::Fedadagrad => (
+                Box::new(FedAdagrad::with_lr(self.adagrad_lr)?),
+                Box::new(Constant),
+            ),
+            Method::FedhyperG => (Box::new(g()?), Box::new(Constant)),
+            Method::FedhyperSl => (
+                Box::new(FedHyperSl::new(self.sl_hyper_lr, self.gamma_beta)?),
+                Box::new(Constant),
+            ),
+            Method::FedhyperCl => (Box::new(Constant), Box::new(cl()?)),
+            Method::FedhyperGCl => (Box::new(g()?), Box::new(cl()?)),
+        })
+    }
+}
+
+/// A split on the command line: `iid` or a Dirichlet concentration α.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Split(pub LabelSplit);
+
+impl Split {
+    /// The name on the command line and in the outputs ("iid", "0.25").
+    pub fn name(&self) -> String {
+        match self.0 {
+            LabelSplit::Iid => "iid".to_string(),
+            LabelSplit::Dirichlet { alpha } => alpha.to_string(),
+        }
+    }
+}
+
+impl std::str::FromStr for Split {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.eq_ignore_ascii_case("iid") {
+            return Ok(Self(LabelSplit::Iid));
+        }
+        match s.parse::<f64>() {
+            Ok(alpha) if alpha.is_finite() && alpha > 0.0 => {
+                Ok(Self(LabelSplit::Dirichlet { alpha }))
+            }
+            _ => Err(format!(
+                "`{s}` is neither `iid` nor a Dirichlet concentration α > 0 (e.g. 0.5)"
+            )),
+        }
+    }
+}
+
+/// Everything that fixes the numbers of a run but the method, the split and the seed.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The network.
+    pub arch: Architecture,
+    /// Clients.
+    pub clients: usize,
+    /// Participation fraction C.
+    pub fraction: f64,
+    /// Rounds of a run.
+    pub rounds: usize,
+    /// Local steps K.
+    pub local_steps: usize,
+    /// Local mini-batch.
+    pub batch: usize,
+    /// Base local rate β^0.
+    pub lr: f64,
+    /// L2 weight on the network's parameters.
+    pub l2: f64,
+    /// The schedulers' parameters.
+    pub schedulers: SchedulerParams,
+    /// Test accuracy whose first crossing is reported.
+    pub target: f64,
+}
+
+/// The clients of one split and seed, and the test images.
+pub struct Federation {
+    /// The split.
+    pub split: Split,
+    /// The seed of the split (and of the run).
+    pub seed: u64,
+    /// One network client per federated client.
+    pub clients: Vec<NetClient<Real>>,
+    /// An evaluator holding the test images.
+    evaluator: NetClient<Real>,
+    /// Test images' pixels and labels.
+    test: ImageSet,
+}
+
+/// One round's record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundRecord {
+    /// Rounds done (from 1).
+    pub round: usize,
+    /// Test accuracy of the server model after the round.
+    pub accuracy: f64,
+    /// Global rate reported by the server's scheduler.
+    pub global_rate: f64,
+    /// Local rate broadcast in the round.
+    pub broadcast_rate: f64,
+    /// Mean local rate of the participants' steps.
+    pub mean_local_rate: f64,
+    /// Wall-clock seconds of the round's training (local steps and server step, not the
+    /// evaluation).
+    pub seconds: f64,
+}
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The method.
+    pub method: Method,
+    /// The split.
+    pub split: Split,
+    /// The seed.
+    pub seed: u64,
+    /// Every round.
+    pub records: Vec<RoundRecord>,
+    /// The error that stopped the run early (a divergence), if any.
+    pub diverged: Option<String>,
+}
+
+impl Run {
+    /// Test accuracy after the last round.
+    pub fn final_accuracy(&self) -> Option<f64> {
+        if self.diverged.is_some() {
+            return None;
+        }
+        self.records.last().map(|r| r.accuracy)
+    }
+
+    /// The first round after which the accuracy reached `target`.
+    pub fn rounds_to_target(&self, target: f64) -> Option<usize> {
+        self.records
+            .iter()
+            .find(|r| r.accuracy >= target)
+            .map(|r| r.round)
+    }
+
+    /// Median training seconds of a round (robust to a round slowed by the machine; the
+    /// median, not the mean, is what Table 1's overheads compare).
+    pub fn seconds_per_round(&self) -> f64 {
+        let mut s: Vec<f64> = self.records.iter().map(|r| r.seconds).collect();
+        if s.is_empty() {
+            return 0.0;
+        }
+        s.sort_by(f64::total_cmp);
+        let m = s.len() / 2;
+        if s.len() % 2 == 1 {
+            s[m]
+        } else {
+            0.5 * (s[m - 1] + s[m])
+        }
+    }
+}
+
+impl Settings {
+    fn net_config(&self) -> NetConfig {
+        NetConfig {
+            arch: self.arch,
+            mode: HyperMode::Plain,
+            l2: self.l2,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        }
+    }
+
+    /// The clients of `split` for `seed` over `images`, and the test evaluator.
+    ///
+    /// # Errors
+    ///
+    /// A split that leaves a client without images, or images the network cannot take.
+    pub fn federation(
+        &self,
+        images: &ImageSet,
+        test: &ImageSet,
+        split: Split,
+        seed: u64,
+    ) -> Result<Federation> {
+        let parts = label_split(images, self.clients, split.0, derive(seed, domain::DATA))
+            .with_context(|| format!("split {}", split.name()))?;
+        let config = self.net_config();
+        let clients = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                // The outer cost is not used; the client's own images stand in for it.
+                NetClient::new(config, (&p.images, &p.labels), (&p.images, &p.labels))
+                    .with_context(|| format!("client {i} of split {}", split.name()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let evaluator = NetClient::new(
+            config,
+            (&test.images, &test.labels),
+            (&test.images, &test.labels),
+        )
+        .context("the test images")?;
+        Ok(Federation {
+            split,
+            seed,
+            clients,
+            evaluator,
+            test: test.clone(),
+        })
+    }
+
+    /// The FedAvg solver of `method` for `seed`.
+    ///
+    /// # Errors
+    ///
+    /// Parameters out of range.
+    pub fn solver(&self, method: Method, seed: u64) -> Result<FedAvg> {
+        let (server, client) = self.schedulers.schedulers(method)?;
+        Ok(FedAvg::new(
+            self.rounds,
+            self.local_steps,
+            self.fraction,
+            LrSchedule::constant(self.lr)?,
+            derive(seed, domain::INNER),
+        )?
+        .with_batches(BatchSize::Size(self.batch))
+        .with_schedulers(server, client))
+    }
+
+    /// Runs `method` on `federation`; `progress` is called with the rounds done.
+    ///
+    /// # Errors
+    ///
+    /// Parameters out of range. A divergence is not an error: the run stops and says so.
+    pub fn run(
+        &self,
+        method: Method,
+        federation: &Federation,
+        progress: &dyn Fn(usize),
+    ) -> Result<Run> {
+        let seed = federation.seed;
+        let mut solver = self.solver(method, seed)?;
+        let init: Vec<Real> = self
+            .arch
+            .init(derive(seed, domain::INIT))
+            .into_iter()
+            .map(|v| v as Real)
+            .collect();
+        let n = federation.clients.len();
+        let lambda = PerClient::<Real>::filled(&vec![0; n], 0.0);
+        let mut state = solver.start(n, init)?;
+        let mut run = Run {
+            method,
+            split: federation.split,
+            seed,
+            records: Vec::with_capacity(self.rounds),
+            diverged: None,
+        };
+        for r in 0..self.rounds {
+            let started = Instant::now();
+            let rates = match solver.round(&federation.clients, &lambda, &mut state) {
+                Ok(rates) => rates,
+                Err(e @ InnerError::Diverged { .. }) => {
+                    run.diverged = Some(e.to_string());
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            let accuracy = federation.accuracy(&state.model)?;
+            run.records.push(RoundRecord {
+                round: r + 1,
+                accuracy,
+                global_rate: rates.global,
+                broadcast_rate: rates.broadcast,
+                mean_local_rate: rates.mean_local,
+                seconds,
+            });
+            progress(r + 1);
+        }
+        Ok(run)
+    }
+}
+
+impl Federation {
+    /// Test accuracy of the server model `w`.
+    ///
+    /// # Errors
+    ///
+    /// A network failure.
+    pub fn accuracy(&self, w: &[Real]) -> Result<f64> {
+        let predicted = self.evaluator.predict(w, &[], &self.test.images)?;
+        let correct = predicted
+            .iter()
+            .zip(&self.test.labels)
+            .filter(|(p, l)| p == l)
+            .count();
+        Ok(correct as f64 / self.test.len().max(1) as f64)
+    }
+}
