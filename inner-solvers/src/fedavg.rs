@@ -158,13 +158,19 @@ impl FedAvg {
         state: &mut FedAvgState<T>,
     ) -> Result<RoundRates> {
         let d = state.model.len();
-        if clients.iter().any(|c| c.dim_x() != d)
-            || clients.len() != state.comm.client_messages.len()
-        {
+        let n = state.comm.client_messages.len();
+        if clients.len() != n {
             return Err(InnerError::Shape {
-                what: "FedAvg clients against the server model (d_x)",
+                what: "FedAvg clients against the state's",
+                expected: n,
+                got: clients.len(),
+            });
+        }
+        if let Some(c) = clients.iter().find(|c| c.dim_x() != d) {
+            return Err(InnerError::Shape {
+                what: "a FedAvg client's d_x against the server model",
                 expected: d,
-                got: clients.first().map_or(0, |c| c.dim_x()),
+                got: c.dim_x(),
             });
         }
         let t = state.round;

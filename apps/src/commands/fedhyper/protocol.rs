@@ -102,10 +102,7 @@ impl SchedulerParams {
     /// # Errors
     ///
     /// A parameter out of range.
-    pub fn schedulers(
-        &self,
-        method: Method,
-    ) -> Result<SchedulerPair, InnerError> {
+    pub fn schedulers(&self, method: Method) -> Result<SchedulerPair, InnerError> {
         let g = || FedHyperG::new(self.g_hyper_lr, self.gamma_alpha);
         let cl = || FedHyperCl::new(self.cl_hyper_lr, self.gamma_beta, self.epsilon);
         Ok(match method {
@@ -141,6 +138,16 @@ impl Split {
         match self.0 {
             LabelSplit::Iid => "iid".to_string(),
             LabelSplit::Dirichlet { alpha } => alpha.to_string(),
+        }
+    }
+}
+
+impl Split {
+    /// The name in figures: "iid" or "Dirichlet α = 0.25".
+    pub fn label(&self) -> String {
+        match self.0 {
+            LabelSplit::Iid => "iid".to_string(),
+            LabelSplit::Dirichlet { alpha } => format!("Dirichlet α = {alpha}"),
         }
     }
 }

@@ -239,16 +239,12 @@ impl FedHyperCmd {
             ))
             .shared_y();
         for split in &self.splits {
-            let mut panel = Panel::new(
-                format!("split {}", split.name()),
-                "communication rounds",
-                "test accuracy",
-            )
-            .with_reference_line(
-                format!("target {percent:.0} %"),
-                (0.0, target),
-                (settings.rounds as f64, target),
-            );
+            let mut panel = Panel::new(split.label(), "communication rounds", "test accuracy")
+                .with_reference_line(
+                    format!("target {percent:.0} %"),
+                    (0.0, target),
+                    (settings.rounds as f64, target),
+                );
             for &method in &self.methods {
                 let mine: Vec<&Run> = runs
                     .iter()
@@ -273,11 +269,7 @@ impl FedHyperCmd {
             .iter()
             .filter(|r| r.split == shown && r.seed == first_seed)
             .collect();
-        let mut global = Panel::new(
-            "global learning rate α^t",
-            "communication rounds",
-            "α^t (effective for FedAdam, FedAdagrad)",
-        );
+        let mut global = Panel::new("global learning rate α^t", "communication rounds", "α^t");
         let mut local = Panel::new(
             "mean local learning rate",
             "communication rounds",
@@ -287,14 +279,19 @@ impl FedHyperCmd {
             let points = |f: fn(&RoundRecord) -> f64| {
                 r.records.iter().map(|k| (k.round as f64, f(k))).collect()
             };
-            global = global.with_series(Series::line(r.method.name(), points(|k| k.global_rate)));
+            // The adaptive optimizers' rates are per coordinate: their effective scalar
+            // (rounds.csv) is not on the same footing as α^t, and would flatten the others.
+            if !matches!(r.method, Method::Fedadam | Method::Fedadagrad) {
+                global =
+                    global.with_series(Series::line(r.method.name(), points(|k| k.global_rate)));
+            }
             local = local.with_series(Series::line(r.method.name(), points(|k| k.mean_local_rate)));
         }
         let lr_svg = self.out.join("lr.svg");
         Figure::new()
             .with_title(format!(
-                "Learning rates against rounds (split {}, seed {first_seed}; paper 001 Fig. 6)",
-                shown.name()
+                "Learning rates against rounds ({}, seed {first_seed}; paper 001 Fig. 6)",
+                shown.label()
             ))
             .with_panel(global)
             .with_panel(local)
