@@ -1453,3 +1453,39 @@ mod tests {
         );
     }
 }
+
+/// The images of an image experiment: every IDX pair of `data_dir` pooled, or the embedded
+/// MNIST subset; the first `images` of them if given; and where they came from, in words.
+/// Then `test_images` of them are held out (drawn from `seed`'s data stream), which must leave
+/// some for the clients: returns `(rest, test, source)`.
+///
+/// # Errors
+///
+/// The loaders' errors; `--test-images` that leaves no image for the clients.
+pub fn load_image_experiment(
+    data_dir: Option<&Path>,
+    images: Option<usize>,
+    test_images: usize,
+    seed: u64,
+) -> Result<(
+    hgp_models::images::ImageSet,
+    hgp_models::images::ImageSet,
+    String,
+)> {
+    use hgp_models::images::{embedded_mnist, hold_out, load_idx_dir};
+    let (mut all, source) = match data_dir {
+        Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
+        None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
+    };
+    if let Some(n) = images {
+        all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
+    }
+    if test_images >= all.len() {
+        bail!(
+            "--test-images {test_images} leaves no image for the clients ({} images in {source})",
+            all.len()
+        );
+    }
+    let (rest, test) = hold_out(&all, test_images, derive(seed, domain::DATA))?;
+    Ok((rest, test, source))
+}

@@ -1,6 +1,6 @@
 //! FedAdagrad (Reddi et al., *Adaptive Federated Optimization*, ICLR 2021, Alg. 2).
 
-use super::fedadam::effective_rate;
+use super::fedadam::Moments;
 use super::{LrScheduler, RoundUpdates, check_moment, check_positive};
 use crate::error::Result;
 
@@ -56,17 +56,14 @@ impl LrScheduler for FedAdagrad {
     }
 
     fn server_step(&mut self, updates: &RoundUpdates<'_>, step: &mut [f64]) -> f64 {
-        let d = updates.update;
-        if self.m.len() != d.len() {
-            self.m = vec![0.0; d.len()];
-            self.v = vec![self.tau * self.tau; d.len()];
-        }
-        for (((s, &g), m), v) in step.iter_mut().zip(d).zip(&mut self.m).zip(&mut self.v) {
-            *m = self.beta1 * *m + (1.0 - self.beta1) * g;
-            *v += g * g;
-            *s = self.lr * *m / (v.sqrt() + self.tau);
-        }
-        effective_rate(step, d)
+        let moments = Moments {
+            lr: self.lr,
+            beta1: self.beta1,
+            tau: self.tau,
+        };
+        moments.step(&mut self.m, &mut self.v, updates.update, step, |v, g| {
+            v + g * g
+        })
     }
 }
 

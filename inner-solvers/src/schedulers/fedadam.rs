@@ -58,22 +58,61 @@ impl LrScheduler for FedAdam {
     }
 
     fn server_step(&mut self, updates: &RoundUpdates<'_>, step: &mut [f64]) -> f64 {
-        let d = updates.update;
-        if self.m.len() != d.len() {
-            self.m = vec![0.0; d.len()];
-            self.v = vec![self.tau * self.tau; d.len()];
+        let beta2 = self.beta2;
+        let moments = Moments {
+            lr: self.lr,
+            beta1: self.beta1,
+            tau: self.tau,
+        };
+        moments.step(&mut self.m, &mut self.v, updates.update, step, |v, g| {
+            beta2 * v + (1.0 - beta2) * g * g
+        })
+    }
+}
+
+/// The step shared by Reddi et al.'s adaptive server optimizers (Alg. 2): the first moment
+/// m_t = β₁ m_{t−1} + (1 − β₁) Δ_t, the optimizer's own second moment v_t = `second`(v_{t−1},
+/// Δ_t), and W^{t+1} − W^t = η m_t / (√v_t + τ), from m_{−1} = 0, v_{−1} = τ².
+pub(super) struct Moments {
+    /// Server rate η.
+    pub lr: f64,
+    /// First-moment weight β₁.
+    pub beta1: f64,
+    /// Adaptivity τ.
+    pub tau: f64,
+}
+
+impl Moments {
+    /// Writes the step for `update` into `step` (initializing the moments on first use) and
+    /// returns the effective rate ‖step‖ / ‖update‖.
+    pub fn step(
+        &self,
+        m: &mut Vec<f64>,
+        v: &mut Vec<f64>,
+        update: &[f64],
+        step: &mut [f64],
+        second: impl Fn(f64, f64) -> f64,
+    ) -> f64 {
+        if m.len() != update.len() {
+            *m = vec![0.0; update.len()];
+            *v = vec![self.tau * self.tau; update.len()];
         }
-        for (((s, &g), m), v) in step.iter_mut().zip(d).zip(&mut self.m).zip(&mut self.v) {
+        for (((s, &g), m), v) in step
+            .iter_mut()
+            .zip(update)
+            .zip(m.iter_mut())
+            .zip(v.iter_mut())
+        {
             *m = self.beta1 * *m + (1.0 - self.beta1) * g;
-            *v = self.beta2 * *v + (1.0 - self.beta2) * g * g;
+            *v = second(*v, g);
             *s = self.lr * *m / (v.sqrt() + self.tau);
         }
-        effective_rate(step, d)
+        effective_rate(step, update)
     }
 }
 
 /// ‖step‖ / ‖update‖ (0 when the update is 0).
-pub(super) fn effective_rate(step: &[f64], update: &[f64]) -> f64 {
+fn effective_rate(step: &[f64], update: &[f64]) -> f64 {
     let u = dot(update, update);
     if u > 0.0 {
         (dot(step, step) / u).sqrt()

@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_models::HyperRepConfig;
-use hgp_models::images::{ImageSet, embedded_mnist, hold_out, load_idx_dir};
+use hgp_models::images::ImageSet;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings};
-use crate::setup::{comma_list, derive, domain, with_default};
+use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Method, Settings, Split};
 use report::{HEADER, RunRow};
 
@@ -194,34 +194,27 @@ impl Fbo {
 
     /// The images and the held-out test set.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
-        let (mut all, source) = match &self.data_dir {
-            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
-            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
-        };
-        if let Some(n) = self.images {
-            all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
-        }
+        let (mut rest, mut test, source) = load_image_experiment(
+            self.data_dir.as_deref(),
+            self.images,
+            self.test_images,
+            self.seed,
+        )?;
         let scale = (1.0 / self.pixel_std) as f32;
-        all.images.iter_mut().for_each(|v| *v *= scale);
+        for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
+            *v *= scale;
+        }
         let classes = HyperRepConfig::default().classes;
-        if all.classes() > classes {
+        let found = rest.classes().max(test.classes());
+        if found > classes {
             bail!(
-                "the images have {} classes; the head of `hgp fbo` has {classes} (MNIST, Fashion-MNIST or EMNIST digits)",
-                all.classes()
+                "the images have {found} classes; the head of `hgp fbo` has {classes} (MNIST, Fashion-MNIST or EMNIST digits)"
             );
         }
-        if self.test_images >= all.len() {
-            bail!(
-                "--test-images {} leaves no image for the clients ({} images in {source})",
-                self.test_images,
-                all.len()
-            );
-        }
-        let (rest, test) = hold_out(&all, self.test_images, derive(self.seed, domain::DATA))?;
         let description = format!(
             "{} clients, {} images from {source} ({} held out for testing)",
             self.clients,
-            all.len(),
+            rest.len() + test.len(),
             test.len()
         );
         Ok((rest, test, description))

@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
-use hgp_models::images::{ImageSet, embedded_mnist, hold_out, load_idx_dir};
+use hgp_models::images::ImageSet;
 use hgp_models::nn::Architecture;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings};
-use crate::setup::{derive, domain, with_default};
+use crate::setup::{load_image_experiment, with_default};
 use protocol::{Method, SchedulerParams, Settings, Split};
 use report::{ROUND_HEADER, RoundRow};
 
@@ -231,32 +231,22 @@ impl FedHyperCmd {
     /// The images (standardized by the clients' pixel mean and deviation), the held-out test
     /// set and a description.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
-        let (mut all, source) = match &self.data_dir {
-            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
-            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
-        };
-        if let Some(n) = self.images {
-            all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
-        }
-        if all.rows * all.cols != 784 {
+        let (mut rest, mut test, source) = load_image_experiment(
+            self.data_dir.as_deref(),
+            self.images,
+            self.test_images,
+            self.seed,
+        )?;
+        if rest.rows * rest.cols != 784 {
             bail!(
                 "the networks take 28 × 28 images; {source} holds {} × {}",
-                all.rows,
-                all.cols
+                rest.rows,
+                rest.cols
             );
         }
-        if all.classes() < 2 {
+        if rest.classes().max(test.classes()) < 2 {
             bail!("{source} holds a single class; classification needs two or more");
         }
-        if self.test_images >= all.len() {
-            bail!(
-                "--test-images {} leaves no image for the clients ({} images in {source})",
-                self.test_images,
-                all.len()
-            );
-        }
-        let (mut rest, mut test) =
-            hold_out(&all, self.test_images, derive(self.seed, domain::DATA))?;
         if rest.len() < self.clients {
             bail!(
                 "{} images for {} clients: every client needs at least one (use fewer --clients or more --images)",
@@ -280,9 +270,9 @@ impl FedHyperCmd {
             "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
             self.clients,
             ((self.fraction * self.clients as f64).round() as usize).clamp(1, self.clients),
-            all.len(),
+            rest.len() + test.len(),
             test.len(),
-            all.classes()
+            rest.classes().max(test.classes())
         );
         Ok((rest, test, description))
     }
