@@ -1426,34 +1426,6 @@ pub struct Solved<T: Scalar> {
     pub q_mean: Option<PerClient<T>>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn milestones_scale_with_the_steps() {
-        assert_eq!(scaled_milestones(FIG1_STEPS), FIG1_MILESTONES.to_vec());
-        assert_eq!(
-            scaled_milestones(500),
-            vec![300, 400, 450, 460, 470, 480, 490, 495, 499]
-        );
-        assert!(scaled_milestones(1).is_empty());
-    }
-
-    #[test]
-    fn eta_parses_auto_and_numbers() {
-        assert_eq!(parse_eta("auto"), Ok(EtaArg::Auto));
-        assert_eq!(parse_eta("0.5"), Ok(EtaArg::Value(0.5)));
-        assert!(parse_eta("fast").is_err());
-        assert!(EtaArg::Value(-1.0).resolve(20).is_err());
-        assert!(EtaArg::Value(f64::NAN).resolve(20).is_err());
-        assert_eq!(
-            EtaArg::Auto.resolve(7).unwrap(),
-            Eta::Auto(PowerIteration { iterations: 7 })
-        );
-    }
-}
-
 /// The images of an image experiment: every IDX pair of `data_dir` pooled, or the embedded
 /// MNIST subset; the first `images` of them if given; and where they came from, in words.
 /// Then `test_images` of them are held out (drawn from `seed`'s data stream), which must leave
@@ -1488,4 +1460,32 @@ pub fn load_image_experiment(
     }
     let (rest, test) = hold_out(&all, test_images, derive(seed, domain::DATA))?;
     Ok((rest, test, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milestones_scale_with_the_steps() {
+        assert_eq!(scaled_milestones(FIG1_STEPS), FIG1_MILESTONES.to_vec());
+        assert_eq!(
+            scaled_milestones(500),
+            vec![300, 400, 450, 460, 470, 480, 490, 495, 499]
+        );
+        assert!(scaled_milestones(1).is_empty());
+    }
+
+    #[test]
+    fn eta_parses_auto_and_numbers() {
+        assert_eq!(parse_eta("auto"), Ok(EtaArg::Auto));
+        assert_eq!(parse_eta("0.5"), Ok(EtaArg::Value(0.5)));
+        assert!(parse_eta("fast").is_err());
+        assert!(EtaArg::Value(-1.0).resolve(20).is_err());
+        assert!(EtaArg::Value(f64::NAN).resolve(20).is_err());
+        assert_eq!(
+            EtaArg::Auto.resolve(7).unwrap(),
+            Eta::Auto(PowerIteration { iterations: 7 })
+        );
+    }
 }
