@@ -108,6 +108,17 @@ pub fn federated_split(
     split: FedSplit,
     seed: u64,
 ) -> Result<Vec<FedClient>, ImageError> {
+    check_split_input(set, clients)?;
+    match split {
+        FedSplit::Iid => iid_split(set, clients, seed),
+        FedSplit::NonIid { shards_per_client } => {
+            shard_split(set, clients, shards_per_client, seed)
+        }
+    }
+}
+
+/// Checks what every client split needs: a consistent set and at least one client.
+pub(super) fn check_split_input(set: &ImageSet, clients: usize) -> Result<(), ImageError> {
     set.check_shape("image set to split between clients")?;
     if clients == 0 {
         return Err(ImageError::InvalidConfig {
@@ -116,12 +127,7 @@ pub fn federated_split(
             requirement: "at least 1",
         });
     }
-    match split {
-        FedSplit::Iid => iid_split(set, clients, seed),
-        FedSplit::NonIid { shards_per_client } => {
-            shard_split(set, clients, shards_per_client, seed)
-        }
-    }
+    Ok(())
 }
 
 /// [`FedSplit::Iid`] with `clients ≥ 1`.

@@ -10,6 +10,7 @@ use hgp_base::rng::{domain, stream};
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
+use super::federated::check_split_input;
 use super::{ImageError, ImageSet};
 use crate::dirichlet::SymmetricDirichlet;
 
@@ -33,16 +34,6 @@ pub enum LabelSplit {
     },
 }
 
-impl LabelSplit {
-    /// "iid" or "dirichlet α".
-    pub fn name(&self) -> String {
-        match self {
-            Self::Iid => "iid".to_string(),
-            Self::Dirichlet { alpha } => format!("α = {alpha}"),
-        }
-    }
-}
-
 /// Splits `set` between `clients` clients (see [`LabelSplit`]); every client receives
 /// ⌊n / clients⌋ images (the remainder is unused) in a random order.
 ///
@@ -57,14 +48,7 @@ pub fn label_split(
     split: LabelSplit,
     seed: u64,
 ) -> Result<Vec<ImageSet>, ImageError> {
-    set.check_shape("image set to split between clients")?;
-    if clients == 0 {
-        return Err(ImageError::InvalidConfig {
-            parameter: "clients",
-            value: "0".into(),
-            requirement: "at least 1",
-        });
-    }
+    check_split_input(set, clients)?;
     if set.len() < clients {
         return Err(ImageError::TooFewImages {
             what: format!("a split between {clients} clients (one image each)"),

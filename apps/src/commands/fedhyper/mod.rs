@@ -158,8 +158,9 @@ impl FedHyperCmd {
         }
     }
 
-    /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<Settings> {
+    /// Checks every option and the output directory (before any work); the network is sized
+    /// for `classes`.
+    fn validate(&self, classes: usize) -> Result<Settings> {
         if self.methods.is_empty() || self.splits.is_empty() {
             bail!("--methods and --splits need at least one value each");
         }
@@ -213,7 +214,7 @@ impl FedHyperCmd {
         }
         prepare_out(&self.out)?;
         Ok(Settings {
-            arch: Architecture::Mlp { classes: 10 },
+            arch: self.arch(classes),
             clients: self.clients,
             fraction: self.fraction,
             rounds: self
@@ -279,14 +280,19 @@ impl FedHyperCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let mut settings = self.validate()?;
         let (images, test, description) = self.images()?;
-        settings.arch = self.arch(images.classes().max(test.classes()));
+        let settings = self.validate(images.classes().max(test.classes()))?;
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
-        // Build the first seed's splits first, so a bad split is reported before any run.
-        for &split in &self.splits {
-            settings.federation(&images, &test, split, seeds[0])?;
-        }
+        // The first seed's splits are built first, so a bad split is reported before any run.
+        let mut first: Vec<Option<protocol::Federation>> = self
+            .splits
+            .iter()
+            .map(|&split| {
+                settings
+                    .federation(&images, &test, split, seeds[0])
+                    .map(Some)
+            })
+            .collect::<Result<_>>()?;
         record_settings(
             &self.out,
             &format!("fedhyper {settings:?} seeds {seeds:?}"),
@@ -301,8 +307,11 @@ impl FedHyperCmd {
         let mut runs = Vec::with_capacity(runs_total);
         let mut done = 0u64;
         for &seed in &seeds {
-            for &split in &self.splits {
-                let federation = settings.federation(&images, &test, split, seed)?;
+            for (k, &split) in self.splits.iter().enumerate() {
+                let federation = match first[k].take() {
+                    Some(f) if seed == seeds[0] => f,
+                    _ => settings.federation(&images, &test, split, seed)?,
+                };
                 for &method in &self.methods {
                     stage.set_label(&format!("{method}, split {}, seed {seed}", split.name()));
                     let run = settings
