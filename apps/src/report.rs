@@ -456,6 +456,22 @@ impl Table {
     }
 }
 
+/// The mean of `v` (None if empty).
+pub fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The sample standard deviation of `v` (0 for one value, None if empty).
+pub fn std_dev(v: &[f64]) -> Option<f64> {
+    let m = mean(v)?;
+    let n = v.len();
+    Some(if n < 2 {
+        0.0
+    } else {
+        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,12 @@
-//! Forward + backward of the CNN of HGP Table 5 on a batch of 128 images (f32, CPU), next to
-//! its FLOP count so the achieved GFLOP/s is visible, and the cost of a Hessian-vector
-//! product by double backward as a multiple of one gradient (expected 2–4×).
+//! The networks' gradient step (forward + backward) and Hessian-vector product (double
+//! backward) on a batch of 128 images (f32, CPU): the CNN of HGP Table 5, the small CNN of
+//! Table 3 and the MLP. Next to each time: its FLOP count, the achieved GFLOP/s, and the
+//! ratio to a plain candle matrix product of the same number of FLOPs measured in the same
+//! run (1.0 would be the machine's GEMM speed).
 
 use std::time::Duration;
 
+use candle_core::{Device, Tensor};
 use criterion::{Criterion, criterion_group};
 use hgp_base::rng;
 use hgp_models::nn::{
@@ -16,14 +19,18 @@ use rand::RngExt;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
-const ARCH: Architecture = Architecture::Table5Cnn { classes: 10 };
+const NETWORKS: [(&str, Architecture); 3] = [
+    ("table5", Architecture::Table5Cnn { classes: 10 }),
+    ("small-cnn", Architecture::SmallCnn { classes: 10 }),
+    ("mlp", Architecture::Mlp { classes: 10 }),
+];
 
-fn client() -> NetClient<f32> {
+fn client(arch: Architecture) -> NetClient<f32> {
     let mut r = rng::stream(1, 2, 3);
     let images: Vec<f32> = (0..BATCH * 784).map(|_| r.random_range(0.0..1.0)).collect();
     let labels: Vec<u8> = (0..BATCH).map(|k| (k % 10) as u8).collect();
     let config = NetConfig {
-        arch: ARCH,
+        arch,
         mode: HyperMode::ClassMask,
         l2: 1e-3,
         l2_lambda: 0.0,
@@ -32,54 +39,80 @@ fn client() -> NetClient<f32> {
     NetClient::new(config, (&images, &labels), (&images[..784], &labels[..1])).expect("client")
 }
 
+/// FLOPs of one gradient step: forward F per image, backward about 2F (gradients of the
+/// activations and of the weights).
+fn step_flops(arch: Architecture) -> f64 {
+    3.0 * arch.forward_flops() as f64 * BATCH as f64
+}
+
+/// FLOPs of one Hessian-vector product by double backward: a gradient step and its
+/// directional derivative, which repeats each of the step's products once more: 2 × a step.
+fn hvp_flops(arch: Architecture) -> f64 {
+    2.0 * step_flops(arch)
+}
+
+/// The side n of square matrices whose product (2n³ FLOPs) matches `flops`.
+fn side(flops: f64) -> usize {
+    (flops / 2.0).cbrt().round() as usize
+}
+
 fn bench(c: &mut Criterion) {
-    let net = client();
-    let x: Vec<f32> = ARCH.init(7).iter().map(|&v| v as f32).collect();
-    let lambda = vec![0.0f32; 10];
-    let u: Vec<f32> = ARCH.init(8).iter().map(|&v| v as f32).collect();
-    let mut out = vec![0.0f32; x.len()];
     let mut group = c.benchmark_group("cnn");
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(2));
-    group.measurement_time(Duration::from_secs(8));
-    group.bench_function("gradient", |b| {
-        b.iter(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
-    });
-    group.bench_function("hvp", |b| {
-        b.iter(|| net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut out))
-    });
+    group.measurement_time(Duration::from_secs(5));
+    for (name, arch) in NETWORKS {
+        let net = client(arch);
+        let x: Vec<f32> = arch.init(7).iter().map(|&v| v as f32).collect();
+        let lambda = vec![0.0f32; 10];
+        let u: Vec<f32> = arch.init(8).iter().map(|&v| v as f32).collect();
+        let mut out = vec![0.0f32; x.len()];
+        group.bench_function(format!("{name}/gradient"), |b| {
+            b.iter(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
+        });
+        group.bench_function(format!("{name}/hvp"), |b| {
+            b.iter(|| net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut out))
+        });
+        for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
+            let n = side(flops);
+            let a = Tensor::randn(0f32, 1.0, (n, n), &Device::Cpu).expect("matrix");
+            let m = Tensor::randn(0f32, 1.0, (n, n), &Device::Cpu).expect("matrix");
+            group.bench_function(format!("{name}/matmul-as-{kind}"), |b| {
+                b.iter(|| a.matmul(&m).expect("product"))
+            });
+        }
+    }
     group.finish();
 }
 
-/// Mean time in seconds of one benchmark of this run.
+/// Mean time in seconds of one benchmark of this run (criterion stores "a/b" as "a_b").
 fn mean_seconds(function: &str) -> Option<f64> {
-    hgp_base::bench::mean_seconds(&["cnn", function])
+    hgp_base::bench::mean_seconds(&["cnn", &function.replace('/', "_")])
 }
 
 fn summary() {
-    let (Some(grad), Some(hvp)) = (mean_seconds("gradient"), mean_seconds("hvp")) else {
-        println!("summary: not every benchmark ran in this run");
-        return;
-    };
-    // Forward F per image; the backward pass costs about 2F (gradients of activations and
-    // of weights), so one gradient step is about 3F per image.
-    let flops = 3.0 * ARCH.forward_flops() as f64 * BATCH as f64;
-    println!(
-        "\n{} ({} parameters), batch {BATCH}, f32, CPU",
-        ARCH.name(),
-        ARCH.dim()
-    );
-    println!(
-        "  forward + backward   {:>8.1} ms   {:.2} GFLOP -> {:.1} GFLOP/s",
-        grad * 1e3,
-        flops / 1e9,
-        flops / grad / 1e9
-    );
-    println!(
-        "  HVP (double backward) {:>7.1} ms   = {:.2} x one gradient (expected 2-4 x)",
-        hvp * 1e3,
-        hvp / grad
-    );
+    println!("\nbatch {BATCH}, f32, CPU; ratio = time / a candle matmul of the same FLOPs");
+    for (name, arch) in NETWORKS {
+        println!("{} ({} parameters)", arch.name(), arch.dim());
+        for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
+            let (Some(t), Some(gemm)) = (
+                mean_seconds(&format!("{name}/{kind}")),
+                mean_seconds(&format!("{name}/matmul-as-{kind}")),
+            ) else {
+                println!("  {kind}: not measured in this run");
+                continue;
+            };
+            println!(
+                "  {kind:<9} {:>8.1} ms  {:>6.2} GFLOP -> {:>5.1} GFLOP/s   matmul {:>6.1} ms ({:>5.1} GFLOP/s)   ratio {:.2}",
+                t * 1e3,
+                flops / 1e9,
+                flops / t / 1e9,
+                gemm * 1e3,
+                flops / gemm / 1e9,
+                t / gemm
+            );
+        }
+    }
 }
 
 criterion_group!(benches, bench);

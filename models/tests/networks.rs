@@ -333,3 +333,91 @@ fn plain_mode_is_instance_weights_at_one() {
         weighted.predict(&x, &ones, &feats).unwrap()
     );
 }
+
+/// The gradient in x against central differences of the inner cost along random directions,
+/// on both CNNs (f64; the convolution, pooling and dense layers all on the path).
+#[test]
+fn network_gradients_match_differences_of_the_cost() {
+    for arch in [
+        Architecture::SmallCnn { classes: 10 },
+        Architecture::Table5Cnn { classes: 10 },
+    ] {
+        let net = client(
+            arch,
+            HyperMode::ClassMask,
+            DerivativeMode::DoubleBackward,
+            3,
+        );
+        let d = net.dim_x();
+        let x = arch.init(31);
+        let lambda = random(10, 32, -0.5, 0.5);
+        let mut g = vec![0.0; d];
+        net.inner_grad(&x, &lambda, Batch::Full, &mut g);
+        for seed in [33, 34] {
+            // A unit direction: a step of h then moves x by h, and crosses a ReLU or pooling
+            // kink with a probability of order h.
+            let u = random(d, seed, -1.0, 1.0);
+            let norm = dot(&u, &u).sqrt();
+            let u: Vec<f64> = u.iter().map(|v| v / norm).collect();
+            let h = 1e-6;
+            let at = |s: f64| {
+                let y: Vec<f64> = x.iter().zip(&u).map(|(a, b)| a + s * h * b).collect();
+                net.inner_value(&y, &lambda, Batch::Full)
+            };
+            let fd = (at(1.0) - at(-1.0)) / (2.0 * h);
+            let exact = dot(&g, &u);
+            // Rounding of the costs (≈ 2.3 · 1e-16 / h) and truncation (h² · third
+            // derivative) are both below 1e-9.
+            assert!(
+                (fd - exact).abs() < 1e-8 * (1.0 + dot(&g, &g).sqrt()),
+                "{}: {fd} vs {exact}",
+                arch.name()
+            );
+        }
+    }
+}
+
+/// On blank images every 2 × 2 pooling window of the first layer is a four-way tie (each
+/// output is the bias): the gradient of the first layer's bias must still be the derivative
+/// of the cost (a tie passes the gradient once, not once per tied value).
+#[test]
+fn blank_images_give_the_first_bias_its_true_gradient() {
+    let arch = Architecture::SmallCnn { classes: 10 };
+    let config = NetConfig {
+        arch,
+        mode: HyperMode::ClassMask,
+        l2: 0.0,
+        l2_lambda: 0.0,
+        derivatives: DerivativeMode::DoubleBackward,
+    };
+    let blank = vec![0.0f64; 2 * 784];
+    let net: NetClient<f64> = NetClient::new(
+        config,
+        (&blank, &labels(2, 10, 40)),
+        (&blank[..784], &labels(1, 10, 41)),
+    )
+    .unwrap();
+    let mut x = arch.init(42);
+    // The first layer's bias (after its 20 × 25 weights) positive, so the ReLU passes it.
+    for b in &mut x[500..520] {
+        *b = b.abs() + 0.05;
+    }
+    let lambda = vec![0.0; 10];
+    let mut g = vec![0.0; x.len()];
+    net.inner_grad(&x, &lambda, Batch::Full, &mut g);
+    let h = 1e-6;
+    for j in [500, 507, 519] {
+        let (mut p, mut q) = (x.clone(), x.clone());
+        p[j] += h;
+        q[j] -= h;
+        let fd = (net.inner_value(&p, &lambda, Batch::Full)
+            - net.inner_value(&q, &lambda, Batch::Full))
+            / (2.0 * h);
+        assert!(
+            (fd - g[j]).abs() < 1e-7 * (1.0 + fd.abs()),
+            "bias {j}: differences {fd}, gradient {}",
+            g[j]
+        );
+        assert!(fd.abs() > 1e-6);
+    }
+}

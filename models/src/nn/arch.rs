@@ -1,6 +1,8 @@
 //! The networks of the papers, as functions of one flat parameter vector.
 
 use candle_core::{D, Result, Tensor};
+
+use super::ops::{conv2d_nhwc, max_pool2_nhwc};
 use hgp_base::rng;
 use rand::RngExt;
 
@@ -88,46 +90,12 @@ fn linear(out: usize, inp: usize) -> [ParamSpec; 2] {
     ]
 }
 
-/// 2 × 2 max pooling with stride 2 by a reshape and two maxima. (candle's `max_pool2d`
-/// gives wrong second derivatives, which Hessian-vector products need; the maxima of
-/// `Tensor::max` differentiate correctly twice.)
-fn max_pool2(x: &Tensor) -> Result<Tensor> {
-    let (n, c, h, w) = x.dims4()?;
-    x.reshape((n, c, h / 2, 2, w / 2, 2))?.max(5)?.max(3)
-}
-
-/// x Wᵀ + b.
+/// x Wᵀ + b, computed as (W xᵀ)ᵀ + b: W is then the left factor of the product, so its
+/// gradient (g x, from candle's matmul backward) comes out contiguous instead of as the
+/// transposed view xᵀg, which candle would add strided into W's gradient (8 MB for the
+/// Table 5 CNN's first linear layer).
 fn dense(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
-    x.matmul(&w.t()?)?.broadcast_add(b)
-}
-
-/// Convolution (stride 1, no padding) plus bias.
-fn conv2d(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let out = x.conv2d(w, 0, 1, 1, 1)?;
-    out.broadcast_add(&b.reshape((1, b.dim(0)?, 1, 1))?)
-}
-
-/// Convolution of the input images (stride 1, no padding) plus bias, as one matrix product
-/// of their k × k patches with the kernels. The images are data, not parameters, so their
-/// patches need no gradient; this avoids candle computing (and discarding) the input
-/// gradient of the first layer, its most expensive backward step on the CPU.
-fn conv2d_input(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let x = x.detach();
-    let (batch, c, h, wd) = x.dims4()?;
-    let (out, _, k, _) = w.dims4()?;
-    let (ho, wo) = (h - k + 1, wd - k + 1);
-    let mut shifted = Vec::with_capacity(k * k);
-    for di in 0..k {
-        for dj in 0..k {
-            shifted.push(x.narrow(2, di, ho)?.narrow(3, dj, wo)?);
-        }
-    }
-    // (B, C, k·k, ho, wo) → (B·ho·wo, C·k·k), in the order of the kernel's (C, k, k).
-    let patches = Tensor::stack(&shifted, 2)?
-        .permute((0, 3, 4, 1, 2))?
-        .reshape((batch * ho * wo, c * k * k))?;
-    let y = patches.matmul(&w.flatten_from(1)?.t()?)?.broadcast_add(b)?;
-    y.reshape((batch, ho, wo, out))?.permute((0, 3, 1, 2))
+    w.matmul(&x.t()?)?.t()?.broadcast_add(b)
 }
 
 impl Architecture {
@@ -196,10 +164,20 @@ impl Architecture {
         match self {
             Self::Table5Cnn { .. } | Self::SmallCnn { .. } => {
                 let b = x.dim(0)?;
-                let h = x.reshape((b, 1, IMAGE_SIDE, IMAGE_SIDE))?;
-                let h = max_pool2(&conv2d_input(&h, &p[0], &p[1])?.relu()?)?;
-                let h = max_pool2(&conv2d(&h, &p[2], &p[3])?.relu()?)?;
-                let h = h.flatten_from(1)?;
+                // Channels last (B, H, W, C) through the convolutions, each one matrix
+                // product of unfolded patches (see `ops`). The bias and the ReLU follow
+                // the pooling, on a quarter of the values: a per-channel bias and the ReLU
+                // are monotone, so they commute with the max (exactly, in floating point
+                // too: rounding is monotone).
+                let h = x.reshape((b, IMAGE_SIDE, IMAGE_SIDE, 1))?;
+                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[0])?)?
+                    .broadcast_add(&p[1])?
+                    .relu()?;
+                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[2])?)?
+                    .broadcast_add(&p[3])?
+                    .relu()?;
+                // PyTorch flattens (C, H, W): the linear weights keep its layout.
+                let h = h.permute((0, 3, 1, 2))?.flatten_from(1)?;
                 if p.len() == 8 {
                     dense(&dense(&h, &p[4], &p[5])?.relu()?, &p[6], &p[7])
                 } else {

@@ -10,6 +10,7 @@
 mod arch;
 mod autodiff;
 mod client;
+mod ops;
 
 pub use arch::{Architecture, IMAGE_SIDE, ParamSpec, log_softmax};
 pub use autodiff::{

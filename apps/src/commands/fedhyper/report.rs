@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::FedHyperCmd;
 use super::protocol::{Method, RoundRecord, Run, Settings, Split};
 use crate::plot::{Figure, Panel, Series};
-use crate::report::{Table, write_csv};
+use crate::report::{Table, mean, std_dev, write_csv};
 
 /// The header of rounds.csv.
 pub const ROUND_HEADER: &[&str] = &[
@@ -91,20 +91,6 @@ pub struct Summary {
     overhead_vs_fedavg_percent: Option<f64>,
     /// Seeds that diverged.
     diverged: usize,
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-fn std_dev(v: &[f64]) -> Option<f64> {
-    let m = mean(v)?;
-    let n = v.len();
-    Some(if n < 2 {
-        0.0
-    } else {
-        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-    })
 }
 
 /// The summaries of `runs`, in the order methods and splits were given.

@@ -37,34 +37,55 @@ pub enum ModelKind {
     Mlp,
 }
 
-/// The sizes of a run: the paper's, and `--quick`'s.
+/// The sizes of a run: the paper's, `--quick`'s and `--preset cpu`'s.
 struct Sizes {
+    label: &'static str,
+    seeds: usize,
     clients: usize,
     images: Option<usize>,
     model: ModelKind,
     model_name: &'static str,
     steps: usize,
     batch: usize,
+    outer_steps: usize,
 }
 
 /// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
-/// batches of 128), and `--quick`.
-const SIZES: [Sizes; 2] = [
+/// batches of 128), `--quick`, and `--preset cpu` (the whole table on 2 cores in under 45
+/// minutes for 3 seeds).
+const SIZES: [Sizes; 3] = [
     Sizes {
+        label: "the paper's setting",
+        seeds: 1,
         clients: 20,
         images: None,
         model: ModelKind::Cnn5,
         model_name: "cnn5",
         steps: 600,
         batch: 128,
+        outer_steps: OUTER_STEPS,
     },
     Sizes {
+        label: "--quick",
+        seeds: 1,
         clients: 3,
         images: Some(600),
         model: ModelKind::Cnn3,
         model_name: "cnn3",
         steps: 20,
         batch: 16,
+        outer_steps: OUTER_STEPS,
+    },
+    Sizes {
+        label: "--preset cpu",
+        seeds: 3,
+        clients: 10,
+        images: None,
+        model: ModelKind::Mlp,
+        model_name: "mlp",
+        steps: 200,
+        batch: 32,
+        outer_steps: 3,
     },
 ];
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
@@ -79,21 +100,33 @@ const ETA: EtaArg = EtaArg::Auto;
 
 /// The defaults listed at the end of `hgp personalize --help`.
 pub fn after_help() -> String {
-    let line = |s: &Sizes, label: &str| {
+    let line = |s: &Sizes| {
         format!(
-            "  {label}: --clients {} --images {} --model {} --sgp-steps {} --batch {}",
+            "  {}: --clients {} --images {} --model {} --sgp-steps {} --batch {} --outer-steps {} --seeds {}",
+            s.label,
             s.clients,
             s.images.map_or("all".to_string(), |n| n.to_string()),
             s.model_name,
             s.steps,
-            s.batch
+            s.batch,
+            s.outer_steps,
+            s.seeds
         )
     };
     format!(
-        "Defaults:\n{}\n{}\n  both: --outer-steps {OUTER_STEPS} --neumann-terms {NEUMANN_TERMS} --push-steps {PUSH_STEPS} --eta {ETA}",
-        line(&SIZES[0], "the paper's setting"),
-        line(&SIZES[1], "--quick")
+        "Defaults:\n{}\n{}\n{}\n  all: --neumann-terms {NEUMANN_TERMS} --push-steps {PUSH_STEPS} --eta {ETA}",
+        line(&SIZES[0]),
+        line(&SIZES[1]),
+        line(&SIZES[2])
     )
+}
+
+/// Named settings of `hgp personalize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// 10 clients, MLP, 200 SGP steps of batch 32, 3 outer steps, 3 seeds: under 45
+    /// minutes on 2 cores.
+    Cpu,
 }
 
 /// Options of `hgp personalize`.
@@ -124,8 +157,20 @@ pub struct Personalize {
     /// batches of 16), about 14 minutes on 2 cores (9 with a fixed --eta, which skips the
     /// power iterations). The default is the paper's setting, sized for a GPU (`--features
     /// cuda`): on a CPU it takes days.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "preset")]
     quick: bool,
+    /// A named setting. `cpu`: the whole table at a size two CPU cores finish in under 45
+    /// minutes, 3 seeds: 10 clients on the embedded 10,000 digits, the MLP, 200 SGP steps on
+    /// batches of 32, 3 outer steps (enough that SGP and Local train: their training accuracy and inner
+    /// gradient norm are reported). Each seed's table goes to DIR/seed-K/, their mean ± sd
+    /// to DIR/personalize.md and personalize-seeds.csv.
+    #[arg(long, value_enum, value_name = "NAME")]
+    preset: Option<Preset>,
+    /// Runs of the whole table, with seeds --seed, --seed + 1, …; with more than one, each
+    /// seed's outputs go to DIR/seed-K/ and the mean ± sd over seeds to DIR [default: listed
+    /// at the end].
+    #[arg(long, value_name = "N")]
+    seeds: Option<usize>,
     /// Inner SGP steps; the learning rate is multiplied by 0.1 at 5/6 and 11/12 of them
     /// (steps 500 and 550 of 600, as in the paper) [default: listed at the end].
     #[arg(long, value_name = "T")]
@@ -133,9 +178,9 @@ pub struct Personalize {
     /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
     #[arg(long, value_name = "B")]
     batch: Option<usize>,
-    /// Outer (Adam) steps on λ.
-    #[arg(long, default_value_t = OUTER_STEPS, value_name = "K")]
-    outer_steps: usize,
+    /// Outer (Adam) steps on λ [default: listed at the end].
+    #[arg(long, value_name = "K")]
+    outer_steps: Option<usize>,
     /// Hyper-gradient estimator of the methods that tune λ: the NeurIPS paper's HGP, or
     /// paper 004's (its Alg. 2; the inner solve is then SGP step-then-mix on every network,
     /// and hgp-pl / hgp-mtl are reported as pdbo-pl / pdbo-mtl, paper 004's Table 1).
@@ -170,7 +215,19 @@ pub struct Personalize {
 
 impl Personalize {
     fn sizes(&self) -> &'static Sizes {
-        &SIZES[usize::from(self.quick)]
+        match (self.preset, self.quick) {
+            (Some(Preset::Cpu), _) => &SIZES[2],
+            (None, true) => &SIZES[1],
+            (None, false) => &SIZES[0],
+        }
+    }
+
+    fn outer_steps(&self) -> usize {
+        self.outer_steps.unwrap_or(self.sizes().outer_steps)
+    }
+
+    fn seeds(&self) -> usize {
+        self.seeds.unwrap_or(self.sizes().seeds)
     }
 
     /// Checks every option and the output directory (before any work).
@@ -179,13 +236,14 @@ impl Personalize {
             bail!("--methods and --networks need at least one value each");
         }
         for (name, v) in [
-            ("--outer-steps", Some(self.outer_steps)),
+            ("--outer-steps", self.outer_steps),
             ("--neumann-terms", Some(self.neumann_terms)),
             ("--push-steps", Some(self.push_steps)),
             ("--sgp-steps", self.sgp_steps),
             ("--batch", self.batch),
             ("--clients", self.clients),
             ("--images", self.images),
+            ("--seeds", self.seeds),
         ] {
             if v == Some(0) {
                 bail!("{name} must be at least 1");
@@ -214,6 +272,11 @@ impl Personalize {
                 }
             }
         }
+        if self.resume && self.seeds() > 1 {
+            bail!(
+                "--resume works on one seed's run: resume each DIR/seed-K with --seed K --out DIR/seed-K"
+            );
+        }
         prepare_out(&self.out)?;
         Ok(eta)
     }
@@ -221,16 +284,41 @@ impl Personalize {
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
         let eta = self.validate()?;
-        let (split, setting, description) = self.data(eta)?;
+        let seeds = self.seeds();
+        if seeds == 1 {
+            self.run_seed(self.seed, &self.out, eta, true)?;
+            return Ok(());
+        }
+        let mut runs = Vec::with_capacity(seeds);
+        for k in 0..seeds as u64 {
+            let seed = self.seed + k;
+            let out = prepare_out(&self.out.join(format!("seed-{seed}")))?;
+            if !self.json {
+                eprintln!("seed {seed} ({} of {seeds}): {}", k + 1, out.display());
+            }
+            runs.push(self.run_seed(seed, &out, eta, false)?);
+        }
+        self.report_seeds(&runs)
+    }
+
+    /// Runs the table for one seed into `out`; prints the table (or JSON) if `print`.
+    fn run_seed(
+        &self,
+        seed: u64,
+        out: &std::path::Path,
+        eta: hgp_hypergrad::Eta,
+        print: bool,
+    ) -> Result<Vec<Cell>> {
+        let (split, setting, description) = self.data(eta, seed)?;
         let protocol = Protocol {
             setting,
-            outer_steps: self.outer_steps,
+            outer_steps: self.outer_steps(),
             neumann_terms: self.neumann_terms,
             push_steps: self.push_steps,
-            seed: self.seed,
+            seed,
             estimator: self.estimator,
         };
-        let csv = self.out.join("personalize.csv");
+        let csv = out.join("personalize.csv");
         let mut cells: Vec<Cell> = Vec::new();
         if self.resume {
             cells = read_rows::<CellRow>(&csv, HEADER)
@@ -249,7 +337,7 @@ impl Personalize {
                     &self.data_dir,
                     self.images,
                     self.model,
-                    self.quick
+                    (self.quick, self.preset)
                 ),
                 (self.sgp_steps, self.batch, self.outer_steps),
                 (
@@ -258,12 +346,12 @@ impl Personalize {
                     self.eta,
                     self.power_iterations
                 ),
-                self.seed,
+                seed,
                 self.estimator,
             )
         );
-        record_settings(&self.out, &settings, self.resume)?;
-        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+        record_settings(out, &settings, self.resume)?;
+        let reporter = Reporter::new(&self.report, Some(out), self.json, self.resume)?;
         reporter.line(&format!("data: {description}"));
         let rows = RowWriter::open(&csv, HEADER, self.resume)?;
         let todo: Vec<(Method, NetworkKind)> = self
@@ -281,7 +369,7 @@ impl Personalize {
         }
         let steps: usize = todo
             .iter()
-            .map(|(m, _)| m.solves(self.outer_steps) * protocol.setting.steps)
+            .map(|(m, _)| m.solves(self.outer_steps()) * protocol.setting.steps)
             .sum();
         let stage = reporter.stage(
             format!("{} method/network pairs", todo.len()),
@@ -320,7 +408,8 @@ impl Personalize {
             }
         }
         write_csv(&csv, HEADER, ordered.iter().map(CellRow::from))?;
-        self.report(&ordered, &description)
+        self.report(&ordered, &description, out, print)?;
+        Ok(ordered)
     }
 
     /// A resumed file may only hold rows this run would compute.
@@ -335,7 +424,7 @@ impl Personalize {
                 );
             }
             let expected = if c.method.tunes_lambda() {
-                self.outer_steps
+                self.outer_steps()
             } else {
                 1
             };
@@ -350,7 +439,11 @@ impl Personalize {
     }
 
     /// Loads the images and splits them over the clients (HGP App. A.3).
-    fn data(&self, eta: hgp_hypergrad::Eta) -> Result<(Vec<ImageClient>, Setting, String)> {
+    fn data(
+        &self,
+        eta: hgp_hypergrad::Eta,
+        seed: u64,
+    ) -> Result<(Vec<ImageClient>, Setting, String)> {
         let sizes = self.sizes();
         let (all, source) = match &self.data_dir {
             Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
@@ -365,7 +458,7 @@ impl Personalize {
             clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
-        let split = heterogeneous_split(&set, &config, derive(self.seed, domain::DATA))?;
+        let split = heterogeneous_split(&set, &config, derive(seed, domain::DATA))?;
         if let Some(i) = split.iter().position(|c| c.train.is_empty()) {
             bail!(
                 "client {i} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
@@ -436,6 +529,11 @@ mod tests {
             curve: vec![0.5, 0.625, 0.6],
             outer_loss: vec![2.5, 2.25, 2.0, 1.9],
             chosen: 2,
+            training: Some(protocol::Training {
+                accuracy: 0.96875,
+                grad_norm: 0.0123456789,
+                grad_norm_start: 2.5,
+            }),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.csv");

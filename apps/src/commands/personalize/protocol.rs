@@ -13,7 +13,8 @@ use hgp_hypergrad::{
 use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
 use hgp_models::images::ImageClient;
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
-use hgp_models::{BatchSize, PerClient};
+use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
+use rayon::prelude::*;
 
 use crate::report::percentile;
 use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss};
@@ -160,6 +161,30 @@ pub struct Cell {
     pub outer_loss: Vec<f64>,
     /// The outer step chosen by validation accuracy.
     pub chosen: usize,
+    /// How well the inner problem was solved (SGP and Local, which have no outer steps).
+    pub training: Option<Training>,
+}
+
+/// How far an inner solve went: the training accuracy and the inner gradient's norm at the
+/// end against at the start x0. For SGP the norm is that of the global inner gradient
+/// (1/n) Σ_i ∇g_i(x_i) (full batches); for Local, where every client solves its own
+/// problem, the mean over clients of ‖∇g_i(x_i)‖.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Training {
+    /// Training accuracy averaged over clients, weighted by their training sizes.
+    pub accuracy: f64,
+    /// The inner gradient's norm after the solve.
+    pub grad_norm: f64,
+    /// The same at x0.
+    pub grad_norm_start: f64,
+}
+
+/// Which of a client's sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Set {
+    Train,
+    Validation,
+    Test,
 }
 
 /// Accuracy of each client on its validation or test set, with the set's size; `None` for
@@ -169,14 +194,18 @@ pub fn accuracies(
     split: &[ImageClient],
     x: &ClientBuffer<f32>,
     lambda: &PerClient<f32>,
-    test: bool,
+    which: Set,
 ) -> Result<Vec<Option<(f64, usize)>>> {
     clients
         .iter()
         .zip(split)
         .enumerate()
         .map(|(i, (c, data))| {
-            let set = if test { &data.test } else { &data.val };
+            let set = match which {
+                Set::Train => &data.train,
+                Set::Validation => &data.val,
+                Set::Test => &data.test,
+            };
             if set.is_empty() {
                 return Ok(None);
             }
@@ -189,6 +218,36 @@ pub fn accuracies(
             Ok(Some((correct as f64 / set.len() as f64, set.len())))
         })
         .collect()
+}
+
+/// The norm of the inner gradient at `x` (full batches; see [`Training`]).
+fn inner_grad_norm(
+    method: Method,
+    clients: &[NetClient<f32>],
+    x: &ClientBuffer<f32>,
+    lambda: &PerClient<f32>,
+) -> f64 {
+    let grads: Vec<Vec<f64>> = clients
+        .par_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut g = vec![0.0f32; x.row(i).len()];
+            c.inner_grad(x.row(i), lambda.row(i), Batch::Full, &mut g);
+            g.iter().map(|&v| f64::from(v)).collect()
+        })
+        .collect();
+    let norm = |g: &[f64]| g.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let n = grads.len() as f64;
+    if method == Method::Local {
+        return grads.iter().map(|g| norm(g)).sum::<f64>() / n;
+    }
+    let mut mean = vec![0.0; grads.first().map_or(0, Vec::len)];
+    for g in &grads {
+        for (m, v) in mean.iter_mut().zip(g) {
+            *m += v / n;
+        }
+    }
+    norm(&mean)
 }
 
 /// Mean accuracy weighted by set size, over the clients that have a set.
@@ -353,8 +412,14 @@ impl Protocol {
         };
         let mut x = solve(&lambda)?;
         if !method.tunes_lambda() {
-            let val = weighted_mean(&accuracies(&clients, split, &x, &lambda, false)?);
-            let test = accuracies(&clients, split, &x, &lambda, true)?;
+            let val = weighted_mean(&accuracies(&clients, split, &x, &lambda, Set::Validation)?);
+            let test = accuracies(&clients, split, &x, &lambda, Set::Test)?;
+            let train = accuracies(&clients, split, &x, &lambda, Set::Train)?;
+            let training = Training {
+                accuracy: weighted_mean(&train),
+                grad_norm: inner_grad_norm(method, &clients, &x, &lambda),
+                grad_norm_start: inner_grad_norm(method, &clients, &x0, &lambda),
+            };
             return Ok(Cell {
                 method,
                 network,
@@ -363,6 +428,7 @@ impl Protocol {
                 curve: vec![val],
                 outer_loss: vec![outer_loss(&x, &lambda)],
                 chosen: 0,
+                training: Some(training),
             });
         }
         let hyper_lr = table6_hyper_lr(method, network);
@@ -377,9 +443,13 @@ impl Protocol {
             x = solve(&lambda)?;
             losses.push(outer_loss(&x, &lambda));
             curve.push(weighted_mean(&accuracies(
-                &clients, split, &x, &lambda, false,
+                &clients,
+                split,
+                &x,
+                &lambda,
+                Set::Validation,
             )?));
-            tests.push(accuracies(&clients, split, &x, &lambda, true)?);
+            tests.push(accuracies(&clients, split, &x, &lambda, Set::Test)?);
         }
         // Early stopping: the outer step with the best validation accuracy.
         let chosen =
@@ -393,6 +463,7 @@ impl Protocol {
             curve,
             outer_loss: losses,
             chosen: chosen + 1,
+            training: None,
         })
     }
 }

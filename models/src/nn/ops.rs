@@ -1,0 +1,784 @@
+//! The CNNs' layers as matrix products and memory-bound rearrangements, on channels-last
+//! (B, H, W, C) images, as candle custom ops whose backward passes are again such ops:
+//!
+//! - [`Conv`] (the convolution: the k × k patches of every output position (im2col,
+//!   "unfold") times the kernels), [`ConvT`] (its adjoint in the images: the output
+//!   gradient times the kernels, added back where each patch came from (col2im, "fold"))
+//!   and [`KernelGrad`] (its adjoint in the kernels: the output gradient's transpose times
+//!   the patches). The derivatives of each are the other two (see their `bwd`), so the
+//!   backward pass and the second backward pass of a convolution are again these three
+//!   matrix products: every derivative order stays differentiable. Each runs over groups
+//!   of [`GROUP`] images, unfolding a group's patches into a buffer that stays in cache
+//!   and multiplying it at once, so the patch matrix of the whole batch (26 MB for the
+//!   Table 5 CNN's second layer at batch 128) is never a node of the graph, and its
+//!   gradient is never built.
+//! - [`MaxPool2`] (2 × 2 windows, stride 2), whose backward [`Unpool`] sends each gradient
+//!   to the window's first maximum (row-major order, as PyTorch), and [`Gather`], Unpool's
+//!   adjoint. Routing to one maximum is the derivative of the max where the maximum is
+//!   unique and a valid one-sided derivative at ties; an equality mask (candle's `max`)
+//!   would count a tie of four as four (on MNIST's blank margins, where the first
+//!   convolution's outputs equal its bias, the bias gradient came out 4× too large there).
+//!
+//! The ops run on the CPU and on f32 or f64; the layers fall back to candle's own
+//! convolution and pooling on other devices.
+
+use std::sync::{Arc, OnceLock};
+
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Error, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+/// k × k windows, stride 1, no padding, over `batch` channels-last images (h, w, c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Windows {
+    pub batch: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub k: usize,
+}
+
+impl Windows {
+    fn out_h(&self) -> usize {
+        self.h + 1 - self.k
+    }
+    fn out_w(&self) -> usize {
+        self.w + 1 - self.k
+    }
+    fn image_len(&self) -> usize {
+        self.h * self.w * self.c
+    }
+    /// Columns of the patch matrix: (di, dj, c) of a window.
+    fn cols(&self) -> usize {
+        self.k * self.k * self.c
+    }
+    /// Rows of the patch matrix that belong to one image.
+    fn positions(&self) -> usize {
+        self.out_h() * self.out_w()
+    }
+}
+
+/// The contiguous values of a custom op's argument, or an error naming the op.
+fn contiguous<'a, T>(values: &'a [T], layout: &Layout, op: &str, len: usize) -> Result<&'a [T]> {
+    let (start, end) = layout
+        .contiguous_offsets()
+        .ok_or_else(|| Error::Msg(format!("{op}: the input must be contiguous")))?;
+    if end - start != len {
+        return Err(Error::Msg(format!(
+            "{op}: expected {len} values, got {}",
+            end - start
+        )));
+    }
+    Ok(&values[start..end])
+}
+
+/// Runs `f` on the f32 or f64 values of `storage`.
+macro_rules! on_floats {
+    ($storage:expr, $layout:expr, $op:expr, $len:expr, $out_len:expr, $f:expr, $shape:expr) => {
+        match $storage {
+            CpuStorage::F32(v) => {
+                let src = contiguous(v, $layout, $op, $len)?;
+                let mut dst = vec![0f32; $out_len];
+                $f(src, &mut dst);
+                Ok((CpuStorage::F32(dst), $shape))
+            }
+            CpuStorage::F64(v) => {
+                let src = contiguous(v, $layout, $op, $len)?;
+                let mut dst = vec![0f64; $out_len];
+                $f(src, &mut dst);
+                Ok((CpuStorage::F64(dst), $shape))
+            }
+            other => Err(Error::Msg(format!(
+                "{}: f32 or f64 only, got {:?}",
+                $op,
+                other.dtype()
+            ))),
+        }
+    };
+}
+
+/// Images per task of the convolution products: a group's patches (at most 8 · 64 × 800
+/// values for the Table 5 CNN) stay in cache. Fixed, so sums do not depend on threads.
+pub(crate) const GROUP: usize = 8;
+
+/// The scalars the products run on.
+pub(crate) trait Float:
+    Copy + Send + Sync + PartialOrd + std::ops::AddAssign + 'static
+{
+    /// 0.
+    const ZERO: Self;
+    /// 1.
+    const ONE: Self;
+}
+
+impl Float for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
+
+impl Float for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
+
+/// im2col of consecutive images (each h · w · c) into rows (i, j) × columns (di, dj, c).
+/// With channels last, each of a window's k rows is one contiguous run of k · c values.
+fn unfold<T: Copy>(g: Windows, images: &[T], rows: &mut [T]) {
+    let (ow, run, cols, per) = (g.out_w(), g.k * g.c, g.cols(), g.positions());
+    for (image, rows) in images
+        .chunks_exact(g.image_len())
+        .zip(rows.chunks_exact_mut(per * cols))
+    {
+        for (p, row) in rows.chunks_exact_mut(cols).enumerate() {
+            let (i, j) = (p / ow, p % ow);
+            for (di, part) in row.chunks_exact_mut(run).enumerate() {
+                let start = ((i + di) * g.w + j) * g.c;
+                part.copy_from_slice(&image[start..start + run]);
+            }
+        }
+    }
+}
+
+/// col2im, the adjoint of [`unfold`]: every row added to the pixels of its window (the
+/// images start at zero).
+fn fold<T: Float>(g: Windows, rows: &[T], images: &mut [T]) {
+    let (ow, run, cols, per) = (g.out_w(), g.k * g.c, g.cols(), g.positions());
+    for (image, rows) in images
+        .chunks_exact_mut(g.image_len())
+        .zip(rows.chunks_exact(per * cols))
+    {
+        for (p, row) in rows.chunks_exact(cols).enumerate() {
+            let (i, j) = (p / ow, p % ow);
+            for (di, part) in row.chunks_exact(run).enumerate() {
+                let start = ((i + di) * g.w + j) * g.c;
+                for (o, &v) in image[start..start + run].iter_mut().zip(part) {
+                    *o += v;
+                }
+            }
+        }
+    }
+}
+
+/// A row-major m × k by k × n product into the row-major `dst` (m × n), single-threaded
+/// (the callers parallelize over image groups). Each operand is given by its column and
+/// row strides, so transposes cost nothing.
+#[allow(clippy::too_many_arguments)]
+fn gemm<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
+    (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
+) {
+    assert!(dst.len() >= m * n);
+    assert!(m == 0 || k == 0 || lhs.len() > (m - 1) * lhs_rs + (k - 1) * lhs_cs);
+    assert!(k == 0 || n == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
+    // SAFETY: the asserts keep every access of the three matrices inside their slices.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// y = conv(x, W): images x (B, H, W, C) and kernels W (O, k · k · C) in the patches'
+/// (di, dj, c) order → (B, H', W', O): per image, unfold(x_b) Wᵀ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Conv(pub Windows, pub usize);
+
+/// The adjoint of [`Conv`] in the images: output gradients g (B, H', W', O) and kernels
+/// W (O, k · k · C) → (B, H, W, C): per image, fold(g_b W).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvT(pub Windows, pub usize);
+
+/// The adjoint of [`Conv`] in the kernels: output gradients g (B, H', W', O) and images
+/// x (B, H, W, C) → (O, k · k · C): Σ_b g_bᵀ unfold(x_b), summed over image groups in a
+/// fixed order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelGrad(pub Windows, pub usize);
+
+fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
+    let (per, cols) = (g.positions(), g.cols());
+    y.par_chunks_mut(GROUP * per * out)
+        .zip(x.par_chunks(GROUP * g.image_len()))
+        .for_each(|(y, x)| {
+            let rows = x.len() / g.image_len() * per;
+            let mut patches = vec![T::ZERO; rows * cols];
+            unfold(g, x, &mut patches);
+            gemm((rows, out, cols), y, (&patches, 1, cols), (w, cols, 1));
+        });
+}
+
+fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
+    let (per, cols) = (g.positions(), g.cols());
+    dx.par_chunks_mut(GROUP * g.image_len())
+        .zip(dy.par_chunks(GROUP * per * out))
+        .for_each(|(dx, dy)| {
+            let rows = dy.len() / out;
+            let mut patches = vec![T::ZERO; rows * cols];
+            gemm((rows, cols, out), &mut patches, (dy, 1, out), (w, 1, cols));
+            fold(g, &patches, dx);
+        });
+}
+
+fn kernel_grad<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
+    let (per, cols) = (g.positions(), g.cols());
+    let partials: Vec<Vec<T>> = dy
+        .par_chunks(GROUP * per * out)
+        .zip(x.par_chunks(GROUP * g.image_len()))
+        .map(|(dy, x)| {
+            let rows = dy.len() / out;
+            let mut patches = vec![T::ZERO; rows * cols];
+            unfold(g, x, &mut patches);
+            let mut partial = vec![T::ZERO; out * cols];
+            gemm(
+                (out, cols, rows),
+                &mut partial,
+                (dy, out, 1),
+                (&patches, 1, cols),
+            );
+            partial
+        })
+        .collect();
+    for partial in partials {
+        for (d, v) in dw.iter_mut().zip(partial) {
+            *d += v;
+        }
+    }
+}
+
+/// Runs `f(a, b, dst)` on the f32 or f64 values of two custom-op arguments.
+macro_rules! on_float_pair {
+    ($op:expr, ($s1:expr, $l1:expr, $n1:expr), ($s2:expr, $l2:expr, $n2:expr), $out:expr, $f:ident($($pre:expr),*), $shape:expr) => {
+        match ($s1, $s2) {
+            (CpuStorage::F32(a), CpuStorage::F32(b)) => {
+                let (a, b) = (contiguous(a, $l1, $op, $n1)?, contiguous(b, $l2, $op, $n2)?);
+                let mut dst = vec![0f32; $out];
+                $f($($pre,)* a, b, &mut dst);
+                Ok((CpuStorage::F32(dst), $shape))
+            }
+            (CpuStorage::F64(a), CpuStorage::F64(b)) => {
+                let (a, b) = (contiguous(a, $l1, $op, $n1)?, contiguous(b, $l2, $op, $n2)?);
+                let mut dst = vec![0f64; $out];
+                $f($($pre,)* a, b, &mut dst);
+                Ok((CpuStorage::F64(dst), $shape))
+            }
+            (a, b) => Err(Error::Msg(format!(
+                "{}: two f32 or two f64 arguments, got {:?} and {:?}",
+                $op,
+                a.dtype(),
+                b.dtype()
+            ))),
+        }
+    };
+}
+
+/// The gradient of argument `arg` if it is differentiated, from `f`.
+fn if_tracked(arg: &Tensor, f: impl FnOnce() -> Result<Tensor>) -> Result<Option<Tensor>> {
+    if arg.track_op() {
+        f().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+impl Windows {
+    fn images_len(&self) -> usize {
+        self.batch * self.image_len()
+    }
+    fn outputs_len(&self, out: usize) -> usize {
+        self.batch * self.positions() * out
+    }
+}
+
+impl CustomOp2 for Conv {
+    fn name(&self) -> &'static str {
+        "conv"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let Self(g, out) = *self;
+        let shape = Shape::from((g.batch, g.out_h(), g.out_w(), out));
+        on_float_pair!(
+            "conv",
+            (s1, l1, g.images_len()),
+            (s2, l2, out * g.cols()),
+            g.outputs_len(out),
+            conv(g, out),
+            shape
+        )
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let Self(g, out) = *self;
+        let dy = dy.contiguous()?;
+        let dx = if_tracked(x, || dy.apply_op2(w, ConvT(g, out)))?;
+        let dw = if_tracked(w, || dy.apply_op2(x, KernelGrad(g, out)))?;
+        Ok((dx, dw))
+    }
+}
+
+impl CustomOp2 for ConvT {
+    fn name(&self) -> &'static str {
+        "conv-transpose"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let Self(g, out) = *self;
+        let shape = Shape::from((g.batch, g.h, g.w, g.c));
+        on_float_pair!(
+            "conv-transpose",
+            (s1, l1, g.outputs_len(out)),
+            (s2, l2, out * g.cols()),
+            g.images_len(),
+            conv_t(g, out),
+            shape
+        )
+    }
+
+    fn bwd(
+        &self,
+        dy: &Tensor,
+        w: &Tensor,
+        _dx: &Tensor,
+        h: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // ⟨fold(g W), h⟩ = ⟨g W, unfold(h)⟩: in g, unfold(h) Wᵀ; in W, gᵀ unfold(h).
+        let Self(g, out) = *self;
+        let h = h.contiguous()?;
+        let d_dy = if_tracked(dy, || h.apply_op2(w, Conv(g, out)))?;
+        let dw = if_tracked(w, || dy.apply_op2(&h, KernelGrad(g, out)))?;
+        Ok((d_dy, dw))
+    }
+}
+
+impl CustomOp2 for KernelGrad {
+    fn name(&self) -> &'static str {
+        "conv-kernel-gradient"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let Self(g, out) = *self;
+        let shape = Shape::from((out, g.cols()));
+        on_float_pair!(
+            "conv-kernel-gradient",
+            (s1, l1, g.outputs_len(out)),
+            (s2, l2, g.images_len()),
+            out * g.cols(),
+            kernel_grad(g, out),
+            shape
+        )
+    }
+
+    fn bwd(
+        &self,
+        dy: &Tensor,
+        x: &Tensor,
+        _dw: &Tensor,
+        h: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // ⟨Σ g_bᵀ unfold(x_b), H⟩: in g, unfold(x) Hᵀ; in x, fold(g H).
+        let Self(g, out) = *self;
+        let h = h.contiguous()?;
+        let d_dy = if_tracked(dy, || x.apply_op2(&h, Conv(g, out)))?;
+        let dx = if_tracked(x, || dy.apply_op2(&h, ConvT(g, out)))?;
+        Ok((d_dy, dx))
+    }
+}
+
+/// 2 × 2 windows with stride 2 over (B, H, W, C) channels-last images (H, W even).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pooling {
+    pub batch: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+}
+
+impl Pooling {
+    fn input_len(&self) -> usize {
+        self.batch * self.h * self.w * self.c
+    }
+    fn output_len(&self) -> usize {
+        self.input_len() / 4
+    }
+}
+
+/// 2 × 2 max pooling with stride 2, remembering which window position held each maximum
+/// (the first, in row-major order, at ties).
+pub(crate) struct MaxPool2 {
+    shape: Pooling,
+    argmax: OnceLock<Arc<Vec<u8>>>,
+}
+
+/// The adjoint of selecting the maxima: (B, H/2, W/2, C) → (B, H, W, C), each value sent
+/// to its window's remembered position, zeros elsewhere.
+pub(crate) struct Unpool {
+    shape: Pooling,
+    argmax: Arc<Vec<u8>>,
+}
+
+/// Selecting the remembered maxima: (B, H, W, C) → (B, H/2, W/2, C); the adjoint of
+/// [`Unpool`].
+pub(crate) struct Gather {
+    shape: Pooling,
+    argmax: Arc<Vec<u8>>,
+}
+
+/// Calls `f(output offset, input offsets of the window's four positions)` for each run of
+/// C channels of one output row (r = (b, i)), the positions in row-major order.
+fn for_windows(g: Pooling, r: usize, mut f: impl FnMut(usize, [usize; 4])) {
+    let (half, c) = (g.w / 2, g.c);
+    let (b, i) = (r / (g.h / 2), r % (g.h / 2));
+    for j in 0..half {
+        let top = ((b * g.h + 2 * i) * g.w + 2 * j) * c;
+        let bottom = top + g.w * c;
+        f(j * c, [top, top + c, bottom, bottom + c]);
+    }
+}
+
+fn max_pool<T: Copy + PartialOrd + Send + Sync>(
+    g: Pooling,
+    src: &[T],
+    dst: &mut [T],
+    argmax: &mut [u8],
+) {
+    let row = g.w / 2 * g.c;
+    // One output row (of W/2 · C values) per task.
+    dst.par_chunks_mut(row)
+        .zip(argmax.par_chunks_mut(row))
+        .enumerate()
+        .for_each(|(r, (out, which))| {
+            for_windows(g, r, |o, at| {
+                for ch in 0..g.c {
+                    let mut best = src[at[0] + ch];
+                    let mut pos = 0u8;
+                    for (q, &start) in at.iter().enumerate().skip(1) {
+                        let v = src[start + ch];
+                        if v > best {
+                            best = v;
+                            pos = q as u8;
+                        }
+                    }
+                    out[o + ch] = best;
+                    which[o + ch] = pos;
+                }
+            });
+        });
+}
+
+fn unpool<T: Copy + Send + Sync>(g: Pooling, argmax: &[u8], src: &[T], dst: &mut [T]) {
+    // dst starts at zero; a task per pair of input rows, which one output row fills.
+    let (row, pair) = (g.w / 2 * g.c, 2 * g.w * g.c);
+    dst.par_chunks_mut(pair).enumerate().for_each(|(r, out)| {
+        let base = r * pair;
+        for_windows(g, r, |o, at| {
+            for ch in 0..g.c {
+                let k = r * row + o + ch;
+                out[at[usize::from(argmax[k])] - base + ch] = src[k];
+            }
+        });
+    });
+}
+
+fn gather<T: Copy + Send + Sync>(g: Pooling, argmax: &[u8], src: &[T], dst: &mut [T]) {
+    let row = g.w / 2 * g.c;
+    dst.par_chunks_mut(row).enumerate().for_each(|(r, out)| {
+        for_windows(g, r, |o, at| {
+            for ch in 0..g.c {
+                out[o + ch] = src[at[usize::from(argmax[r * row + o + ch])] + ch];
+            }
+        });
+    });
+}
+
+impl MaxPool2 {
+    pub(crate) fn new(shape: Pooling) -> Self {
+        Self {
+            shape,
+            argmax: OnceLock::new(),
+        }
+    }
+}
+
+impl CustomOp1 for MaxPool2 {
+    fn name(&self) -> &'static str {
+        "max-pool-2"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let g = self.shape;
+        let shape = Shape::from((g.batch, g.h / 2, g.w / 2, g.c));
+        let mut which = vec![0u8; g.output_len()];
+        let result = on_floats!(
+            storage,
+            layout,
+            "max-pool-2",
+            g.input_len(),
+            g.output_len(),
+            |s, d| max_pool(g, s, d, &mut which),
+            shape
+        );
+        // A forward pass runs once per op; a second would find the same maxima.
+        let _ = self.argmax.set(Arc::new(which));
+        result
+    }
+
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        let argmax = self
+            .argmax
+            .get()
+            .ok_or_else(|| Error::Msg("max-pool-2: backward before forward".to_string()))?
+            .clone();
+        Ok(Some(grad.contiguous()?.apply_op1(Unpool {
+            shape: self.shape,
+            argmax,
+        })?))
+    }
+}
+
+impl CustomOp1 for Unpool {
+    fn name(&self) -> &'static str {
+        "unpool-2"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let g = self.shape;
+        let shape = Shape::from((g.batch, g.h, g.w, g.c));
+        on_floats!(
+            storage,
+            layout,
+            "unpool-2",
+            g.output_len(),
+            g.input_len(),
+            |s, d| unpool(g, &self.argmax, s, d),
+            shape
+        )
+    }
+
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(grad.contiguous()?.apply_op1(Gather {
+            shape: self.shape,
+            argmax: self.argmax.clone(),
+        })?))
+    }
+}
+
+impl CustomOp1 for Gather {
+    fn name(&self) -> &'static str {
+        "gather-2"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let g = self.shape;
+        let shape = Shape::from((g.batch, g.h / 2, g.w / 2, g.c));
+        on_floats!(
+            storage,
+            layout,
+            "gather-2",
+            g.input_len(),
+            g.output_len(),
+            |s, d| gather(g, &self.argmax, s, d),
+            shape
+        )
+    }
+
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(grad.contiguous()?.apply_op1(Unpool {
+            shape: self.shape,
+            argmax: self.argmax.clone(),
+        })?))
+    }
+}
+
+/// Convolution (stride 1, no padding) of channels-last images `x` (B, H, W, C) with kernels
+/// `w` in PyTorch's layout (O, C, k, k), without bias: (B, H', W', O), channels last.
+/// One matrix product of the patches (B · H' · W', k · k · C) with the kernels as a
+/// (k · k · C, O) matrix.
+pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (batch, h, wd, c) = x.dims4()?;
+    let (out, _, k, _) = w.dims4()?;
+    if !x.device().is_cpu() {
+        // candle's own convolution on other devices (NCHW).
+        let y = x.permute((0, 3, 1, 2))?.conv2d(w, 0, 1, 1, 1)?;
+        return y.permute((0, 2, 3, 1));
+    }
+    let windows = Windows {
+        batch,
+        h,
+        w: wd,
+        c,
+        k,
+    };
+    // (O, C, k, k) → (O, k · k · C) in the patches' (di, dj, c) order; a small copy.
+    let kernels = w.permute((0, 2, 3, 1))?.reshape((out, k * k * c))?;
+    x.contiguous()?.apply_op2(&kernels, Conv(windows, out))
+}
+
+/// 2 × 2 max pooling with stride 2 of channels-last images (B, H, W, C).
+pub(crate) fn max_pool2_nhwc(x: &Tensor) -> Result<Tensor> {
+    let (batch, h, w, c) = x.dims4()?;
+    if !x.device().is_cpu() {
+        return x.reshape((batch, h / 2, 2, w / 2, 2, c))?.max(4)?.max(2);
+    }
+    x.contiguous()?
+        .apply_op1(MaxPool2::new(Pooling { batch, h, w, c }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    fn random(shape: &[usize], seed: u64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut s = seed;
+        let v: Vec<f64> = (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            })
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    fn dot(a: &Tensor, b: &Tensor) -> f64 {
+        (a * b)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_transposed_products_are_the_adjoints_of_the_convolution() {
+        // 11 images: a full group of 8 and a partial one.
+        let g = Windows {
+            batch: 11,
+            h: 7,
+            w: 6,
+            c: 4,
+            k: 3,
+        };
+        let x = random(&[11, 7, 6, 4], 1);
+        let w = random(&[5, 36], 2);
+        let y = random(&[11, 5, 4, 5], 3);
+        let conv = x.apply_op2(&w, Conv(g, 5)).unwrap();
+        let conv_t = y.apply_op2(&w, ConvT(g, 5)).unwrap();
+        let kernel = y.apply_op2(&x, KernelGrad(g, 5)).unwrap();
+        let (a, b, c) = (dot(&conv, &y), dot(&x, &conv_t), dot(&w, &kernel));
+        assert!((a - b).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {b}");
+        assert!((a - c).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {c}");
+    }
+
+    #[test]
+    fn convolution_matches_candles() {
+        let x = random(&[10, 9, 8, 3], 3);
+        let w = random(&[5, 3, 3, 3], 4);
+        let ours = conv2d_nhwc(&x, &w).unwrap();
+        let theirs = x
+            .permute((0, 3, 1, 2))
+            .unwrap()
+            .conv2d(&w, 0, 1, 1, 1)
+            .unwrap()
+            .permute((0, 2, 3, 1))
+            .unwrap();
+        let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(diff.to_scalar::<f64>().unwrap() < 1e-14);
+    }
+
+    #[test]
+    fn pooling_takes_the_maxima_and_its_adjoints_agree() {
+        let x = random(&[2, 6, 4, 3], 6);
+        let ours = max_pool2_nhwc(&x).unwrap();
+        let reference = x
+            .reshape((2, 3, 2, 2, 2, 3))
+            .unwrap()
+            .max(4)
+            .unwrap()
+            .max(2)
+            .unwrap();
+        let diff = (&ours - reference)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap();
+        assert_eq!(diff.to_scalar::<f64>().unwrap(), 0.0);
+        // Unpool and Gather with the same maxima are adjoint.
+        let g = Pooling {
+            batch: 2,
+            h: 6,
+            w: 4,
+            c: 3,
+        };
+        let argmax: Vec<u8> = (0..g.output_len()).map(|o| (o * 7 % 4) as u8).collect();
+        let argmax = Arc::new(argmax);
+        let small = random(&[2, 3, 2, 3], 7);
+        let large = random(&[2, 6, 4, 3], 8);
+        let up = small
+            .apply_op1(Unpool {
+                shape: g,
+                argmax: argmax.clone(),
+            })
+            .unwrap();
+        let down = large.apply_op1(Gather { shape: g, argmax }).unwrap();
+        let (a, b) = (dot(&up, &large), dot(&small, &down));
+        assert!((a - b).abs() < 1e-14, "{a} vs {b}");
+    }
+
+    #[test]
+    fn a_tie_passes_the_gradient_once() {
+        // max(b, b, b, b) = b has derivative 1 in b, not 4.
+        let b = Var::new(&[0.25f64], &Device::Cpu).unwrap();
+        let x = b.as_tensor().broadcast_as((1, 2, 2, 1)).unwrap();
+        let y = max_pool2_nhwc(&x).unwrap().sum_all().unwrap();
+        let grads = y.backward().unwrap();
+        let d = grads.get(b.as_tensor()).unwrap().to_vec1::<f64>().unwrap()[0];
+        assert_eq!(d, 1.0);
+    }
+}
