@@ -413,6 +413,17 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
                 let v = row[key].as_f64().unwrap();
                 assert!((0.0..=1.0).contains(&v), "{method}/{network} {key} {v}");
             }
+            // How well the inner problem was solved: for SGP and Local only.
+            let trained = ["sgp", "local"].contains(&method);
+            assert_eq!(row["train_accuracy"].is_f64(), trained, "{method}");
+            if trained {
+                let acc = row["train_accuracy"].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&acc), "{acc}");
+                for key in ["grad_norm", "grad_norm_start"] {
+                    let v = row[key].as_f64().unwrap();
+                    assert!(v.is_finite() && v > 0.0, "{method}/{network} {key} {v}");
+                }
+            }
         }
     }
     for file in ["personalize.csv", "personalize.md", "curves.svg"] {
@@ -431,6 +442,76 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
     );
     let help = stdout(&hgp(&["personalize", "--help"]));
     assert!(help.contains("[default: fc fixu randu randd]"), "{help}");
+}
+
+/// `--seeds N` runs the table once per seed into DIR/seed-K and reports the mean ± sd of
+/// exactly those runs; `--seeds 0` and `--quick` with `--preset` are refused.
+#[test]
+fn personalize_averages_its_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let base = [
+        "personalize",
+        "--model",
+        "mlp",
+        "--clients",
+        "3",
+        "--images",
+        "150",
+        "--sgp-steps",
+        "3",
+        "--batch",
+        "8",
+        "--methods",
+        "sgp,local",
+        "--networks",
+        "fc",
+        "--json",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |args: Vec<String>| json(&hgp(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let both = run(with(&["--seeds", "2", "--seed", "4", "--out", out]));
+    assert_eq!(both["seeds"], 2);
+    let single: Vec<serde_json::Value> = ["4", "5"]
+        .iter()
+        .map(|s| {
+            let sub = dir.path().join(format!("alone-{s}"));
+            run(with(&["--seed", s, "--out", sub.to_str().unwrap()]))
+        })
+        .collect();
+    for row in both["rows"].as_array().unwrap() {
+        let pick = |v: &serde_json::Value| {
+            v["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["method"] == row["method"])
+                .unwrap()["average"]
+                .as_f64()
+                .unwrap()
+        };
+        let (a, b) = (pick(&single[0]), pick(&single[1]));
+        let mean = row["average"].as_f64().unwrap();
+        assert!((mean - (a + b) / 2.0).abs() < 1e-12, "{mean} vs {a}, {b}");
+        let sd = row["average_std"].as_f64().unwrap();
+        assert!((sd - (a - b).abs() / 2f64.sqrt()).abs() < 1e-12, "{sd}");
+        assert!(row["train_accuracy"].is_f64() && row["grad_norm"].is_f64());
+    }
+    for file in [
+        "personalize.md",
+        "personalize-seeds.csv",
+        "seed-4/personalize.csv",
+        "seed-5/personalize.csv",
+    ] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    let err = fails(&["personalize", "--seeds", "0", "--out", out]);
+    assert!(err.contains("--seeds must be at least 1"), "{err}");
+    let o = hgp(&["personalize", "--preset", "cpu", "--quick"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
 
 /// Runs hgp expecting failure, and that it failed before any work: nothing written in `out`

@@ -1,11 +1,11 @@
 //! The CNNs' layers as matrix products and memory-bound rearrangements, on channels-last
 //! (B, H, W, C) images, as candle custom ops whose backward passes are again such ops:
 //!
-//! - [`Conv`] (the convolution: the k × k patches of every output position (im2col,
-//!   "unfold") times the kernels), [`ConvT`] (its adjoint in the images: the output
+//! - [`ConvProduct`]: [`Product::Conv`] (the convolution: the k × k patches of every output position (im2col,
+//!   "unfold") times the kernels), [`Product::ConvT`] (its adjoint in the images: the output
 //!   gradient times the kernels, added back where each patch came from (col2im, "fold"))
-//!   and [`KernelGrad`] (its adjoint in the kernels: the output gradient's transpose times
-//!   the patches). The derivatives of each are the other two (see their `bwd`), so the
+//!   and [`Product::KernelGrad`] (its adjoint in the kernels: the output gradient's transpose times
+//!   the patches). The derivatives of each are the other two (see `ConvProduct::bwd`), so the
 //!   backward pass and the second backward pass of a convolution are again these three
 //!   matrix products: every derivative order stays differentiable. Each runs over groups
 //!   of [`GROUP`] images, unfolding a group's patches into a buffer that stays in cache
@@ -198,21 +198,29 @@ fn gemm<T: Float>(
     }
 }
 
-/// y = conv(x, W): images x (B, H, W, C) and kernels W (O, k · k · C) in the patches'
-/// (di, dj, c) order → (B, H', W', O): per image, unfold(x_b) Wᵀ.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Conv(pub Windows, pub usize);
+/// The three matrix products of a convolution y = conv(x, W) (stride 1, no padding) of
+/// channels-last images x (B, H, W, C) with kernels W (O, k · k · C) in the patches'
+/// (di, dj, c) order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Product {
+    /// y = conv(x, W) → (B, H', W', O): per image, unfold(x_b) Wᵀ.
+    Conv,
+    /// The adjoint in the images: output gradients g (B, H', W', O) and W → (B, H, W, C):
+    /// per image, fold(g_b W).
+    ConvT,
+    /// The adjoint in the kernels: g and x → (O, k · k · C): Σ_b g_bᵀ unfold(x_b), summed
+    /// over image groups in a fixed order.
+    KernelGrad,
+}
 
-/// The adjoint of [`Conv`] in the images: output gradients g (B, H', W', O) and kernels
-/// W (O, k · k · C) → (B, H, W, C): per image, fold(g_b W).
+/// One [`Product`] over the windows `g` with `out` kernels, as a candle op of two arguments
+/// ((x, W), (g, W) or (g, x)); the derivatives of each product are the other two.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ConvT(pub Windows, pub usize);
-
-/// The adjoint of [`Conv`] in the kernels: output gradients g (B, H', W', O) and images
-/// x (B, H, W, C) → (O, k · k · C): Σ_b g_bᵀ unfold(x_b), summed over image groups in a
-/// fixed order.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelGrad(pub Windows, pub usize);
+pub(crate) struct ConvProduct {
+    pub product: Product,
+    pub g: Windows,
+    pub out: usize,
+}
 
 fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
     let (per, cols) = (g.positions(), g.cols());
@@ -264,32 +272,6 @@ fn kernel_grad<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]
     }
 }
 
-/// Runs `f(a, b, dst)` on the f32 or f64 values of two custom-op arguments.
-macro_rules! on_float_pair {
-    ($op:expr, ($s1:expr, $l1:expr, $n1:expr), ($s2:expr, $l2:expr, $n2:expr), $out:expr, $f:ident($($pre:expr),*), $shape:expr) => {
-        match ($s1, $s2) {
-            (CpuStorage::F32(a), CpuStorage::F32(b)) => {
-                let (a, b) = (contiguous(a, $l1, $op, $n1)?, contiguous(b, $l2, $op, $n2)?);
-                let mut dst = vec![0f32; $out];
-                $f($($pre,)* a, b, &mut dst);
-                Ok((CpuStorage::F32(dst), $shape))
-            }
-            (CpuStorage::F64(a), CpuStorage::F64(b)) => {
-                let (a, b) = (contiguous(a, $l1, $op, $n1)?, contiguous(b, $l2, $op, $n2)?);
-                let mut dst = vec![0f64; $out];
-                $f($($pre,)* a, b, &mut dst);
-                Ok((CpuStorage::F64(dst), $shape))
-            }
-            (a, b) => Err(Error::Msg(format!(
-                "{}: two f32 or two f64 arguments, got {:?} and {:?}",
-                $op,
-                a.dtype(),
-                b.dtype()
-            ))),
-        }
-    };
-}
-
 /// The gradient of argument `arg` if it is differentiated, from `f`.
 fn if_tracked(arg: &Tensor, f: impl FnOnce() -> Result<Tensor>) -> Result<Option<Tensor>> {
     if arg.track_op() {
@@ -308,48 +290,49 @@ impl Windows {
     }
 }
 
-impl CustomOp2 for Conv {
-    fn name(&self) -> &'static str {
-        "conv"
+impl ConvProduct {
+    /// The same windows and kernels, another product.
+    fn with(self, product: Product) -> Self {
+        Self { product, ..self }
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let Self(g, out) = *self;
-        let shape = Shape::from((g.batch, g.out_h(), g.out_w(), out));
-        on_float_pair!(
-            "conv",
-            (s1, l1, g.images_len()),
-            (s2, l2, out * g.cols()),
-            g.outputs_len(out),
-            conv(g, out),
-            shape
-        )
+    /// The lengths of the two arguments and of the result, and the result's shape.
+    fn sizes(&self) -> (usize, usize, usize, Shape) {
+        let (g, out) = (self.g, self.out);
+        let (images, outputs, kernels) = (g.images_len(), g.outputs_len(out), out * g.cols());
+        match self.product {
+            Product::Conv => (
+                images,
+                kernels,
+                outputs,
+                Shape::from((g.batch, g.out_h(), g.out_w(), out)),
+            ),
+            Product::ConvT => (
+                outputs,
+                kernels,
+                images,
+                Shape::from((g.batch, g.h, g.w, g.c)),
+            ),
+            Product::KernelGrad => (outputs, images, kernels, Shape::from((out, g.cols()))),
+        }
     }
 
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let Self(g, out) = *self;
-        let dy = dy.contiguous()?;
-        let dx = if_tracked(x, || dy.apply_op2(w, ConvT(g, out)))?;
-        let dw = if_tracked(w, || dy.apply_op2(x, KernelGrad(g, out)))?;
-        Ok((dx, dw))
+    fn run<T: Float>(&self, a: &[T], b: &[T], dst: &mut [T]) {
+        match self.product {
+            Product::Conv => conv(self.g, self.out, a, b, dst),
+            Product::ConvT => conv_t(self.g, self.out, a, b, dst),
+            Product::KernelGrad => kernel_grad(self.g, self.out, a, b, dst),
+        }
     }
 }
 
-impl CustomOp2 for ConvT {
+impl CustomOp2 for ConvProduct {
     fn name(&self) -> &'static str {
-        "conv-transpose"
+        match self.product {
+            Product::Conv => "conv",
+            Product::ConvT => "conv-transpose",
+            Product::KernelGrad => "conv-kernel-gradient",
+        }
     }
 
     fn cpu_fwd(
@@ -359,71 +342,58 @@ impl CustomOp2 for ConvT {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let Self(g, out) = *self;
-        let shape = Shape::from((g.batch, g.h, g.w, g.c));
-        on_float_pair!(
-            "conv-transpose",
-            (s1, l1, g.outputs_len(out)),
-            (s2, l2, out * g.cols()),
-            g.images_len(),
-            conv_t(g, out),
-            shape
-        )
+        let (n1, n2, len, shape) = self.sizes();
+        let op = self.name();
+        match (s1, s2) {
+            (CpuStorage::F32(a), CpuStorage::F32(b)) => {
+                let (a, b) = (contiguous(a, l1, op, n1)?, contiguous(b, l2, op, n2)?);
+                let mut dst = vec![0f32; len];
+                self.run(a, b, &mut dst);
+                Ok((CpuStorage::F32(dst), shape))
+            }
+            (CpuStorage::F64(a), CpuStorage::F64(b)) => {
+                let (a, b) = (contiguous(a, l1, op, n1)?, contiguous(b, l2, op, n2)?);
+                let mut dst = vec![0f64; len];
+                self.run(a, b, &mut dst);
+                Ok((CpuStorage::F64(dst), shape))
+            }
+            (a, b) => Err(Error::Msg(format!(
+                "{op}: two f32 or two f64 arguments, got {:?} and {:?}",
+                a.dtype(),
+                b.dtype()
+            ))),
+        }
     }
 
     fn bwd(
         &self,
-        dy: &Tensor,
-        w: &Tensor,
-        _dx: &Tensor,
-        h: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        _result: &Tensor,
+        grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        // ⟨fold(g W), h⟩ = ⟨g W, unfold(h)⟩: in g, unfold(h) Wᵀ; in W, gᵀ unfold(h).
-        let Self(g, out) = *self;
-        let h = h.contiguous()?;
-        let d_dy = if_tracked(dy, || h.apply_op2(w, Conv(g, out)))?;
-        let dw = if_tracked(w, || dy.apply_op2(&h, KernelGrad(g, out)))?;
-        Ok((d_dy, dw))
-    }
-}
-
-impl CustomOp2 for KernelGrad {
-    fn name(&self) -> &'static str {
-        "conv-kernel-gradient"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let Self(g, out) = *self;
-        let shape = Shape::from((out, g.cols()));
-        on_float_pair!(
-            "conv-kernel-gradient",
-            (s1, l1, g.outputs_len(out)),
-            (s2, l2, g.images_len()),
-            out * g.cols(),
-            kernel_grad(g, out),
-            shape
-        )
-    }
-
-    fn bwd(
-        &self,
-        dy: &Tensor,
-        x: &Tensor,
-        _dw: &Tensor,
-        h: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        // ⟨Σ g_bᵀ unfold(x_b), H⟩: in g, unfold(x) Hᵀ; in x, fold(g H).
-        let Self(g, out) = *self;
-        let h = h.contiguous()?;
-        let d_dy = if_tracked(dy, || x.apply_op2(&h, Conv(g, out)))?;
-        let dx = if_tracked(x, || dy.apply_op2(&h, ConvT(g, out)))?;
-        Ok((d_dy, dx))
+        use Product::{Conv, ConvT, KernelGrad};
+        let h = grad.contiguous()?;
+        let apply = |x: &Tensor, y: &Tensor, p: Product| x.apply_op2(y, self.with(p));
+        let (da, db) = match self.product {
+            // (x, W) with dy: in x, fold(dy W); in W, dyᵀ unfold(x).
+            Conv => (
+                if_tracked(a, || apply(&h, b, ConvT))?,
+                if_tracked(b, || apply(&h, a, KernelGrad))?,
+            ),
+            // (g, W) with h: ⟨fold(g W), h⟩ = ⟨g W, unfold(h)⟩: in g, unfold(h) Wᵀ; in W,
+            // gᵀ unfold(h).
+            ConvT => (
+                if_tracked(a, || apply(&h, b, Conv))?,
+                if_tracked(b, || apply(a, &h, KernelGrad))?,
+            ),
+            // (g, x) with H: ⟨Σ g_bᵀ unfold(x_b), H⟩: in g, unfold(x) Hᵀ; in x, fold(g H).
+            KernelGrad => (
+                if_tracked(a, || apply(b, &h, Conv))?,
+                if_tracked(b, || apply(a, &h, ConvT))?,
+            ),
+        };
+        Ok((da, db))
     }
 }
 
@@ -653,7 +623,12 @@ pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     };
     // (O, C, k, k) → (O, k · k · C) in the patches' (di, dj, c) order; a small copy.
     let kernels = w.permute((0, 2, 3, 1))?.reshape((out, k * k * c))?;
-    x.contiguous()?.apply_op2(&kernels, Conv(windows, out))
+    let op = ConvProduct {
+        product: Product::Conv,
+        g: windows,
+        out,
+    };
+    x.contiguous()?.apply_op2(&kernels, op)
 }
 
 /// 2 × 2 max pooling with stride 2 of channels-last images (B, H, W, C).
@@ -707,9 +682,10 @@ mod tests {
         let x = random(&[11, 7, 6, 4], 1);
         let w = random(&[5, 36], 2);
         let y = random(&[11, 5, 4, 5], 3);
-        let conv = x.apply_op2(&w, Conv(g, 5)).unwrap();
-        let conv_t = y.apply_op2(&w, ConvT(g, 5)).unwrap();
-        let kernel = y.apply_op2(&x, KernelGrad(g, 5)).unwrap();
+        let op = |product| ConvProduct { product, g, out: 5 };
+        let conv = x.apply_op2(&w, op(Product::Conv)).unwrap();
+        let conv_t = y.apply_op2(&w, op(Product::ConvT)).unwrap();
+        let kernel = y.apply_op2(&x, op(Product::KernelGrad)).unwrap();
         let (a, b, c) = (dot(&conv, &y), dot(&x, &conv_t), dot(&w, &kernel));
         assert!((a - b).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {b}");
         assert!((a - c).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {c}");

@@ -182,8 +182,11 @@ pub struct Training {
 /// Which of a client's sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Set {
+    /// The training instances (the inner and outer costs' data).
     Train,
+    /// The validation instances (early stopping over outer steps).
     Validation,
+    /// The held-out test instances (the table's accuracies).
     Test,
 }
 
