@@ -5,6 +5,7 @@ use hgp_graphs::Scalar;
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
+use crate::placement::Placement;
 
 /// Replaces each client's block of an n × d buffer by its estimate of the average
 /// (1/n) Σ_j y_j: exactly for Θ (HGP eq. 1), approximately for Push-Sum, gossip or a
@@ -19,6 +20,13 @@ pub trait Averager<T: Scalar>: Send {
 
     /// A one-line description for logs and tables.
     fn describe(&self) -> String;
+
+    /// Where the clients' rows live: with a distributed placement, [`Averager::average`]
+    /// leaves valid values in the rows this process owns, and algorithms compute those rows
+    /// only.
+    fn placement(&self) -> Placement {
+        Placement::local()
+    }
 }
 
 impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
@@ -31,6 +39,9 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
     fn describe(&self) -> String {
         (**self).describe()
     }
+    fn placement(&self) -> Placement {
+        (**self).placement()
+    }
 }
 
 impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
@@ -42,6 +53,9 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
     }
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn placement(&self) -> Placement {
+        (**self).placement()
     }
 }
 

@@ -145,25 +145,27 @@ impl<T: Scalar> ClientBuffer<T> {
     /// ‖buffer‖₂ over all values, accumulated in f64 row by row (in parallel for large
     /// buffers; the order of the additions does not depend on the threads).
     pub fn norm(&self) -> f64 {
-        let row_sum = |row: &[T]| {
-            let mut acc = [0.0f64; 4];
-            let mut chunks = row.chunks_exact(4);
-            for c in &mut chunks {
-                for l in 0..4 {
-                    let v = c[l].as_f64();
-                    acc[l] += v * v;
-                }
-            }
-            let tail: f64 = chunks.remainder().iter().map(|v| v.as_f64().powi(2)).sum();
-            (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-        };
         let d = self.d.max(1);
         let sums: Vec<f64> = if self.data.len() >= 1 << 16 {
-            self.data.par_chunks(d).map(row_sum).collect()
+            self.data.par_chunks(d).map(Self::squared_norm).collect()
         } else {
-            self.data.chunks(d).map(row_sum).collect()
+            self.data.chunks(d).map(Self::squared_norm).collect()
         };
         sums.iter().sum::<f64>().sqrt()
+    }
+
+    /// ‖row‖₂² accumulated in f64 in four lanes, as [`ClientBuffer::norm`] sums each row.
+    pub fn squared_norm(row: &[T]) -> f64 {
+        let mut acc = [0.0f64; 4];
+        let mut chunks = row.chunks_exact(4);
+        for c in &mut chunks {
+            for l in 0..4 {
+                let v = c[l].as_f64();
+                acc[l] += v * v;
+            }
+        }
+        let tail: f64 = chunks.remainder().iter().map(|v| v.as_f64().powi(2)).sum();
+        (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
     }
 
     /// max_i ‖row i − reference‖₂: how far the worst client is from `reference`.

@@ -10,6 +10,7 @@ use crate::averager::{Averager, check_clients, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
+use crate::placement::Placement;
 
 /// A server collects the blocks of a random fraction C of the clients (at least one),
 /// averages them and broadcasts the result to all n clients (FedAvg-style; with C = 1 it is
@@ -26,6 +27,7 @@ pub struct Central<T> {
     seed: u64,
     calls: u64,
     participants: Vec<usize>,
+    placement: Placement,
     _scalar: PhantomData<T>,
 }
 
@@ -42,8 +44,17 @@ impl<T: Scalar> Central<T> {
             seed,
             calls: 0,
             participants: Vec::new(),
+            placement: Placement::local(),
             _scalar: PhantomData,
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: the participants' rows are
+    /// gathered to every rank, which averages them in client order (the same bits as one
+    /// process).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     /// Clients that uploaded in the last call, in increasing order.
@@ -75,6 +86,7 @@ impl<T: Scalar> Central<T> {
         if participants.is_empty() || participants.iter().any(|&i| i >= self.n) {
             return Err(AveragingError::Participants { n: self.n });
         }
+        self.placement.gather_rows(buffer);
         let d = buffer.d();
         let mut mean = vec![T::zero(); d];
         for &i in participants {
@@ -125,6 +137,10 @@ impl<T: Scalar> Averager<T> for Central<T> {
         check_rows(self.n, buffer)?;
         let participants = self.draw();
         self.aggregate(buffer, &participants)
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
     }
 
     fn describe(&self) -> String {

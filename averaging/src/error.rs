@@ -44,6 +44,22 @@ pub enum AveragingError {
     /// An averager needs at least one client.
     #[error("the number of clients must be at least 1 (got n = 0)")]
     NoClients,
+    /// More ranks than clients: every rank must own at least one client.
+    #[error("{ranks} ranks for {n} clients: every rank needs a client (start at most {n} ranks, e.g. mpirun -n {n})")]
+    Ranks {
+        /// Ranks of the job.
+        ranks: usize,
+        /// Clients.
+        n: usize,
+    },
+    /// More clients than message tags can name.
+    #[error("{n} clients over ranks: at most {max} (each message is tagged with its receiving client)")]
+    TooManyClients {
+        /// Clients.
+        n: usize,
+        /// The largest number supported.
+        max: usize,
+    },
     /// A problem with the network or its weights.
     #[error(transparent)]
     Graph(#[from] GraphError),

@@ -7,20 +7,35 @@ use crate::averager::{Averager, check_clients, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::Result;
+use crate::placement::Placement;
 
 /// Θ: every client receives the exact average, ⟨Θ⟩_ij = I_d / n (HGP eq. 1).
 ///
 /// Costed as one all-to-all round: every client sends its block to the n − 1 others.
+///
+/// With a distributed [`Placement`], every rank's rows are first gathered to every rank
+/// (`MPI_Allgatherv`) and each rank sums them in client order: the same bits as in one process
+/// (a sum reduction by MPI would add in an order of the library's choosing).
 #[derive(Clone, Debug)]
 pub struct ExactAverage {
     n: usize,
+    placement: Placement,
 }
 
 impl ExactAverage {
     /// Θ for `n` clients.
     pub fn new(n: usize) -> Result<Self> {
         check_clients(n)?;
-        Ok(Self { n })
+        Ok(Self {
+            n,
+            placement: Placement::local(),
+        })
+    }
+
+    /// Spreads the clients over the ranks of `placement`.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 }
 
@@ -34,6 +49,7 @@ impl<T: Scalar> Averager<T> for ExactAverage {
 
     fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
         check_rows(self.n, buffer)?;
+        self.placement.gather_rows(buffer);
         let (n, d) = (buffer.n(), buffer.d());
         let inv = T::one() / T::cast(n as f64);
         let mut mean = vec![T::zero(); d];
@@ -71,6 +87,10 @@ impl<T: Scalar> Averager<T> for ExactAverage {
             cost.client_sends(i, (n - 1) as u64, d as u64);
         }
         Ok(cost)
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
     }
 
     fn describe(&self) -> String {

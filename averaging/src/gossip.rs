@@ -8,7 +8,8 @@ use crate::averager::{Averager, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
-use crate::kernel::{InProcess, MixingWeights, Transport};
+use crate::kernel::{Distributed, InProcess, MixingWeights, Transport};
+use crate::placement::Placement;
 
 /// Where the gossip weights come from.
 #[derive(Clone, Debug)]
@@ -100,6 +101,11 @@ impl<T: Scalar> Gossip<T> {
         self.transport = transport;
         self
     }
+
+    /// Spreads the clients over the ranks of `placement` (rows move with [`Distributed`]).
+    pub fn with_placement(self, placement: Placement) -> Self {
+        self.with_transport(Box::new(Distributed::new(placement)))
+    }
 }
 
 impl<T: Scalar> Averager<T> for Gossip<T> {
@@ -136,6 +142,10 @@ impl<T: Scalar> Averager<T> for Gossip<T> {
             }
         }
         Ok(cost)
+    }
+
+    fn placement(&self) -> Placement {
+        self.transport.placement()
     }
 
     fn describe(&self) -> String {

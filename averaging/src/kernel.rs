@@ -14,6 +14,7 @@ use hgp_graphs::{MixingMatrix, Scalar};
 use rayon::prelude::*;
 
 use crate::buffer::ClientBuffer;
+use crate::placement::{Incoming, Outgoing, Placement, bytes_of, bytes_of_mut};
 
 /// A mixing matrix converted to the float type of the buffer; dense matrices are also kept
 /// in the blocked layout of the dense kernel.
@@ -82,10 +83,47 @@ impl<T: Scalar> MixingWeights<T> {
 }
 
 /// How client rows move during one mixing step. The in-process transport applies W to the
-/// whole buffer; a distributed transport would send each owned row to its out-neighbours.
+/// whole buffer; [`Distributed`] sends each owned row along the links of W to the ranks that
+/// own its receivers and computes its own rows from what arrives.
 pub trait Transport<T: Scalar>: Send {
-    /// One exchange: `dst` ← W `src`, row i of `dst` being Σ_j W_ij (row j of `src`).
-    fn mix(&mut self, w: &MixingWeights<T>, src: &ClientBuffer<T>, dst: &mut ClientBuffer<T>);
+    /// One exchange: `dst` ← W `src` for the rows this process owns (all of them in one
+    /// process), row i of `dst` being Σ_j W_ij (row j of `src`). Rows of `src` owned by other
+    /// ranks are overwritten with what their owners sent.
+    fn mix(&mut self, w: &MixingWeights<T>, src: &mut ClientBuffer<T>, dst: &mut ClientBuffer<T>);
+
+    /// The same exchange with one scalar per client travelling in the same message as its
+    /// row (Push-Sum's ω): also `s_dst` ← W `s_src`, summed in the same order.
+    fn mix_with_scalars(
+        &mut self,
+        w: &MixingWeights<T>,
+        (src, s_src): (&mut ClientBuffer<T>, &mut [T]),
+        (dst, s_dst): (&mut ClientBuffer<T>, &mut [T]),
+    ) {
+        self.mix(w, src, dst);
+        mix_scalars(w, s_src, s_dst, 0..w.n());
+    }
+
+    /// Where the rows live.
+    fn placement(&self) -> Placement {
+        Placement::local()
+    }
+}
+
+/// `dst[i]` ← Σ_j W_ij `src[j]` for one scalar per client and the receivers `rows`, in the
+/// order of the mixing matrix (as the block kernel).
+pub(crate) fn mix_scalars<T: Scalar>(
+    w: &MixingWeights<T>,
+    src: &[T],
+    dst: &mut [T],
+    rows: std::ops::Range<usize>,
+) {
+    for i in rows {
+        let (idx, wts) = w.row(i);
+        dst[i] = idx
+            .iter()
+            .zip(wts)
+            .fold(T::zero(), |acc, (&j, &wj)| acc + wj * src[j]);
+    }
 }
 
 /// All clients in one process, sharing one buffer; parallel over clients with rayon unless
@@ -121,7 +159,7 @@ impl<T> InProcess<T> {
 }
 
 impl<T: Scalar> Transport<T> for InProcess<T> {
-    fn mix(&mut self, w: &MixingWeights<T>, src: &ClientBuffer<T>, dst: &mut ClientBuffer<T>) {
+    fn mix(&mut self, w: &MixingWeights<T>, src: &mut ClientBuffer<T>, dst: &mut ClientBuffer<T>) {
         dst.reshape(src.n(), src.d());
         mix_rows_with(
             w,
@@ -178,7 +216,7 @@ fn mix_rows_with<T: Scalar>(
         return;
     }
     let dense = w.is_dense();
-    let tile = (TILE_BUDGET_BYTES / (n * std::mem::size_of::<T>())).max(LANES) / LANES * LANES;
+    let tile = tile_for::<T>(n);
     let work = if dense { n * n * d } else { w.nnz() * d };
     let threads = rayon::current_num_threads();
     let threshold = if dense {
@@ -204,6 +242,156 @@ fn mix_rows_with<T: Scalar>(
         .zip(packs.par_iter_mut())
         .enumerate()
         .for_each(|(g, (block, pack))| mix_block(w, src, block, g * rows_per_group, d, tile, pack));
+}
+
+/// Columns of every source row kept in cache at once.
+fn tile_for<T>(n: usize) -> usize {
+    (TILE_BUDGET_BYTES / (n * std::mem::size_of::<T>())).max(LANES) / LANES * LANES
+}
+
+/// Rows spread over ranks: each rank sends its rows along the links of W to the ranks that
+/// own their receivers (one point-to-point message per link, Push-Sum's ω in the same
+/// message) and computes its own rows with the in-process kernel, term for term in the same
+/// order, so every value has the same bits as in one process.
+#[derive(Debug)]
+pub struct Distributed<T> {
+    placement: Placement,
+    pack: Vec<T>,
+    outgoing: Vec<T>,
+    incoming: Vec<T>,
+}
+
+impl<T> Distributed<T> {
+    /// The transport of `placement`'s ranks.
+    pub fn new(placement: Placement) -> Self {
+        Self {
+            placement,
+            pack: Vec::new(),
+            outgoing: Vec::new(),
+            incoming: Vec::new(),
+        }
+    }
+}
+
+impl<T: Scalar> Distributed<T> {
+    fn step(
+        &mut self,
+        w: &MixingWeights<T>,
+        (src, mut s_src): (&mut ClientBuffer<T>, Option<&mut [T]>),
+        (dst, s_dst): (&mut ClientBuffer<T>, Option<&mut [T]>),
+    ) {
+        let n = w.n();
+        let d = src.d();
+        let pl = &self.placement;
+        let owned = pl.owned(n);
+        let width = d + usize::from(s_src.is_some());
+        // Messages: row j (and ω_j) for every link j → i from an owned j to a client i of
+        // another rank, in receiver order; the receiver expects them in the same order.
+        let mut sends = Vec::new();
+        let mut local_links = 0u64;
+        self.outgoing.clear();
+        for i in 0..n {
+            let (idx, wts) = w.row(i);
+            let here = owned.contains(&i);
+            for (&j, &wij) in idx.iter().zip(wts) {
+                if j == i || wij == T::zero() || !owned.contains(&j) {
+                    continue;
+                }
+                if here {
+                    local_links += 1;
+                    continue;
+                }
+                self.outgoing.extend_from_slice(src.row(j));
+                if let Some(s) = &s_src {
+                    self.outgoing.push(s[j]);
+                }
+                sends.push((pl.owner(n, i), i));
+            }
+        }
+        let mut expected = Vec::new();
+        for i in owned.clone() {
+            let (idx, wts) = w.row(i);
+            for (&j, &wij) in idx.iter().zip(wts) {
+                if j != i && wij != T::zero() && !owned.contains(&j) {
+                    expected.push((pl.owner(n, j), i, j));
+                }
+            }
+        }
+        self.incoming.clear();
+        self.incoming.resize(expected.len() * width, T::zero());
+        {
+            let out: Vec<Outgoing<'_>> = sends
+                .iter()
+                .zip(self.outgoing.chunks_exact(width.max(1)))
+                .map(|(&(to, i), payload)| Outgoing {
+                    to,
+                    tag: i as u16,
+                    bytes: bytes_of(payload),
+                })
+                .collect();
+            let mut inc: Vec<Incoming<'_>> = expected
+                .iter()
+                .zip(self.incoming.chunks_exact_mut(width.max(1)))
+                .map(|(&(from, i, _), payload)| Incoming {
+                    from,
+                    tag: i as u16,
+                    bytes: bytes_of_mut(payload),
+                })
+                .collect();
+            pl.exchange(&out, &mut inc, local_links);
+        }
+        if w.is_dense() {
+            // The dense kernel multiplies every row, by 0 where there is no link: rows not
+            // received must hold finite values (0 · ∞ would be NaN).
+            for j in (0..n).filter(|j| !owned.contains(j)) {
+                src.row_mut(j).fill(T::zero());
+            }
+        }
+        for (&(_, _, j), payload) in expected.iter().zip(self.incoming.chunks_exact(width.max(1))) {
+            src.row_mut(j).copy_from_slice(&payload[..d]);
+            if let Some(s) = s_src.as_deref_mut() {
+                s[j] = payload[d];
+            }
+        }
+        dst.reshape(n, d);
+        if d > 0 {
+            // The dense kernel takes receivers in aligned groups; the rows of the group that
+            // belong to other ranks are computed and ignored (each row is computed alone).
+            let first = owned.start / DENSE_ROWS * DENSE_ROWS;
+            let last = owned.end.next_multiple_of(DENSE_ROWS).min(n);
+            mix_block(
+                w,
+                src.as_slice(),
+                &mut dst.as_mut_slice()[first * d..last * d],
+                first,
+                d,
+                tile_for::<T>(n),
+                &mut self.pack,
+            );
+        }
+        if let (Some(s_src), Some(s_dst)) = (s_src, s_dst) {
+            mix_scalars(w, s_src, s_dst, owned);
+        }
+    }
+}
+
+impl<T: Scalar> Transport<T> for Distributed<T> {
+    fn mix(&mut self, w: &MixingWeights<T>, src: &mut ClientBuffer<T>, dst: &mut ClientBuffer<T>) {
+        self.step(w, (src, None), (dst, None));
+    }
+
+    fn mix_with_scalars(
+        &mut self,
+        w: &MixingWeights<T>,
+        (src, s_src): (&mut ClientBuffer<T>, &mut [T]),
+        (dst, s_dst): (&mut ClientBuffer<T>, &mut [T]),
+    ) {
+        self.step(w, (src, Some(s_src)), (dst, Some(s_dst)));
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
+    }
 }
 
 /// The vector instructions a mixing step is compiled for.

@@ -35,7 +35,10 @@ mod exact;
 mod gossip;
 pub mod kernel;
 mod operator;
+mod placement;
 mod push_sum;
+#[cfg(feature = "mpi")]
+mod mpi;
 
 pub use averager::Averager;
 pub use buffer::ClientBuffer;
@@ -45,7 +48,12 @@ pub use error::{AveragingError, Result};
 pub use exact::ExactAverage;
 pub use gossip::{Gossip, GossipWeights};
 pub use hgp_graphs::Scalar;
-pub use kernel::{InProcess, KernelPath, MixingWeights, Transport};
+pub use kernel::{Distributed, InProcess, KernelPath, MixingWeights, Transport};
+#[cfg(feature = "mpi")]
+pub use mpi::MpiComm;
+pub use placement::{
+    Comm, Incoming, MAX_DISTRIBUTED_CLIENTS, Outgoing, Placement, ThreadRanks, Traffic,
+};
 pub use operator::realized_operator;
 pub use push_sum::{DebiasWeights, PushSum, PushSumState};
 

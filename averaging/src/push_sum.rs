@@ -8,7 +8,8 @@ use crate::averager::{Averager, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
-use crate::kernel::{InProcess, MixingWeights, Transport};
+use crate::kernel::{Distributed, InProcess, MixingWeights, Transport};
+use crate::placement::Placement;
 
 /// What happens to the debias weights ω between two calls of [`PushSum::average`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,9 +89,12 @@ impl<T: Scalar> PushSumState<T> {
         network.write_graph(self.s, &mut self.graph);
         self.mixing.rebuild_push_sum(&self.graph);
         self.weights.load(&self.mixing);
-        transport.mix(&self.weights, &self.z, &mut self.next_z);
+        transport.mix_with_scalars(
+            &self.weights,
+            (&mut self.z, &mut self.omega),
+            (&mut self.next_z, &mut self.next_omega),
+        );
         std::mem::swap(&mut self.z, &mut self.next_z);
-        mix_scalars(&self.weights, &self.omega, &mut self.next_omega);
         std::mem::swap(&mut self.omega, &mut self.next_omega);
         cost.rounds += 1;
         let floats = self.z.d() as u64 + 1;
@@ -111,17 +115,6 @@ impl<T: Scalar> PushSumState<T> {
         out.reshape(self.z.n(), self.z.d());
         out.as_mut_slice().copy_from_slice(self.z.as_slice());
         divide_rows(out, &self.omega);
-    }
-}
-
-/// ω ← W ω for one scalar per client, in the same order as the block kernel.
-fn mix_scalars<T: Scalar>(w: &MixingWeights<T>, src: &[T], dst: &mut [T]) {
-    for (i, out) in dst.iter_mut().enumerate() {
-        let (idx, wts) = w.row(i);
-        *out = idx
-            .iter()
-            .zip(wts)
-            .fold(T::zero(), |acc, (&j, &wj)| acc + wj * src[j]);
     }
 }
 
@@ -183,6 +176,11 @@ impl<T: Scalar> PushSum<T> {
         self
     }
 
+    /// Spreads the clients over the ranks of `placement` (rows move with [`Distributed`]).
+    pub fn with_placement(self, placement: Placement) -> Self {
+        self.with_transport(Box::new(Distributed::new(placement)))
+    }
+
     /// Steps per average S.
     pub fn steps(&self) -> usize {
         self.steps
@@ -225,6 +223,10 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
         std::mem::swap(buffer, &mut self.state.z);
         divide_rows(buffer, &self.state.omega);
         Ok(cost)
+    }
+
+    fn placement(&self) -> Placement {
+        self.transport.placement()
     }
 
     fn describe(&self) -> String {

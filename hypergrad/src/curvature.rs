@@ -81,6 +81,9 @@ where
     }
     let n = clients.len();
     let d = x.d();
+    let placement = averager.placement();
+    placement.check_clients(n)?;
+    let owned = placement.owned(n);
     let sampler = BatchSampler::new(batch, seed, domain::POWER_ITERATION);
     let mut r = rng::stream(seed, domain::POWER_ITERATION, u64::MAX);
     let start: Vec<f64> = (0..d).map(|_| r.random_range(-1.0..1.0)).collect();
@@ -100,30 +103,42 @@ where
         if n > 1 && work >= PARALLEL_MIN_WORK {
             w.par_rows_mut()
                 .enumerate()
+                .skip(owned.start)
+                .take(owned.len())
                 .for_each_init(Vec::new, |idx, item| product(item, idx));
         } else {
             let mut idx = Vec::new();
             w.rows_mut()
                 .enumerate()
+                .skip(owned.start)
+                .take(owned.len())
                 .for_each(|item| product(item, &mut idx));
         }
         comm.merge(&averager.average(&mut w)?);
-        for i in 0..n {
+        // Per client: ρ_i, and whether q_i became zero (gathered, so every rank decides alike).
+        let mut found = vec![0.0; 2 * n];
+        for i in owned.clone() {
             let (qi, wi) = (q.row(i), w.row(i));
             let qq: f64 = qi.iter().map(|a| a.as_f64() * a.as_f64()).sum();
             let ww: f64 = wi.iter().map(|b| b.as_f64() * b.as_f64()).sum();
             let rho = (ww / qq).sqrt();
-            if !rho.is_finite() {
-                return Err(HypergradError::Curvature(rho));
-            }
-            largest = largest.max(rho);
             let scale = if ww > 0.0 { 1.0 / ww.sqrt() } else { 0.0 };
             let scale = T::cast(scale);
             for (a, &b) in q.row_mut(i).iter_mut().zip(w.row(i)) {
                 *a = b * scale;
             }
+            found[2 * i] = rho;
+            found[2 * i + 1] = f64::from(u8::from(q.row(i).iter().all(|v| *v == T::zero())));
         }
-        if q.as_slice().iter().all(|v| *v == T::zero()) {
+        placement.gather_values(&mut found, 2);
+        for f in found.chunks_exact(2) {
+            let rho = f[0];
+            if !rho.is_finite() {
+                return Err(HypergradError::Curvature(rho));
+            }
+            largest = largest.max(rho);
+        }
+        if found.chunks_exact(2).all(|f| f[1] == 1.0) {
             // H̄ q = 0: nothing more to learn from further products.
             break;
         }

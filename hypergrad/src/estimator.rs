@@ -1,6 +1,6 @@
 //! The `HyperGradient` trait and what estimators return.
 
-use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
 use hgp_models::{ClientObjective, PerClient};
 
 use crate::error::{HypergradError, Result};
@@ -113,10 +113,46 @@ pub(crate) fn outer_gradients<T: Scalar, C: ClientObjective<T>>(
     x: &ClientBuffer<T>,
     lambda: &PerClient<T>,
 ) -> (ClientBuffer<T>, PerClient<T>) {
+    outer_gradients_of(clients, x, lambda, 0..clients.len())
+}
+
+/// [`outer_gradients`] of the clients `owned` only (the other rows are zero).
+pub(crate) fn outer_gradients_of<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
+    owned: std::ops::Range<usize>,
+) -> (ClientBuffer<T>, PerClient<T>) {
     let mut u = ClientBuffer::zeros(clients.len(), x.d());
     let mut v = lambda.zeros_like();
-    for (i, c) in clients.iter().enumerate() {
-        c.outer_grads(x.row(i), lambda.row(i), u.row_mut(i), v.row_mut(i));
+    for i in owned {
+        clients[i].outer_grads(x.row(i), lambda.row(i), u.row_mut(i), v.row_mut(i));
     }
     (u, v)
+}
+
+/// Every rank's rows of `v` sent to every rank (a no-op in one process).
+pub(crate) fn gather_per_client<T: Scalar>(placement: &Placement, v: &mut PerClient<T>) {
+    if !placement.is_distributed() {
+        return;
+    }
+    let n = v.n();
+    let lens = v.lens();
+    let offsets: Vec<usize> = std::iter::once(0)
+        .chain(lens.iter().scan(0, |at, &l| {
+            *at += l;
+            Some(*at)
+        }))
+        .collect();
+    let bounds: Vec<usize> = (0..=placement.ranks())
+        .map(|r| {
+            let first = if r == placement.ranks() {
+                n
+            } else {
+                placement.clients_of(n, r).start
+            };
+            offsets[first]
+        })
+        .collect();
+    placement.gather_blocks(v.as_mut_slice(), &bounds);
 }

@@ -9,7 +9,9 @@ use rayon::prelude::*;
 
 use crate::curvature::{PowerIteration, estimate_curvature};
 use crate::error::{HypergradError, Result};
-use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
+use crate::estimator::{
+    HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients_of,
+};
 
 /// |u| may grow this much over |u^(0)| before HGP is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
@@ -144,7 +146,8 @@ impl Default for HgpOptions {
 }
 
 /// Receives the HGP vectors after every iteration m = 0, 1, ..., M (so curves such as the
-/// error against m are recorded from outside the estimator).
+/// error against m are recorded from outside the estimator). With clients spread over ranks,
+/// only the rows of this rank's clients are current.
 pub trait HgpObserver<T> {
     /// Called with v^(m) and u^(m).
     fn observe(&mut self, m: usize, v: &PerClient<T>, u: &ClientBuffer<T>);
@@ -232,6 +235,11 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                 got: self.averager.n(),
             });
         }
+        // Each rank computes its own clients' rows; reductions gather per-client values and
+        // sum them in client order, so every rank sees the bits of one process.
+        let placement = self.averager.placement();
+        placement.check_clients(n)?;
+        let owned = placement.owned(n);
         let HgpOptions {
             neumann_terms,
             eta,
@@ -249,8 +257,8 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
             }
         };
         let eta_t = T::cast(eta);
-        let (mut u, mut v) = outer_gradients(clients, x, lambda);
-        let mut watch = NormWatch::new(u.norm(), neumann_terms);
+        let (mut u, mut v) = outer_gradients_of(clients, x, lambda, owned.clone());
+        let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
         observer.observe(0, &v, &u);
         let d = x.d();
         let work = d * clients.first().map_or(0, |c| c.num_train());
@@ -296,10 +304,12 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                 squared
             };
             let v_rows = v.rows_mut();
-            let squares: Vec<f64> = if n > 1 && work >= PARALLEL_MIN_WORK {
+            let own: Vec<f64> = if n > 1 && work >= PARALLEL_MIN_WORK {
                 u.par_rows_mut()
                     .zip(v_rows.into_par_iter())
                     .enumerate()
+                    .skip(owned.start)
+                    .take(owned.len())
                     .map_init(Scratch::default, |s, item| update(item, s))
                     .collect()
             } else {
@@ -307,9 +317,14 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
                 u.rows_mut()
                     .zip(v_rows)
                     .enumerate()
+                    .skip(owned.start)
+                    .take(owned.len())
                     .map(|item| update(item, &mut s))
                     .collect()
             };
+            let mut squares = vec![0.0; n];
+            squares[owned.clone()].copy_from_slice(&own);
+            placement.gather_values(&mut squares, 1);
             let current = squares.iter().sum::<f64>().sqrt();
             match watch.record(m, current) {
                 Ok(()) => {}
@@ -333,6 +348,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
             }
             observer.observe(m, &v, &u);
         }
+        gather_per_client(&placement, &mut v);
         Ok(HyperGradEstimate {
             v,
             comm,

@@ -3,6 +3,7 @@
 use hgp_averaging::{ClientBuffer, Scalar};
 use hgp_models::{Batch, BatchSampler, InnerCost, PerClient};
 use rayon::prelude::*;
+use std::ops::Range;
 
 use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
@@ -12,7 +13,9 @@ const PARALLEL_MIN_WORK: usize = 1 << 16;
 
 /// target_i ← target_i − lr · ∂_x g_i(point_i, λ_i; ξ_i), with ξ_i drawn by `sampler` for
 /// (client i, step, draw 0); without `point`, the gradient is taken at target_i itself.
-/// Parallel over clients; results do not depend on threads.
+/// Only the clients `owned` (all of them in one process) step. Parallel over clients;
+/// results do not depend on threads.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     clients: &[C],
     lambda: &PerClient<T>,
@@ -21,6 +24,7 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     lr: T,
     sampler: &BatchSampler,
     step: u64,
+    owned: Range<usize>,
 ) {
     let d = target.d();
     let work = d * clients.first().map_or(0, |c| c.num_train());
@@ -38,13 +42,23 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
         }
     };
     if clients.len() > 1 && work >= PARALLEL_MIN_WORK {
-        target.par_rows_mut().enumerate().for_each_init(
+        target
+            .par_rows_mut()
+            .enumerate()
+            .skip(owned.start)
+            .take(owned.len())
+            .for_each_init(
             || (Vec::new(), Vec::new()),
             |(g, idx), item| body(item, g, idx),
         );
     } else {
         let (mut g, mut idx) = (Vec::new(), Vec::new());
-        for item in target.rows_mut().enumerate() {
+        for item in target
+            .rows_mut()
+            .enumerate()
+            .skip(owned.start)
+            .take(owned.len())
+        {
             body(item, &mut g, &mut idx);
         }
     }
@@ -62,7 +76,8 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
     solver: &'static str,
 ) -> Result<()> {
     let rate = lr.at(t);
-    descend(clients, lambda, None, x, T::cast(rate), sampler, t as u64);
+    let n = clients.len();
+    descend(clients, lambda, None, x, T::cast(rate), sampler, t as u64, 0..n);
     if all_finite(x) {
         Ok(())
     } else {
@@ -77,4 +92,9 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
 /// Whether every value of the buffer is finite.
 pub(crate) fn all_finite<T: Scalar>(x: &ClientBuffer<T>) -> bool {
     x.as_slice().iter().all(|v| v.as_f64().is_finite())
+}
+
+/// Whether every value of the rows `owned` is finite.
+pub(crate) fn rows_finite<T: Scalar>(x: &ClientBuffer<T>, owned: Range<usize>) -> bool {
+    owned.into_iter().all(|i| x.row(i).iter().all(|v| v.as_f64().is_finite()))
 }

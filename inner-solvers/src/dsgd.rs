@@ -76,6 +76,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
                 T::cast(lr),
                 &self.sampler,
                 t as u64,
+                0..n,
             );
             comm.merge(&gossip.average(&mut x)?);
             for (a, &b) in x.as_mut_slice().iter_mut().zip(step.as_slice()) {

@@ -50,7 +50,7 @@ pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use schedule::LrSchedule;
 pub use schedulers::LrScheduler;
 pub use sgp::{Sgp, SgpOrder};
-pub use solution::{InnerSolution, total_gradient};
+pub use solution::{InnerSolution, total_gradient, total_gradient_on};
 pub use solver::InnerSolver;
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 use hgp_graphs::rng::domain;
 use std::sync::Arc;
 
-use hgp_averaging::{ClientBuffer, CommCost, InProcess, PushSumState, Scalar};
+use hgp_averaging::{
+    ClientBuffer, CommCost, Distributed, InProcess, Placement, PushSumState, Scalar, Transport,
+};
 use hgp_graphs::Network;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
-use crate::descent::{all_finite, descend};
+use crate::descent::{descend, rows_finite};
 use crate::error::{InnerError, Result};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
@@ -39,6 +41,7 @@ pub struct Sgp {
     order: SgpOrder,
     sampler: BatchSampler,
     parallel: bool,
+    placement: Placement,
 }
 
 impl Sgp {
@@ -56,7 +59,15 @@ impl Sgp {
             order: SgpOrder::StepThenMix,
             sampler: BatchSampler::new(BatchSize::Full, 0, domain::SGP),
             parallel: true,
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank steps its own clients and
+    /// Push-Sums over [`Distributed`]; the result has the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     /// Mini-batches of the given size (drawn from `seed`) instead of full batches.
@@ -95,10 +106,14 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                 got: self.network.n(),
             });
         }
-        let mut transport = if self.parallel {
-            InProcess::parallel()
+        self.placement.check_clients(n)?;
+        let owned = self.placement.owned(n);
+        let mut transport: Box<dyn Transport<T>> = if self.placement.is_distributed() {
+            Box::new(Distributed::new(self.placement.clone()))
+        } else if self.parallel {
+            Box::new(InProcess::parallel())
         } else {
-            InProcess::sequential()
+            Box::new(InProcess::sequential())
         };
         let mut state = PushSumState::new(x0.clone());
         let mut x = x0.clone();
@@ -116,11 +131,12 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                         T::cast(lr),
                         &self.sampler,
                         t as u64,
+                        owned.clone(),
                     );
-                    state.step(self.network.as_ref(), &mut transport, &mut comm);
+                    state.step(self.network.as_ref(), transport.as_mut(), &mut comm);
                 }
                 SgpOrder::MixThenStep => {
-                    state.step(self.network.as_ref(), &mut transport, &mut comm);
+                    state.step(self.network.as_ref(), transport.as_mut(), &mut comm);
                     state.estimate_into(&mut x);
                     descend(
                         clients,
@@ -130,10 +146,14 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                         T::cast(lr),
                         &self.sampler,
                         t as u64,
+                        owned.clone(),
                     );
                 }
             }
-            if !all_finite(state.z()) {
+            if self
+                .placement
+                .any(!rows_finite(state.z(), owned.clone()))
+            {
                 return Err(InnerError::Diverged {
                     solver: "SGP",
                     step: t,
@@ -143,8 +163,11 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
             progress(t + 1, self.steps);
         }
         state.estimate_into(&mut x);
-        let omega = state.omega().to_vec();
-        Ok(InnerSolution::measure(
+        let mut omega = state.omega().to_vec();
+        self.placement.gather_rows(&mut x);
+        self.placement.gather_values(&mut omega, 1);
+        Ok(InnerSolution::measure_on(
+            &self.placement,
             clients,
             lambda,
             x,

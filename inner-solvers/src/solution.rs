@@ -1,6 +1,6 @@
 //! What an inner solver returns, and the quality measures it reports.
 
-use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
 use hgp_models::{Batch, InnerCost, PerClient};
 
 use crate::error::{InnerError, Result};
@@ -32,9 +32,24 @@ impl<T: Scalar> InnerSolution<T> {
         steps: usize,
         comm: CommCost,
     ) -> Self {
+        Self::measure_on(&Placement::local(), clients, lambda, x, omega, steps, comm)
+    }
+
+    /// [`InnerSolution::measure`] with the clients spread over `placement`'s ranks (`x` holds
+    /// every row on every rank): each rank computes its own clients' gradients for the
+    /// stationarity, gathered and summed in client order (the bits of one process).
+    pub fn measure_on<C: InnerCost<T>>(
+        placement: &Placement,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x: ClientBuffer<T>,
+        omega: Option<Vec<T>>,
+        steps: usize,
+        comm: CommCost,
+    ) -> Self {
         let mean = x.mean_row();
         let consensus_error = x.max_distance_to(&mean).as_f64();
-        let stationarity = total_gradient(clients, lambda, &mean)
+        let stationarity = total_gradient_on(placement, clients, lambda, &mean)
             .iter()
             .map(|v| v.as_f64().powi(2))
             .sum::<f64>()
@@ -70,6 +85,26 @@ pub fn total_gradient<T: Scalar, C: InnerCost<T>>(
         }
     }
     total
+}
+
+/// [`total_gradient`] with each rank computing its own clients' gradients, gathered and
+/// summed in client order: the same bits as in one process.
+pub fn total_gradient_on<T: Scalar, C: InnerCost<T>>(
+    placement: &Placement,
+    clients: &[C],
+    lambda: &PerClient<T>,
+    x: &[T],
+) -> Vec<T> {
+    if !placement.is_distributed() {
+        return total_gradient(clients, lambda, x);
+    }
+    let n = clients.len();
+    let mut grads = ClientBuffer::zeros(n, x.len());
+    for i in placement.owned(n) {
+        clients[i].inner_grad(x, lambda.row(i), Batch::Full, grads.row_mut(i));
+    }
+    placement.gather_rows(&mut grads);
+    grads.sum_row()
 }
 
 /// Checks that λ and x0 fit the clients.

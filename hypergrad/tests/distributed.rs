@@ -1,0 +1,126 @@
+//! SGP and HGP with the clients spread over ranks (threads standing in for MPI processes)
+//! give the bits of one process: the inner solution, its measures, η from the power
+//! iteration and every client's hyper-gradient.
+
+use std::sync::Arc;
+
+use hgp_averaging::{ClientBuffer, ExactAverage, Placement, PushSum, ThreadRanks};
+use hgp_graphs::{Network, RandomDirected, RandomEdges};
+use hgp_hypergrad::{Eta, Hgp, HgpOptions, HyperGradient};
+use hgp_inner_solvers::{InnerSolver, LrSchedule, Sgp};
+use hgp_models::data::{SyntheticConfig, generate_synthetic};
+use hgp_models::{BatchSize, L2Logistic, PerClient};
+
+fn clients(n: usize) -> Vec<L2Logistic<f64>> {
+    generate_synthetic(
+        &SyntheticConfig {
+            clients: n,
+            ..SyntheticConfig::default()
+        },
+        9,
+    )
+    .unwrap()
+    .iter()
+    .map(|c| L2Logistic::new(c, false).unwrap())
+    .collect()
+}
+
+fn bits(values: &[f64]) -> Vec<u64> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Everything one run computes, as bits.
+#[derive(Debug, PartialEq)]
+struct Run {
+    x: Vec<u64>,
+    omega: Vec<u64>,
+    measures: [u64; 2],
+    v: Vec<u64>,
+    eta: u64,
+    messages: u64,
+}
+
+fn run(placement: Placement, n: usize, exact: bool) -> Run {
+    let clients = clients(n);
+    let d = 5;
+    let lambda = PerClient::filled(&vec![d; n], 0.01);
+    let inner: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
+    let outer: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 8).unwrap());
+    let mut sgp = Sgp::new(inner, 300, LrSchedule::constant(1.0).unwrap())
+        .unwrap()
+        .with_batches(BatchSize::Size(20), 3)
+        .with_placement(placement.clone());
+    let solution = sgp.solve(&clients, &lambda, &ClientBuffer::zeros(n, d)).unwrap();
+    let options = HgpOptions {
+        neumann_terms: 80,
+        eta: Eta::default(),
+        batch: BatchSize::Size(30),
+        seed: 5,
+        ..HgpOptions::default()
+    };
+    let estimate = if exact {
+        Hgp::new(ExactAverage::new(n).unwrap().with_placement(placement.clone()), options)
+            .unwrap()
+            .estimate(&clients, &solution.x, &lambda)
+            .unwrap()
+    } else {
+        let ps = PushSum::new(outer, 5).unwrap().with_placement(placement.clone());
+        Hgp::new(ps, options)
+            .unwrap()
+            .estimate(&clients, &solution.x, &lambda)
+            .unwrap()
+    };
+    Run {
+        x: bits(solution.x.as_slice()),
+        omega: bits(solution.omega.as_deref().unwrap()),
+        measures: [
+            solution.consensus_error.to_bits(),
+            solution.stationarity.to_bits(),
+        ],
+        v: bits(estimate.v.as_slice()),
+        eta: estimate.eta.unwrap().to_bits(),
+        messages: solution.comm.messages + estimate.comm.messages,
+    }
+}
+
+#[test]
+fn sgp_and_hgp_over_ranks_have_the_bits_of_one_process() {
+    for (n, ranks, exact) in [(4, 4, false), (6, 4, false), (5, 2, true)] {
+        let want = run(Placement::local(), n, exact);
+        let got = ThreadRanks::spawn(ranks, |p| {
+            let r = run(p.clone(), n, exact);
+            (r, p.traffic())
+        });
+        let mut sent = 0;
+        for (rank, (r, traffic)) in got.iter().enumerate() {
+            assert!(r == &want, "n = {n}, {ranks} ranks: rank {rank} differs");
+            sent += traffic.messages + traffic.local_links;
+        }
+        if !exact {
+            // Every Push-Sum link of SGP and HGP is a message or a delivery within a rank.
+            assert_eq!(sent, want.messages, "n = {n}, {ranks} ranks");
+        }
+    }
+}
+
+#[test]
+fn more_ranks_than_clients_is_refused() {
+    let errors = ThreadRanks::spawn(4, |p| {
+        let n = 3;
+        let net: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
+        Sgp::new(net, 3, LrSchedule::constant(1.0).unwrap())
+            .unwrap()
+            .with_placement(p)
+            .solve(
+                &clients(n),
+                &PerClient::filled(&[5; 3], 0.01),
+                &ClientBuffer::zeros(n, 5),
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    });
+    for e in errors {
+        assert!(e.contains("4 ranks for 3 clients"), "{e}");
+    }
+}
