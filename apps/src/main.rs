@@ -4,6 +4,7 @@
 //! data, and writes tables, CSV/JSON and plots.
 
 mod commands;
+mod engine;
 mod plot;
 mod report;
 mod setup;
@@ -86,7 +87,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Under MPI every rank fails together; rank 0 says why.
+            if !engine::silent() {
+                eprintln!("error: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{
-    Averager, Central, ClientBuffer, DebiasWeights, ExactAverage, Gossip, PushSum, Scalar,
+    Averager, Central, ClientBuffer, DebiasWeights, ExactAverage, Gossip, Placement, PushSum,
+    Scalar,
 };
 use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
@@ -244,6 +245,19 @@ pub fn total_outer_loss<T: Scalar, C: OuterCost<T>>(
         .enumerate()
         .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)).as_f64())
         .sum()
+}
+
+/// [`total_outer_loss`] with each rank computing its own clients' f_k, gathered and summed
+/// in client order (the bits of one process).
+pub fn total_outer_loss_on<T: Scalar, C: OuterCost<T>>(
+    placement: &Placement,
+    clients: &[C],
+    x: &ClientBuffer<T>,
+    lambda: &PerClient<T>,
+) -> f64 {
+    placement.sum_over_clients(clients.len(), |i| {
+        clients[i].outer_value(x.row(i), lambda.row(i)).as_f64()
+    })
 }
 
 /// Clients of the synthetic data by default.
@@ -550,30 +564,61 @@ impl AveragerArgs {
 
     /// Builds the averager over `net`.
     pub fn build<T: Scalar>(&self, net: &BuiltNetwork, seed: u64) -> Result<Box<dyn Averager<T>>> {
+        self.build_on(net, seed, &Placement::local())
+    }
+
+    /// Builds the averager over `net` for clients placed by `placement`.
+    pub fn build_on<T: Scalar>(
+        &self,
+        net: &BuiltNetwork,
+        seed: u64,
+        placement: &Placement,
+    ) -> Result<Box<dyn Averager<T>>> {
         let n = net.network.n();
+        let p = placement.clone();
         let steps = self.push_steps.unwrap_or(PUSH_STEPS);
         Ok(match self.kind() {
-            AveragerKind::Exact => Box::new(ExactAverage::new(n)?),
+            AveragerKind::Exact => Box::new(ExactAverage::new(n)?.with_placement(p)),
             AveragerKind::PushSum => {
                 let debias = if self.keep_omega {
                     DebiasWeights::Kept
                 } else {
                     DebiasWeights::Reset
                 };
-                Box::new(PushSum::new(net.network.clone(), steps)?.with_debias(debias))
+                let ps = PushSum::new(net.network.clone(), steps)?.with_debias(debias);
+                if p.is_distributed() {
+                    Box::new(ps.with_placement(p))
+                } else {
+                    Box::new(ps)
+                }
             }
             AveragerKind::Gossip => match &net.fixed {
                 Some(graph) => {
                     let fmmc = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?;
-                    Box::new(Gossip::constant(fmmc.matrix, steps)?)
+                    let g = Gossip::constant(fmmc.matrix, steps)?;
+                    if p.is_distributed() {
+                        Box::new(g.with_placement(p))
+                    } else {
+                        Box::new(g)
+                    }
                 }
-                None => Box::new(Gossip::metropolis(net.network.clone(), steps)?),
+                None => {
+                    let g = Gossip::metropolis(net.network.clone(), steps)?;
+                    if p.is_distributed() {
+                        Box::new(g.with_placement(p))
+                    } else {
+                        Box::new(g)
+                    }
+                }
             },
-            AveragerKind::Central => Box::new(Central::new(
-                n,
-                self.fraction.unwrap_or(FRACTION),
-                derive(seed, domain::AVERAGER),
-            )?),
+            AveragerKind::Central => Box::new(
+                Central::new(
+                    n,
+                    self.fraction.unwrap_or(FRACTION),
+                    derive(seed, domain::AVERAGER),
+                )?
+                .with_placement(p),
+            ),
         })
     }
 }
@@ -768,15 +813,20 @@ impl InnerArgs {
         self.inner_batch.unwrap_or(defaults.inner_batch)
     }
 
-    /// Builds the solver over `network`.
+    /// Builds the solver over `network` for clients placed by `placement`.
     pub fn build<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
         network: Arc<dyn Network>,
-        seed: u64,
+        (seed, placement): (u64, &Placement),
         defaults: &Defaults,
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
         Ok(match self.inner {
-            InnerKind::Exact => Box::new(ExactNewton::new()),
+            InnerKind::Exact => {
+                if placement.is_distributed() {
+                    bail!("{}", ENGINE_INNER);
+                }
+                Box::new(ExactNewton::new())
+            }
             InnerKind::Sgp => {
                 let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
                     OrderKind::StepThenMix => SgpOrder::StepThenMix,
@@ -786,7 +836,8 @@ impl InnerArgs {
                 Box::new(
                     Sgp::new(network, steps, self.schedule(defaults)?)?
                         .with_order(order)
-                        .with_batches(self.batch(defaults), derive(seed, domain::INNER)),
+                        .with_batches(self.batch(defaults), derive(seed, domain::INNER))
+                        .with_placement(placement.clone()),
                 )
             }
         })
@@ -1177,7 +1228,12 @@ pub struct PipelineArgs {
 pub struct Pipeline<'a> {
     args: &'a PipelineArgs,
     seed: u64,
+    placement: Placement,
 }
+
+/// Why `--engine mpi` refuses `--inner exact`.
+const ENGINE_INNER: &str =
+    "--inner exact is a centralized Newton solve: with --engine mpi use --inner sgp";
 
 impl std::ops::Deref for Pipeline<'_> {
     type Target = PipelineArgs;
@@ -1190,7 +1246,36 @@ impl std::ops::Deref for Pipeline<'_> {
 impl<'a> Pipeline<'a> {
     /// The pipeline of `args` for the run's `seed`.
     pub fn new(args: &'a PipelineArgs, seed: u64) -> Self {
-        Self { args, seed }
+        Self {
+            args,
+            seed,
+            placement: Placement::local(),
+        }
+    }
+
+    /// The same pipeline with the clients placed by `placement` (`--engine mpi`).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Checks that the chosen methods run with the clients spread over ranks: SGP for the
+    /// inner problem and HGP (with any averager) for the hyper-gradient.
+    pub fn validate_engine(&self) -> Result<()> {
+        if !self.placement.is_distributed() {
+            return Ok(());
+        }
+        let kind = self.estimator.estimator;
+        if kind != EstimatorKind::Hgp {
+            bail!(
+                "--engine mpi runs --estimator hgp (with any --averager); --estimator {} runs in one process: use --engine local",
+                kind.name()
+            );
+        }
+        if self.inner.inner == InnerKind::Exact {
+            bail!("{}", ENGINE_INNER);
+        }
+        Ok(())
     }
     /// Checks every option group (before any work).
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
@@ -1297,7 +1382,8 @@ impl<'a> Pipeline<'a> {
         let net = self
             .network
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
-        self.inner.build::<T, C>(net.network, self.seed, defaults)
+        self.inner
+            .build::<T, C>(net.network, (self.seed, &self.placement), defaults)
     }
 
     /// The estimator for `n` clients (its network steps drawn from the estimator domain).
@@ -1309,7 +1395,9 @@ impl<'a> Pipeline<'a> {
         let net = self
             .network
             .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
-        let averager = self.averager.build::<T>(&net, self.seed)?;
+        let averager = self
+            .averager
+            .build_on::<T>(&net, self.seed, &self.placement)?;
         let gamma = self.pdbo_gamma(defaults)?;
         self.estimator
             .build::<T, C>((averager, &net), gamma, self.seed, defaults)

@@ -1484,3 +1484,31 @@ fn fedhyper_runs_every_method_reproducibly() {
         assert!(err.contains(expected), "{flags:?}: {err}");
     }
 }
+
+/// The default build has no MPI: `--engine mpi` says how to get it, in one line, before any
+/// work.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn engine_mpi_needs_the_mpi_build() {
+    let o = hgp(&["hypergrad", "--engine", "mpi"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("built without MPI") && err.contains("--features mpi"),
+        "{err}"
+    );
+    // The simulator is the default engine and the same as --engine local.
+    let args = [
+        "hypergrad",
+        "--json",
+        "--sgp-steps",
+        "100",
+        "--neumann-terms",
+        "20",
+    ];
+    let default = stdout(&hgp(&args));
+    let mut local = args.to_vec();
+    local.extend(["--engine", "local"]);
+    assert_eq!(default, stdout(&hgp(&local)));
+}

@@ -45,7 +45,9 @@ pub enum AveragingError {
     #[error("the number of clients must be at least 1 (got n = 0)")]
     NoClients,
     /// More ranks than clients: every rank must own at least one client.
-    #[error("{ranks} ranks for {n} clients: every rank needs a client (start at most {n} ranks, e.g. mpirun -n {n})")]
+    #[error(
+        "{ranks} ranks for {n} clients: every rank needs a client (start at most {n} ranks, e.g. mpirun -n {n})"
+    )]
     Ranks {
         /// Ranks of the job.
         ranks: usize,
@@ -53,7 +55,9 @@ pub enum AveragingError {
         n: usize,
     },
     /// More clients than message tags can name.
-    #[error("{n} clients over ranks: at most {max} (each message is tagged with its receiving client)")]
+    #[error(
+        "{n} clients over ranks: at most {max} (each message is tagged with its receiving client)"
+    )]
     TooManyClients {
         /// Clients.
         n: usize,

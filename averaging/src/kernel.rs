@@ -347,7 +347,10 @@ impl<T: Scalar> Distributed<T> {
                 src.row_mut(j).fill(T::zero());
             }
         }
-        for (&(_, _, j), payload) in expected.iter().zip(self.incoming.chunks_exact(width.max(1))) {
+        for (&(_, _, j), payload) in expected
+            .iter()
+            .zip(self.incoming.chunks_exact(width.max(1)))
+        {
             src.row_mut(j).copy_from_slice(&payload[..d]);
             if let Some(s) = s_src.as_deref_mut() {
                 s[j] = payload[d];

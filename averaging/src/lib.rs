@@ -34,11 +34,11 @@ mod error;
 mod exact;
 mod gossip;
 pub mod kernel;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod operator;
 mod placement;
 mod push_sum;
-#[cfg(feature = "mpi")]
-mod mpi;
 
 pub use averager::Averager;
 pub use buffer::ClientBuffer;
@@ -51,10 +51,10 @@ pub use hgp_graphs::Scalar;
 pub use kernel::{Distributed, InProcess, KernelPath, MixingWeights, Transport};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiComm;
+pub use operator::realized_operator;
 pub use placement::{
     Comm, Incoming, MAX_DISTRIBUTED_CLIENTS, Outgoing, Placement, ThreadRanks, Traffic,
 };
-pub use operator::realized_operator;
 pub use push_sum::{DebiasWeights, PushSum, PushSumState};
 
 #[cfg(test)]

@@ -82,7 +82,10 @@ impl Comm for MpiComm {
                 let status = world
                     .process_at_rank(m.from as i32)
                     .receive_into_with_tag(&mut *m.bytes, i32::from(m.tag));
-                debug_assert_eq!(status.count(u8::equivalent_datatype()), count(m.bytes.len()));
+                debug_assert_eq!(
+                    status.count(u8::equivalent_datatype()),
+                    count(m.bytes.len())
+                );
             }
             for r in requests {
                 r.wait();
@@ -101,6 +104,20 @@ impl Comm for MpiComm {
                 Some(d)
             })
             .collect();
+        // An empty slice's pointer is 1, which OpenMPI reads as MPI_IN_PLACE: empty buffers
+        // point into a real (unused) byte instead.
+        let mut spare = [0u8; 2];
+        let (send_spare, recv_spare) = spare.split_at_mut(1);
+        let mine = if mine.is_empty() {
+            &send_spare[..0]
+        } else {
+            mine
+        };
+        let out = if out.is_empty() {
+            &mut recv_spare[..0]
+        } else {
+            out
+        };
         let mut partition = PartitionMut::new(out, counts, displs);
         world.all_gather_varcount_into(mine, &mut partition);
     }

@@ -192,13 +192,15 @@ impl Placement {
 
     /// What went between the ranks so far (all zero when local).
     pub fn traffic(&self) -> Traffic {
-        self.shared.as_ref().map_or_else(Traffic::default, |s| Traffic {
-            messages: s.messages.load(Ordering::Relaxed),
-            bytes: s.bytes.load(Ordering::Relaxed),
-            local_links: s.local_links.load(Ordering::Relaxed),
-            collectives: s.collectives.load(Ordering::Relaxed),
-            collective_bytes: s.collective_bytes.load(Ordering::Relaxed),
-        })
+        self.shared
+            .as_ref()
+            .map_or_else(Traffic::default, |s| Traffic {
+                messages: s.messages.load(Ordering::Relaxed),
+                bytes: s.bytes.load(Ordering::Relaxed),
+                local_links: s.local_links.load(Ordering::Relaxed),
+                collectives: s.collectives.load(Ordering::Relaxed),
+                collective_bytes: s.collective_bytes.load(Ordering::Relaxed),
+            })
     }
 
     /// Rank r's block `data[bounds[r]..bounds[r + 1]]` is sent to every rank, so all of
@@ -277,7 +279,8 @@ impl Placement {
         let Some(s) = &self.shared else { return flag };
         let p = s.comm.size();
         let mut flags = vec![0u8; p];
-        s.comm.all_gather(&[u8::from(flag)], &vec![1; p], &mut flags);
+        s.comm
+            .all_gather(&[u8::from(flag)], &vec![1; p], &mut flags);
         s.collectives.fetch_add(1, Ordering::Relaxed);
         s.collective_bytes
             .fetch_add(p as u64 - 1, Ordering::Relaxed);
@@ -521,7 +524,10 @@ mod tests {
         });
         let local: f64 = (0..n).map(|i| i as f64 * 0.1).sum();
         for (b, sum, any, words) in results {
-            assert_eq!(b, ClientBuffer::from_fn(n, 3, |i, k| [i as f64, 0.5, -(i as f64)][k]));
+            assert_eq!(
+                b,
+                ClientBuffer::from_fn(n, 3, |i, k| [i as f64, 0.5, -(i as f64)][k])
+            );
             assert_eq!(sum.to_bits(), local.to_bits());
             assert!(any);
             assert_eq!(words[3], b"rank 3");

@@ -35,9 +35,11 @@ fn check(
     for _ in 0..3 {
         let cost = local.average(&mut y).unwrap();
         want.push((y.clone(), cost));
-        y.as_mut_slice().iter_mut().for_each(|v| *v = *v * 1.5 - 0.25);
+        y.as_mut_slice()
+            .iter_mut()
+            .for_each(|v| *v = *v * 1.5 - 0.25);
     }
-    let results = ThreadRanks::spawn(ranks, |placement| {
+    ThreadRanks::spawn(ranks, |placement| {
         let owned = placement.owned(n);
         let mut averager = make(placement.clone());
         let mut y = values(n, d);
@@ -57,8 +59,7 @@ fn check(
             }
         }
         (total, placement.traffic())
-    });
-    results
+    })
 }
 
 #[test]
@@ -89,7 +90,9 @@ fn push_sum_over_ranks_has_the_bits_and_the_messages_of_one_process() {
     }
     // Dense weights (the blocked kernel) on a complete graph.
     let fc: Arc<dyn Network> = Arc::new(FullyConnected::new(14).unwrap());
-    check(14, 40, 4, |p| Box::new(PushSum::new(fc.clone(), 2).unwrap().with_placement(p)));
+    check(14, 40, 4, |p| {
+        Box::new(PushSum::new(fc.clone(), 2).unwrap().with_placement(p))
+    });
 }
 
 #[test]
@@ -98,12 +101,21 @@ fn gossip_exact_and_central_over_ranks_have_the_bits_of_one_process() {
     let net: Arc<dyn Network> =
         Arc::new(RandomUndirected::new(n, RandomEdges::default(), 3).unwrap());
     let results = check(n, 17, 3, |p| {
-        Box::new(Gossip::metropolis(net.clone(), 3).unwrap().with_placement(p))
+        Box::new(
+            Gossip::metropolis(net.clone(), 3)
+                .unwrap()
+                .with_placement(p),
+        )
     });
     let cost = &results[0].0;
-    let messages: u64 = results.iter().map(|(_, t)| t.messages + t.local_links).sum();
+    let messages: u64 = results
+        .iter()
+        .map(|(_, t)| t.messages + t.local_links)
+        .sum();
     assert_eq!(messages, cost.messages);
-    check(n, 17, 3, |p| Box::new(ExactAverage::new(n).unwrap().with_placement(p)));
+    check(n, 17, 3, |p| {
+        Box::new(ExactAverage::new(n).unwrap().with_placement(p))
+    });
     check(n, 17, 4, |p| {
         Box::new(Central::<f64>::new(n, 0.5, 11).unwrap().with_placement(p))
     });

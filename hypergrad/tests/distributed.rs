@@ -44,13 +44,17 @@ fn run(placement: Placement, n: usize, exact: bool) -> Run {
     let clients = clients(n);
     let d = 5;
     let lambda = PerClient::filled(&vec![d; n], 0.01);
-    let inner: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
-    let outer: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 8).unwrap());
+    let inner: Arc<dyn Network> =
+        Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
+    let outer: Arc<dyn Network> =
+        Arc::new(RandomDirected::new(n, RandomEdges::default(), 8).unwrap());
     let mut sgp = Sgp::new(inner, 300, LrSchedule::constant(1.0).unwrap())
         .unwrap()
         .with_batches(BatchSize::Size(20), 3)
         .with_placement(placement.clone());
-    let solution = sgp.solve(&clients, &lambda, &ClientBuffer::zeros(n, d)).unwrap();
+    let solution = sgp
+        .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
+        .unwrap();
     let options = HgpOptions {
         neumann_terms: 80,
         eta: Eta::default(),
@@ -59,12 +63,19 @@ fn run(placement: Placement, n: usize, exact: bool) -> Run {
         ..HgpOptions::default()
     };
     let estimate = if exact {
-        Hgp::new(ExactAverage::new(n).unwrap().with_placement(placement.clone()), options)
-            .unwrap()
-            .estimate(&clients, &solution.x, &lambda)
-            .unwrap()
+        Hgp::new(
+            ExactAverage::new(n)
+                .unwrap()
+                .with_placement(placement.clone()),
+            options,
+        )
+        .unwrap()
+        .estimate(&clients, &solution.x, &lambda)
+        .unwrap()
     } else {
-        let ps = PushSum::new(outer, 5).unwrap().with_placement(placement.clone());
+        let ps = PushSum::new(outer, 5)
+            .unwrap()
+            .with_placement(placement.clone());
         Hgp::new(ps, options)
             .unwrap()
             .estimate(&clients, &solution.x, &lambda)
@@ -107,7 +118,8 @@ fn sgp_and_hgp_over_ranks_have_the_bits_of_one_process() {
 fn more_ranks_than_clients_is_refused() {
     let errors = ThreadRanks::spawn(4, |p| {
         let n = 3;
-        let net: Arc<dyn Network> = Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
+        let net: Arc<dyn Network> =
+            Arc::new(RandomDirected::new(n, RandomEdges::default(), 4).unwrap());
         Sgp::new(net, 3, LrSchedule::constant(1.0).unwrap())
             .unwrap()
             .with_placement(p)

@@ -48,9 +48,9 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
             .skip(owned.start)
             .take(owned.len())
             .for_each_init(
-            || (Vec::new(), Vec::new()),
-            |(g, idx), item| body(item, g, idx),
-        );
+                || (Vec::new(), Vec::new()),
+                |(g, idx), item| body(item, g, idx),
+            );
     } else {
         let (mut g, mut idx) = (Vec::new(), Vec::new());
         for item in target
@@ -77,7 +77,16 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
 ) -> Result<()> {
     let rate = lr.at(t);
     let n = clients.len();
-    descend(clients, lambda, None, x, T::cast(rate), sampler, t as u64, 0..n);
+    descend(
+        clients,
+        lambda,
+        None,
+        x,
+        T::cast(rate),
+        sampler,
+        t as u64,
+        0..n,
+    );
     if all_finite(x) {
         Ok(())
     } else {
@@ -96,5 +105,7 @@ pub(crate) fn all_finite<T: Scalar>(x: &ClientBuffer<T>) -> bool {
 
 /// Whether every value of the rows `owned` is finite.
 pub(crate) fn rows_finite<T: Scalar>(x: &ClientBuffer<T>, owned: Range<usize>) -> bool {
-    owned.into_iter().all(|i| x.row(i).iter().all(|v| v.as_f64().is_finite()))
+    owned
+        .into_iter()
+        .all(|i| x.row(i).iter().all(|v| v.as_f64().is_finite()))
 }

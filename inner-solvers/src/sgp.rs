@@ -150,10 +150,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                     );
                 }
             }
-            if self
-                .placement
-                .any(!rows_finite(state.z(), owned.clone()))
-            {
+            if self.placement.any(!rows_finite(state.z(), owned.clone())) {
                 return Err(InnerError::Diverged {
                     solver: "SGP",
                     step: t,

@@ -8,9 +8,10 @@ use hgp_averaging::ClientBuffer;
 use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
-    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss,
+    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss_on,
 };
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
@@ -40,11 +41,15 @@ pub struct Hypergrad {
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
     /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner", "estimator",
-    /// "eta", "curvature"} instead of text.
+    /// "eta", "curvature"} instead of text (with --engine mpi also "mpi": {"ranks",
+    /// "messages", "bytes", "local_links", "collectives", "collective_bytes"}, summed over
+    /// ranks).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     report: ReportArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 impl Hypergrad {
@@ -54,22 +59,55 @@ impl Hypergrad {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    fn run_on(&self, engine: &Engine) -> Result<()> {
         let defaults = Defaults::LOGISTIC;
-        self.data.validate()?;
-        self.pipeline().validate(&defaults)?;
-        let (data, description) = self.data.load(self.seed)?;
-        let clients: Vec<L2Logistic<f64>> = data
-            .iter()
-            .enumerate()
-            .map(|(i, c)| L2Logistic::new(c, self.data.bias).with_context(|| format!("client {i}")))
-            .collect::<Result<_>>()?;
+        engine.check_same_arguments()?;
+        let pipeline = self.pipeline().with_placement(engine.placement().clone());
+        // Every rank checks the flags, reads the data and checks the setup; a failure on any
+        // rank stops all of them, and rank 0 says why.
+        let setup = (|| {
+            self.data.validate()?;
+            pipeline.validate(&defaults)?;
+            pipeline.validate_engine()?;
+            let (data, description) = self.data.load(self.seed)?;
+            let clients: Vec<L2Logistic<f64>> = data
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    L2Logistic::new(c, self.data.bias).with_context(|| format!("client {i}"))
+                })
+                .collect::<Result<_>>()?;
+            let n = clients.len();
+            let d = clients[0].dim_x();
+            let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
+            engine.placement().check_clients(n)?;
+            pipeline.validate_clients::<f64, _>(
+                &clients,
+                &defaults,
+                self.json || !engine.is_root(),
+            )?;
+            Ok((description, clients, lambda))
+        })();
+        let (description, clients, lambda) = engine.agree(setup)?;
         let n = clients.len();
         let d = clients[0].dim_x();
-        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
-        let pipeline = self.pipeline();
-        pipeline.validate_clients::<f64, _>(&clients, &defaults, self.json)?;
 
-        let reporter = Reporter::new(&self.report, None, self.json, false)?;
+        // Only rank 0 reports progress.
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        let report = if engine.is_root() {
+            &self.report
+        } else {
+            &quiet
+        };
+        let reporter = Reporter::new(report, None, self.json, false)?;
         let Solved {
             lower,
             estimator,
@@ -83,7 +121,11 @@ impl Hypergrad {
             &defaults,
             &reporter,
         )?;
-        let outer_loss = total_outer_loss(&clients, &solution.x, &lambda);
+        let outer_loss = total_outer_loss_on(engine.placement(), &clients, &solution.x, &lambda);
+        let mpi_traffic = engine.traffic_json();
+        if !engine.is_root() {
+            return Ok(());
+        }
         let xbar = solution.mean();
         // AggITD: how far this single-Q estimate is from its mean over Q (relative).
         let spread = q_mean
@@ -107,6 +149,9 @@ impl Hypergrad {
                 "curvature": estimate.curvature,
             });
             let mut out = out;
+            if let Some(traffic) = mpi_traffic {
+                out["mpi"] = traffic;
+            }
             if let Some(q) = index {
                 out["aggitd"] = json!({
                     "q": q,
@@ -146,6 +191,12 @@ impl Hypergrad {
             );
         }
         println!("            {}", estimate.comm);
+        if let Some(t) = &mpi_traffic {
+            println!(
+                "engine:     MPI, {} ranks: {} messages ({} bytes) between ranks, {} links within a rank, {} collectives",
+                t["ranks"], t["messages"], t["bytes"], t["local_links"], t["collectives"]
+            );
+        }
         println!(
             "            lower level and estimate together: {} rounds",
             solution.comm.rounds + estimate.comm.rounds
