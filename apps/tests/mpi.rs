@@ -141,35 +141,12 @@ fn bad_starts_fail_on_every_rank_with_one_line() {
         ]
     );
     // Ranks started with different flags (an MPMD launch).
-    let out = Command::new("mpirun")
-        .args([
-            "--oversubscribe",
-            "-n",
-            "2",
-            HGP,
-            "hypergrad",
-            "--engine",
-            "mpi",
-            "--clients",
-            "4",
-        ])
-        .args([
-            ":",
-            "-n",
-            "2",
-            HGP,
-            "hypergrad",
-            "--engine",
-            "mpi",
-            "--clients",
-            "4",
-            "--seed",
-            "2",
-        ])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let start = [HGP, "hypergrad", "--engine", "mpi", "--clients", "4"];
+    let mut program = start.to_vec();
+    program.extend([":", "-n", "2"]);
+    program.extend(start);
+    program.extend(["--seed", "2"]);
+    let out = mpirun(2, &program);
     assert!(!out.status.success());
     let lines = error_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
