@@ -373,33 +373,42 @@ fn influence_runs_on_the_cnn_end_to_end() {
     assert!(err.contains("idx3-ubyte"), "{err}");
 }
 
+/// `hgp personalize` at its smallest: the MLP, 3 clients on 150 images, 3 SGP steps on
+/// batches of 8.
+const TINY_PERSONALIZE: [&str; 11] = [
+    "personalize",
+    "--model",
+    "mlp",
+    "--clients",
+    "3",
+    "--images",
+    "150",
+    "--sgp-steps",
+    "3",
+    "--batch",
+    "8",
+];
+
 #[test]
 fn personalize_runs_every_method_on_every_network_reproducibly() {
     // A tiny configuration (MLP, 3 clients, a few steps) of the whole table; the real runs
     // take minutes (--quick) to days (the paper's setting on a CPU).
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "personalize",
-        "--model",
-        "mlp",
-        "--clients",
-        "3",
-        "--images",
-        "150",
-        "--sgp-steps",
-        "3",
-        "--batch",
-        "8",
-        "--outer-steps",
-        "2",
-        "--neumann-terms",
-        "2",
-        "--push-steps",
-        "2",
-        "--json",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ];
+    let args: Vec<&str> = TINY_PERSONALIZE
+        .iter()
+        .copied()
+        .chain([
+            "--outer-steps",
+            "2",
+            "--neumann-terms",
+            "2",
+            "--push-steps",
+            "2",
+            "--json",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .collect();
     let first = json(&hgp(&args));
     let rows = first["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 20);
@@ -450,24 +459,11 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
 fn personalize_averages_its_seeds() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    let base = [
-        "personalize",
-        "--model",
-        "mlp",
-        "--clients",
-        "3",
-        "--images",
-        "150",
-        "--sgp-steps",
-        "3",
-        "--batch",
-        "8",
-        "--methods",
-        "sgp,local",
-        "--networks",
-        "fc",
-        "--json",
-    ];
+    let base: Vec<&str> = TINY_PERSONALIZE
+        .iter()
+        .copied()
+        .chain(["--methods", "sgp,local", "--networks", "fc", "--json"])
+        .collect();
     let with = |extra: &[&str]| -> Vec<String> {
         base.iter().chain(extra).map(|s| s.to_string()).collect()
     };

@@ -373,7 +373,13 @@ impl<T: Scalar> Distributed<T> {
             );
         }
         if let (Some(s_src), Some(s_dst)) = (s_src, s_dst) {
-            mix_scalars(w, s_src, s_dst, owned);
+            mix_scalars(w, s_src, s_dst, owned.clone());
+            // The other clients' scalars keep their last known value (1 at the start of
+            // Push-Sum, then what arrived): positive, so dividing their stale rows by them
+            // never makes an infinity.
+            for j in (0..n).filter(|j| !owned.contains(j)) {
+                s_dst[j] = s_src[j];
+            }
         }
     }
 }

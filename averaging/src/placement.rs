@@ -148,7 +148,7 @@ impl Placement {
         r * n / self.ranks()
     }
 
-    /// The clients of rank `r` among `n`.
+    /// The clients of rank `r` among `n` (r = ranks gives the empty range at n).
     pub fn clients_of(&self, n: usize, r: usize) -> Range<usize> {
         self.first_of(n, r)..self.first_of(n, r + 1)
     }
@@ -365,6 +365,20 @@ pub struct ThreadRanks {
     size: usize,
     senders: Vec<std::sync::mpsc::Sender<Packet>>,
     inbox: std::sync::Mutex<Inbox>,
+    /// Set when a rank's job panicked: the others stop waiting for it (as mpirun ends a job
+    /// when a process dies).
+    failed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets the shared flag if its rank's job panics.
+struct PanicFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for PanicFlag {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -389,6 +403,7 @@ impl ThreadRanks {
     pub fn spawn<R: Send>(size: usize, job: impl Fn(Placement) -> R + Sync) -> Vec<R> {
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..size).map(|_| std::sync::mpsc::channel()).unzip();
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         std::thread::scope(|scope| {
             let handles: Vec<_> = receivers
                 .into_iter()
@@ -402,9 +417,14 @@ impl ThreadRanks {
                             receiver,
                             early: Vec::new(),
                         }),
+                        failed: failed.clone(),
                     };
                     let job = &job;
-                    scope.spawn(move || job(Placement::distributed(Box::new(comm))))
+                    let flag = PanicFlag(failed.clone());
+                    scope.spawn(move || {
+                        let _flag = flag;
+                        job(Placement::distributed(Box::new(comm)))
+                    })
                 })
                 .collect();
             handles
@@ -435,11 +455,22 @@ impl ThreadRanks {
             return inbox.early.remove(k).bytes;
         }
         loop {
-            let p = inbox.receiver.recv().expect("a sending rank has ended");
-            if p.from == from && p.tag == tag {
-                return p.bytes;
+            use std::sync::mpsc::RecvTimeoutError;
+            match inbox
+                .receiver
+                .recv_timeout(std::time::Duration::from_millis(50))
+            {
+                Ok(p) if p.from == from && p.tag == tag => return p.bytes,
+                Ok(p) => inbox.early.push(p),
+                Err(RecvTimeoutError::Timeout) => {
+                    assert!(
+                        !self.failed.load(Ordering::Relaxed),
+                        "rank {}: another rank stopped with a panic",
+                        self.rank
+                    );
+                }
+                Err(RecvTimeoutError::Disconnected) => panic!("every other rank has ended"),
             }
-            inbox.early.push(p);
         }
     }
 }

@@ -137,22 +137,8 @@ pub(crate) fn gather_per_client<T: Scalar>(placement: &Placement, v: &mut PerCli
         return;
     }
     let n = v.n();
-    let lens = v.lens();
-    let offsets: Vec<usize> = std::iter::once(0)
-        .chain(lens.iter().scan(0, |at, &l| {
-            *at += l;
-            Some(*at)
-        }))
-        .collect();
     let bounds: Vec<usize> = (0..=placement.ranks())
-        .map(|r| {
-            let first = if r == placement.ranks() {
-                n
-            } else {
-                placement.clients_of(n, r).start
-            };
-            offsets[first]
-        })
+        .map(|r| v.offset(placement.clients_of(n, r).start))
         .collect();
     placement.gather_blocks(v.as_mut_slice(), &bounds);
 }

@@ -54,6 +54,11 @@ impl<T: Scalar> PerClient<T> {
         self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
     }
 
+    /// Where client i's vector starts in [`PerClient::as_slice`] (i = n gives its length).
+    pub fn offset(&self, i: usize) -> usize {
+        self.offsets[i]
+    }
+
     /// Client i's vector.
     pub fn row(&self, i: usize) -> &[T] {
         &self.data[self.offsets[i]..self.offsets[i + 1]]
