@@ -22,6 +22,11 @@ pub struct CommCost {
     pub server_messages: u64,
     /// Floats sent by the server (central averaging only).
     pub server_floats: u64,
+    /// Messages sent but never received: lost on their link, or addressed to a client that
+    /// was down when they arrived, or still late when an average ended.
+    pub lost: u64,
+    /// Messages received later than the step they were sent in (stragglers).
+    pub late: u64,
 }
 
 impl CommCost {
@@ -70,6 +75,8 @@ impl CommCost {
         self.floats += other.floats;
         self.server_messages += other.server_messages;
         self.server_floats += other.server_floats;
+        self.lost += other.lost;
+        self.late += other.late;
         for (mine, theirs) in [
             (&mut self.client_messages, &other.client_messages),
             (&mut self.client_floats, &other.client_floats),
@@ -96,6 +103,9 @@ impl fmt::Display for CommCost {
         }
         if self.server_messages > 0 {
             write!(f, "; server sent {} floats", self.server_floats)?;
+        }
+        if self.lost > 0 || self.late > 0 {
+            write!(f, "; {} lost, {} late", self.lost, self.late)?;
         }
         Ok(())
     }

@@ -64,6 +64,20 @@ pub enum AveragingError {
         /// The largest number supported.
         max: usize,
     },
+    /// A Push-Sum weight ω_i fell below machine epsilon (lost mass) or became non-finite.
+    #[error(
+        "Push-Sum weight ω of client {client} fell to {omega:e} at step {step} (messages lost with p = {lost}): plain Push-Sum loses mass with every lost message; use running sums (--averager robust-push-sum)"
+    )]
+    VanishingWeight {
+        /// The first client whose ω vanished.
+        client: usize,
+        /// Network step.
+        step: u64,
+        /// Its ω.
+        omega: f64,
+        /// Loss probability of the faults.
+        lost: f64,
+    },
     /// A problem with the network or its weights.
     #[error(transparent)]
     Graph(#[from] GraphError),

@@ -32,6 +32,7 @@ mod central;
 mod cost;
 mod error;
 mod exact;
+mod faulty;
 mod gossip;
 pub mod kernel;
 #[cfg(feature = "mpi")]
@@ -46,8 +47,9 @@ pub use central::Central;
 pub use cost::CommCost;
 pub use error::{AveragingError, Result};
 pub use exact::ExactAverage;
+pub use faulty::{MassExchange, PushSumProtocol};
 pub use gossip::{Gossip, GossipWeights};
-pub use hgp_graphs::Scalar;
+pub use hgp_graphs::{Crash, Faults, Scalar, Straggler};
 pub use kernel::{Distributed, InProcess, KernelPath, MixingWeights, Transport};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiComm;

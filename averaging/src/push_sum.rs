@@ -8,6 +8,7 @@ use crate::averager::{Averager, check_rows};
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
 use crate::error::{AveragingError, Result};
+use crate::faulty::{FaultyExchange, PushSumProtocol};
 use crate::kernel::{Distributed, InProcess, MixingWeights, Transport};
 use crate::placement::Placement;
 
@@ -34,6 +35,8 @@ pub struct PushSumState<T: Scalar> {
     graph: DiGraph,
     mixing: MixingMatrix,
     weights: MixingWeights<T>,
+    protocol: PushSumProtocol,
+    faulty: FaultyExchange<T>,
 }
 
 impl<T: Scalar> PushSumState<T> {
@@ -49,6 +52,69 @@ impl<T: Scalar> PushSumState<T> {
             graph: DiGraph::placeholder(),
             mixing: MixingMatrix::placeholder(),
             weights: MixingWeights::default(),
+            protocol: PushSumProtocol::default(),
+            faulty: FaultyExchange::default(),
+        }
+    }
+
+    /// Moves mass with `protocol` (running sums, faults) instead of plain shares.
+    pub fn with_protocol(mut self, protocol: PushSumProtocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// How mass moves.
+    pub fn protocol(&self) -> &PushSumProtocol {
+        &self.protocol
+    }
+
+    /// Whether client `i` is down at the next step (crashed and not yet back): it sends,
+    /// receives and computes nothing.
+    pub fn is_down_next(&self, i: usize) -> bool {
+        self.protocol.faults.is_down(i, self.s + 1)
+    }
+
+    /// Mass in transit (in one process): per value (the d values, then ω), the running sums
+    /// not yet received (σ − ρ summed over links), or the late shares of plain Push-Sum.
+    /// Σ_i (z_i, ω_i) plus this is what the clients started with, plus what they added.
+    pub fn in_transit(&self) -> Vec<f64> {
+        self.faulty
+            .in_transit(self.z.d() + 1, self.protocol.exchange)
+    }
+
+    /// Mass lost for good so far (plain Push-Sum; in one process), per value: the shares
+    /// the lost messages carried.
+    pub fn lost_mass(&self) -> Vec<f64> {
+        self.faulty.lost_mass(self.z.d() + 1)
+    }
+
+    /// Forgets the messages in flight and the running sums (a new average starts); returns
+    /// the number of late messages that never arrived.
+    pub fn abandon_in_flight(&mut self) -> u64 {
+        self.faulty.abandon()
+    }
+
+    /// Fails when a debias weight ω_i (of any client; the values are gathered across ranks)
+    /// is below machine epsilon or not finite: lost mass has driven it to zero, and
+    /// z_i / ω_i would amplify every rounding error (and every local step of SGP) by more
+    /// than 1/ε. Plain Push-Sum without faults conserves Σω = n and is not checked.
+    pub fn check_weights(&self, placement: &Placement) -> Result<()> {
+        if self.protocol.is_plain() {
+            return Ok(());
+        }
+        let mut omega = self.omega.clone();
+        placement.gather_values(&mut omega, 1);
+        match omega
+            .iter()
+            .position(|&w| !(w.is_finite() && w >= T::EPSILON))
+        {
+            Some(client) => Err(AveragingError::VanishingWeight {
+                client,
+                step: self.s,
+                omega: omega[client].as_f64(),
+                lost: self.protocol.faults.loss(),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -78,7 +144,9 @@ impl<T: Scalar> PushSumState<T> {
     }
 
     /// One step of Alg. 1 over G(s + 1): z_i ← Σ_{j ∈ N_i^in} z_j / |N_j^out|, and the same
-    /// for ω. Adds the messages sent to `cost` (d + 1 floats per link: the block and ω).
+    /// for ω. Adds the messages sent to `cost` (d + 1 floats per link: the block and ω), and
+    /// those lost or late under the protocol's faults (whose crashed clients' links are
+    /// removed from G(s + 1) first).
     pub fn step(
         &mut self,
         network: &dyn Network,
@@ -87,13 +155,26 @@ impl<T: Scalar> PushSumState<T> {
     ) {
         self.s += 1;
         network.write_graph(self.s, &mut self.graph);
+        self.protocol.faults.remove_crashed(self.s, &mut self.graph);
         self.mixing.rebuild_push_sum(&self.graph);
         self.weights.load(&self.mixing);
-        transport.mix_with_scalars(
-            &self.weights,
-            (&mut self.z, &mut self.omega),
-            (&mut self.next_z, &mut self.next_omega),
-        );
+        if self.protocol.is_plain() {
+            transport.mix_with_scalars(
+                &self.weights,
+                (&mut self.z, &mut self.omega),
+                (&mut self.next_z, &mut self.next_omega),
+            );
+        } else {
+            self.faulty.step(
+                self.s,
+                &self.protocol,
+                &self.weights,
+                &transport.placement(),
+                (&self.z, &self.omega),
+                (&mut self.next_z, &mut self.next_omega),
+                cost,
+            );
+        }
         std::mem::swap(&mut self.z, &mut self.next_z);
         std::mem::swap(&mut self.omega, &mut self.next_omega);
         cost.rounds += 1;
@@ -164,6 +245,27 @@ impl<T: Scalar> PushSum<T> {
         })
     }
 
+    /// Running-sum Push-Sum ([`MassExchange::RunningSums`](crate::MassExchange)) with
+    /// S = `steps`: messages carry the cumulative mass per link (Hadjicostis,
+    /// Domínguez-García & Charalambous, IEEE TAC 2016), so lost messages cost time, not mass.
+    pub fn robust(network: Arc<dyn Network>, steps: usize) -> Result<Self> {
+        Ok(Self::new(network, steps)?.with_protocol(PushSumProtocol::running_sums()))
+    }
+
+    /// Moves mass with `protocol`: plain shares or running sums, under faults. Every call
+    /// starts with nothing in flight: messages still late at the end of a call are dropped
+    /// (and counted lost), running sums restart from zero (in-transit mass belongs to the
+    /// vector of the previous call).
+    pub fn with_protocol(mut self, protocol: PushSumProtocol) -> Self {
+        self.state.protocol = protocol;
+        self
+    }
+
+    /// How mass moves.
+    pub fn protocol(&self) -> &PushSumProtocol {
+        &self.state.protocol
+    }
+
     /// Chooses whether ω is reset or kept between calls.
     pub fn with_debias(mut self, debias: DebiasWeights) -> Self {
         self.debias = debias;
@@ -220,7 +322,13 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
             self.state
                 .step(self.network.as_ref(), self.transport.as_mut(), &mut cost);
         }
+        cost.lost += self.state.abandon_in_flight();
         std::mem::swap(buffer, &mut self.state.z);
+        // Before dividing: under faults ω may have vanished (plain Push-Sum losing mass).
+        if let Err(e) = self.state.check_weights(&self.transport.placement()) {
+            std::mem::swap(buffer, &mut self.state.z);
+            return Err(e);
+        }
         divide_rows(buffer, &self.state.omega);
         Ok(cost)
     }

@@ -122,3 +122,49 @@ fn gossip_exact_and_central_over_ranks_have_the_bits_of_one_process() {
         Box::new(Central::<f64>::new(n, 0.5, 11).unwrap().with_placement(p))
     });
 }
+
+/// Faults over ranks: lost messages, a straggler and a crash, with plain shares and running
+/// sums, give every rank the bits and the accounting of one process; only messages that
+/// arrive cross ranks (sent − lost).
+#[test]
+fn push_sum_with_faults_over_ranks_has_the_bits_of_one_process() {
+    use hgp_averaging::{Crash, Faults, MassExchange, PushSumProtocol, Straggler};
+    for exchange in [MassExchange::Plain, MassExchange::RunningSums] {
+        for (n, ranks) in [(5, 3), (9, 2)] {
+            let d = 17;
+            let net: Arc<dyn Network> =
+                Arc::new(RandomDirected::new(n, RandomEdges::default(), 8).unwrap());
+            let faults = Arc::new(
+                Faults::new(0.3, 2)
+                    .unwrap()
+                    .with_straggler(Straggler {
+                        client: 1,
+                        delay: 2,
+                    })
+                    .with_crash(Crash {
+                        client: n - 2,
+                        at: 3,
+                        rejoin: Some(9),
+                    }),
+            );
+            let results = check(n, d, ranks, |p| {
+                Box::new(
+                    PushSum::new(net.clone(), 6)
+                        .unwrap()
+                        .with_protocol(PushSumProtocol {
+                            exchange,
+                            faults: faults.clone(),
+                        })
+                        .with_placement(p),
+                )
+            });
+            let cost = &results[0].0;
+            assert!(cost.lost > 0 && cost.late > 0, "{cost}");
+            let arrived: u64 = results
+                .iter()
+                .map(|(_, t)| t.messages + t.local_links)
+                .sum();
+            assert_eq!(arrived, cost.messages - cost.lost, "{exchange:?}, n = {n}");
+        }
+    }
+}

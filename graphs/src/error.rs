@@ -31,6 +31,9 @@ pub enum GraphError {
         /// Which parameter.
         name: &'static str,
     },
+    /// A fault model that cannot hold (a crash window that is empty, a client listed twice).
+    #[error("{0}")]
+    Fault(String),
     /// A node index outside 0..n.
     #[error("node {node} is out of range for a network of n = {n} clients (nodes are 0..{n})")]
     NodeOutOfRange {

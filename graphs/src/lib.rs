@@ -26,6 +26,7 @@ mod connectivity;
 mod edgelist;
 mod error;
 mod expected;
+mod faults;
 mod graph;
 mod mixing;
 mod network;
@@ -35,6 +36,7 @@ pub use error::{GraphError, Result};
 pub use expected::{
     ExpectedNetwork, LinkLaw, expected_push_sum, second_eigenvalue_modulus, stationary_weights,
 };
+pub use faults::{Crash, Faults, Straggler};
 pub use graph::DiGraph;
 pub use hgp_base::{Scalar, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
@@ -61,6 +63,7 @@ mod auto_traits {
         send_sync::<DiGraph>();
         send_sync::<MixingMatrix>();
         send_sync::<GraphError>();
+        send_sync::<Faults>();
         send_sync::<std::sync::Arc<dyn Network>>();
     }
 }
