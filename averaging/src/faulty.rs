@@ -319,9 +319,9 @@ impl<T: Scalar> FaultyExchange<T> {
             for (&j, &wij) in idx.iter().zip(wts) {
                 if j == i {
                     for (a, &v) in self.acc.iter_mut().zip(z.row(i)) {
-                        *a = *a + wij * v;
+                        *a += wij * v;
                     }
-                    self.acc[d] = self.acc[d] + wij * omega[i];
+                    self.acc[d] += wij * omega[i];
                 } else if next < cursor && {
                     let a = self.arrivals[self.order[next]];
                     a.now && a.from == j
@@ -349,7 +349,7 @@ impl<T: Scalar> FaultyExchange<T> {
             let rho = &mut self.rho[slot * width..(slot + 1) * width];
             let sigma = &self.payloads[a * width..(a + 1) * width];
             for ((acc, r), &sg) in self.acc.iter_mut().zip(rho.iter_mut()).zip(sigma) {
-                *acc = *acc + (sg - *r);
+                *acc += sg - *r;
                 *r = sg;
             }
         } else {
@@ -358,7 +358,7 @@ impl<T: Scalar> FaultyExchange<T> {
                 .iter_mut()
                 .zip(&self.payloads[a * width..(a + 1) * width])
             {
-                *acc = *acc + v;
+                *acc += v;
             }
         }
     }
