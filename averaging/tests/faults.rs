@@ -4,6 +4,8 @@
 //! weights are reported; and the message-level exchange gives the mixing kernel's bits when
 //! nothing goes wrong.
 
+#![allow(clippy::needless_range_loop)] // index loops over clients and values read as the math
+
 use std::sync::Arc;
 
 use hgp_averaging::{
