@@ -261,7 +261,7 @@ mod tests {
             assert_eq!(f.is_down(1, s), down);
             assert_eq!(g.out_degree(1), if down { 1 } else { 3 });
             assert_eq!(g.in_degree(1), if down { 1 } else { 3 });
-            assert_eq!(g.has_edge(0, 2), true);
+            assert!(g.has_edge(0, 2));
         }
     }
 
