@@ -58,6 +58,11 @@ enum Command {
     /// (writes rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg and lr.svg).
     #[command(allow_negative_numbers = true, after_help = commands::fedhyper::after_help())]
     Fedhyper(commands::fedhyper::FedHyperCmd),
+    /// HGP's hyper-gradient error and SGP's consensus error when messages are lost
+    /// (p ∈ {0, 0.1, 0.3, 0.5}) and a client crashes, with plain Push-Sum and with running
+    /// sums (writes faults.csv, faults.md and faults.svg).
+    #[command(allow_negative_numbers = true, after_help = commands::faults::after_help())]
+    Faults(commands::faults::FaultsCmd),
     /// Describe the network the other subcommands build from the same flags: link
     /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of
     /// E[P] and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
         Command::Personalize(c) => c.run(),
         Command::Fbo(c) => c.run(),
         Command::Fedhyper(c) => c.run(),
+        Command::Faults(c) => c.run(),
         Command::Network(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{
     Averager, Central, ClientBuffer, DebiasWeights, ExactAverage, Gossip, Placement, PushSum,
-    Scalar,
+    PushSumProtocol, Scalar,
 };
 use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
@@ -479,6 +479,10 @@ pub enum AveragerKind {
     Exact,
     /// Push-Sum over the network (HGP Alg. 1).
     PushSum,
+    /// Push-Sum with running sums (Hadjicostis, Domínguez-García & Charalambous, IEEE TAC
+    /// 2016): each message carries the cumulative mass sent along its link, so a lost message
+    /// is made good by the next; the inner SGP uses running sums too.
+    RobustPushSum,
     /// Doubly-stochastic gossip: fastest-mixing weights on fixu, Metropolis weights of each
     /// undirected G(s) otherwise.
     Gossip,
@@ -513,6 +517,16 @@ impl AveragerArgs {
         self.averager.unwrap_or(AveragerKind::PushSum)
     }
 
+    /// How Push-Sum moves mass, in HGP's averager and in the inner SGP: running sums with
+    /// `--averager robust-push-sum`, plain shares otherwise.
+    pub fn push_sum_protocol(&self) -> PushSumProtocol {
+        if self.kind() == AveragerKind::RobustPushSum {
+            PushSumProtocol::running_sums()
+        } else {
+            PushSumProtocol::default()
+        }
+    }
+
     /// Checks the options (before any work); `used` is false when no averager runs (the
     /// exact and local estimators).
     pub fn validate(&self, used: bool, network: NetworkKind, estimator: &str) -> Result<()> {
@@ -534,12 +548,19 @@ impl AveragerArgs {
         let kind = self.kind();
         refuse_unused(
             self.push_steps.is_some()
-                && !matches!(kind, AveragerKind::PushSum | AveragerKind::Gossip),
-            || "--push-steps applies to --averager push-sum and gossip".to_string(),
+                && !matches!(
+                    kind,
+                    AveragerKind::PushSum | AveragerKind::RobustPushSum | AveragerKind::Gossip
+                ),
+            || {
+                "--push-steps applies to --averager push-sum, robust-push-sum and gossip"
+                    .to_string()
+            },
         )?;
-        refuse_unused(self.keep_omega && kind != AveragerKind::PushSum, || {
-            "--keep-omega applies to --averager push-sum".to_string()
-        })?;
+        refuse_unused(
+            self.keep_omega && !matches!(kind, AveragerKind::PushSum | AveragerKind::RobustPushSum),
+            || "--keep-omega applies to --averager push-sum and robust-push-sum".to_string(),
+        )?;
         refuse_unused(
             self.fraction.is_some() && kind != AveragerKind::Central,
             || "--fraction is the participation of --averager central".to_string(),
@@ -579,13 +600,15 @@ impl AveragerArgs {
         let steps = self.push_steps.unwrap_or(PUSH_STEPS);
         Ok(match self.kind() {
             AveragerKind::Exact => Box::new(ExactAverage::new(n)?.with_placement(p)),
-            AveragerKind::PushSum => {
+            AveragerKind::PushSum | AveragerKind::RobustPushSum => {
                 let debias = if self.keep_omega {
                     DebiasWeights::Kept
                 } else {
                     DebiasWeights::Reset
                 };
-                let ps = PushSum::new(net.network.clone(), steps)?.with_debias(debias);
+                let ps = PushSum::new(net.network.clone(), steps)?
+                    .with_debias(debias)
+                    .with_protocol(self.push_sum_protocol());
                 if p.is_distributed() {
                     Box::new(ps.with_placement(p))
                 } else {
@@ -813,12 +836,14 @@ impl InnerArgs {
         self.inner_batch.unwrap_or(defaults.inner_batch)
     }
 
-    /// Builds the solver over `network` for clients placed by `placement`.
-    pub fn build<T: Scalar, C: InnerHvp<T> + 'static>(
+    /// Builds the solver over `network` for clients placed by `placement`, SGP Push-Summing
+    /// by `protocol` (plain shares or running sums, faults).
+    pub fn build_with<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
         network: Arc<dyn Network>,
         (seed, placement): (u64, &Placement),
         defaults: &Defaults,
+        protocol: PushSumProtocol,
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
         Ok(match self.inner {
             InnerKind::Exact => {
@@ -837,6 +862,7 @@ impl InnerArgs {
                     Sgp::new(network, steps, self.schedule(defaults)?)?
                         .with_order(order)
                         .with_batches(self.batch(defaults), derive(seed, domain::INNER))
+                        .with_push_sum(protocol)
                         .with_placement(placement.clone()),
                 )
             }
@@ -1382,8 +1408,12 @@ impl<'a> Pipeline<'a> {
         let net = self
             .network
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
-        self.inner
-            .build::<T, C>(net.network, (self.seed, &self.placement), defaults)
+        self.inner.build_with::<T, C>(
+            net.network,
+            (self.seed, &self.placement),
+            defaults,
+            self.averager.push_sum_protocol(),
+        )
     }
 
     /// The estimator for `n` clients (its network steps drawn from the estimator domain).

@@ -101,6 +101,7 @@ fn every_averager_and_network_runs() {
         ("fixu", "gossip", Some("5")),
         ("randu", "gossip", Some("5")),
         ("exp", "push-sum", Some("5")),
+        ("randd", "robust-push-sum", Some("20")),
         ("randd", "central", None),
     ] {
         let mut args = vec![
@@ -177,6 +178,7 @@ fn help_explains_every_subcommand() {
     let text = stdout(&o);
     for sub in [
         "error",
+        "faults",
         "hypergrad",
         "fbo",
         "fedhyper",
@@ -1507,4 +1509,64 @@ fn engine_mpi_needs_the_mpi_build() {
     let mut local = args.to_vec();
     local.extend(["--engine", "local"]);
     assert_eq!(default, stdout(&hgp(&local)));
+}
+
+/// `hgp faults --quick --json`: a row per (averager, p, crashed) with the contract's fields;
+/// plain Push-Sum's SGP fails under loss with its reason while running sums keep HGP at the
+/// loss-free error; the files are written; the rows do not depend on the thread count.
+#[test]
+fn faults_reports_error_against_loss_for_both_push_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let run = |threads: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_hgp"))
+            .args(["faults", "--quick", "--json", "--out", out])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        json(&o)
+    };
+    let v = run("1");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    let find = |averager: &str, loss: f64, crashed: u64| {
+        rows.iter()
+            .find(|r| r["averager"] == averager && r["loss"] == loss && r["crashed"] == crashed)
+            .unwrap_or_else(|| panic!("{averager} {loss} {crashed}"))
+    };
+    for averager in ["push-sum", "robust-push-sum"] {
+        for loss in [0.0, 0.1, 0.3, 0.5] {
+            for crashed in [0, 1] {
+                let r = find(averager, loss, crashed);
+                for field in ["hypergrad_error", "consensus_error"] {
+                    assert!(r.get(field).is_some(), "{field} missing: {r}");
+                }
+            }
+        }
+    }
+    let clean = find("robust-push-sum", 0.0, 0)["hypergrad_error"].as_f64().unwrap();
+    let lossy = find("robust-push-sum", 0.5, 0)["hypergrad_error"].as_f64().unwrap();
+    assert!(clean < 1e-6 && lossy < 1e-6, "{clean:e} {lossy:e}");
+    let plain = find("push-sum", 0.3, 0);
+    assert!(plain["consensus_error"].is_null(), "{plain}");
+    assert!(
+        plain["failure"].as_str().unwrap().contains("robust-push-sum"),
+        "{plain}"
+    );
+    assert!(plain["hypergrad_error"].as_f64().unwrap() > 1e-2, "{plain}");
+    // One crashed client: the survivors converge to their own problem, not the full one.
+    let crashed = find("robust-push-sum", 0.1, 1);
+    assert!(crashed["survivors_error"].as_f64().unwrap() < 1e-6, "{crashed}");
+    assert!(crashed["hypergrad_error"].as_f64().unwrap() > 0.1, "{crashed}");
+    for f in ["faults.csv", "faults.md", "faults.svg"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    assert_eq!(run("3"), v, "rows differ with 3 threads");
+
+    let err = fails(&["faults", "--loss", "0.2,1", "--out", out]);
+    assert!(err.contains("--loss 1"), "{err}");
+    let err = fails(&["faults", "--crash-client", "10", "--out", out]);
+    assert!(err.contains("--crash-client 10"), "{err}");
+    let err = fails(&["faults", "--crash-at", "0", "--out", out]);
+    assert!(err.contains("--crash-at"), "{err}");
 }

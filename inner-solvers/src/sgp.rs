@@ -4,7 +4,8 @@ use hgp_graphs::rng::domain;
 use std::sync::Arc;
 
 use hgp_averaging::{
-    ClientBuffer, CommCost, Distributed, InProcess, Placement, PushSumState, Scalar, Transport,
+    ClientBuffer, CommCost, Distributed, InProcess, MassExchange, Placement, PushSumProtocol,
+    PushSumState, Scalar, Transport,
 };
 use hgp_graphs::Network;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
@@ -42,6 +43,7 @@ pub struct Sgp {
     sampler: BatchSampler,
     parallel: bool,
     placement: Placement,
+    protocol: PushSumProtocol,
 }
 
 impl Sgp {
@@ -60,7 +62,18 @@ impl Sgp {
             sampler: BatchSampler::new(BatchSize::Full, 0, domain::SGP),
             parallel: true,
             placement: Placement::local(),
+            protocol: PushSumProtocol::default(),
         })
+    }
+
+    /// Push-Sums with `protocol`: running sums, and/or under faults. A client that is down
+    /// (crashed, not yet back) takes no local step either: its z and ω stay as they were.
+    /// With faults, every step checks that no debias weight ω vanished (plain Push-Sum
+    /// loses mass with every lost message; see
+    /// [`PushSumState::check_weights`](hgp_averaging::PushSumState::check_weights)).
+    pub fn with_push_sum(mut self, protocol: PushSumProtocol) -> Self {
+        self.protocol = protocol;
+        self
     }
 
     /// Spreads the clients over the ranks of `placement`: each rank steps its own clients and
@@ -115,14 +128,29 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
         } else {
             Box::new(InProcess::sequential())
         };
-        let mut state = PushSumState::new(x0.clone());
+        let mut state = PushSumState::new(x0.clone()).with_protocol(self.protocol.clone());
+        let faults = self.protocol.faults.clone();
         let mut x = x0.clone();
         let mut comm = CommCost::new(n);
+        let mut held = Vec::new();
+        // Rows of clients that are down at network step s are put back after the local step.
+        let hold = |state: &PushSumState<T>, s: u64, held: &mut Vec<(usize, Vec<T>)>| {
+            held.clear();
+            for i in owned.clone().filter(|&i| faults.is_down(i, s)) {
+                held.push((i, state.z().row(i).to_vec()));
+            }
+        };
+        let restore = |state: &mut PushSumState<T>, held: &[(usize, Vec<T>)]| {
+            for (i, row) in held {
+                state.z_mut().row_mut(*i).copy_from_slice(row);
+            }
+        };
         for t in 0..self.steps {
             let lr = self.lr.at(t);
             match self.order {
                 SgpOrder::StepThenMix => {
                     state.estimate_into(&mut x);
+                    hold(&state, state.s() + 1, &mut held);
                     descend(
                         clients,
                         lambda,
@@ -133,11 +161,13 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                         t as u64,
                         owned.clone(),
                     );
+                    restore(&mut state, &held);
                     state.step(self.network.as_ref(), transport.as_mut(), &mut comm);
                 }
                 SgpOrder::MixThenStep => {
                     state.step(self.network.as_ref(), transport.as_mut(), &mut comm);
                     state.estimate_into(&mut x);
+                    hold(&state, state.s(), &mut held);
                     descend(
                         clients,
                         lambda,
@@ -148,9 +178,21 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                         t as u64,
                         owned.clone(),
                     );
+                    restore(&mut state, &held);
                 }
             }
+            state.check_weights(&self.placement)?;
             if self.placement.any(!rows_finite(state.z(), owned.clone())) {
+                let loss = self.protocol.faults.loss();
+                if loss > 0.0 && self.protocol.exchange == MassExchange::Plain {
+                    let mut omega = state.omega().to_vec();
+                    self.placement.gather_values(&mut omega, 1);
+                    return Err(InnerError::LostMass {
+                        step: t,
+                        omega: omega.iter().fold(f64::INFINITY, |m, w| m.min(w.as_f64())),
+                        loss,
+                    });
+                }
                 return Err(InnerError::Diverged {
                     solver: "SGP",
                     step: t,
@@ -176,11 +218,12 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
 
     fn describe(&self) -> String {
         format!(
-            "SGP ({}), {} steps over {}",
+            "SGP ({}{}), {} steps over {}",
             match self.order {
                 SgpOrder::StepThenMix => "step then mix",
                 SgpOrder::MixThenStep => "mix then step",
             },
+            self.protocol.describe(),
             self.steps,
             self.network.describe()
         )

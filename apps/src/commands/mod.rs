@@ -1,6 +1,7 @@
 //! The subcommands of `hgp`.
 
 pub mod error;
+pub mod faults;
 pub mod fbo;
 pub mod fedhyper;
 pub mod gen_synthetic;

@@ -230,7 +230,7 @@ impl ErrorCmd {
         let stepped = !pdbo
             && matches!(
                 self.averager.unwrap_or(AveragerKind::PushSum),
-                AveragerKind::PushSum | AveragerKind::Gossip
+                AveragerKind::PushSum | AveragerKind::RobustPushSum | AveragerKind::Gossip
             );
         refuse_unused(self.push_steps.is_some() && !stepped, || {
             if pdbo {

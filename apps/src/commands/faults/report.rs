@@ -1,0 +1,154 @@
+//! What `hgp faults` writes: faults.csv, faults.md, faults.svg, and the table or JSON.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use super::FaultsCmd;
+use super::protocol::{Config, Row};
+use crate::plot::{Figure, Panel, Scale, Series};
+use crate::report::{Table, sci, write_csv};
+
+/// The CSV's header (the fields of [`Row`]).
+pub const HEADER: &[&str] = &[
+    "averager",
+    "loss",
+    "crashed",
+    "hypergrad_error",
+    "survivors_error",
+    "consensus_error",
+    "inner_error",
+    "survivors_inner_error",
+    "messages",
+    "lost",
+    "failure",
+];
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or("failed".to_string(), sci)
+}
+
+impl FaultsCmd {
+    /// Writes the files and prints the table (or JSON).
+    pub(super) fn report(
+        &self,
+        rows: &[Row],
+        out: &Path,
+        description: &str,
+        config: &Config,
+        network: String,
+    ) -> Result<()> {
+        write_csv(&out.join("faults.csv"), HEADER, rows)?;
+        let mut table = Table::new([
+            "averager",
+            "p",
+            "crashed",
+            "HGP error",
+            "vs survivors' problem",
+            "SGP consensus",
+            "x̄ vs x*",
+            "x̄ vs x*_S",
+            "lost / sent",
+        ]);
+        for r in rows {
+            table.row([
+                r.averager.to_string(),
+                r.loss.to_string(),
+                r.crashed.to_string(),
+                cell(r.hypergrad_error),
+                cell(r.survivors_error),
+                cell(r.consensus_error),
+                cell(r.inner_error),
+                cell(r.survivors_inner_error),
+                if r.messages == 0 {
+                    "—".to_string()
+                } else {
+                    format!("{} / {}", r.lost, r.messages)
+                },
+            ]);
+        }
+        let failures: Vec<String> = rows
+            .iter()
+            .filter_map(|r| {
+                r.failure
+                    .as_ref()
+                    .map(|f| format!("{} p = {}, {} crashed: {f}", r.averager, r.loss, r.crashed))
+            })
+            .collect();
+        let settings = format!(
+            "{description}; {network}; SGP {} steps; HGP S = {}, M = {}, η = {}; crashed client {} (from SGP step {})",
+            config.sgp_steps,
+            config.push_steps,
+            config.neumann_terms,
+            config.eta,
+            config.crash_client,
+            config.crash_at
+        );
+        let md = format!(
+            "# hgp faults\n\n{settings}\n\n{}\n{}",
+            table.markdown(),
+            failures
+                .iter()
+                .map(|f| format!("- {f}\n"))
+                .collect::<String>()
+        );
+        std::fs::write(out.join("faults.md"), md)
+            .with_context(|| format!("cannot write {}", out.join("faults.md").display()))?;
+        self.figure(rows)?.write(&out.join("faults.svg"))?;
+
+        if self.json {
+            println!("{}", serde_json::to_string(&json!({ "rows": rows }))?);
+            return Ok(());
+        }
+        println!("{settings}");
+        println!();
+        println!("{}", table.terminal());
+        for f in &failures {
+            println!("{f}");
+        }
+        println!(
+            "\nHGP runs at the exact x*; its error is over the survivors' rows, against the full problem's d_λF and against the survivors' problem's hyper-gradient. Files: {}",
+            out.display()
+        );
+        Ok(())
+    }
+
+    /// Two panels against p: HGP's error and SGP's consensus error, one line per exchange
+    /// and crash setting (failed runs leave gaps).
+    fn figure(&self, rows: &[Row]) -> Result<Figure> {
+        let mut hgp = Panel::new(
+            "HGP: relative error of the survivors' d_λF",
+            "message loss probability p",
+            "relative error",
+        )
+        .with_scales(Scale::Linear, Scale::Log10);
+        let mut sgp = Panel::new(
+            "SGP: consensus error max ‖x_i − x̄‖",
+            "message loss probability p",
+            "consensus error",
+        )
+        .with_scales(Scale::Linear, Scale::Log10);
+        for averager in ["push-sum", "robust-push-sum"] {
+            for crashed in [0, 1] {
+                let name = if crashed == 0 {
+                    averager.to_string()
+                } else {
+                    format!("{averager}, 1 crashed")
+                };
+                let of = |f: fn(&Row) -> Option<f64>| -> Vec<(f64, f64)> {
+                    rows.iter()
+                        .filter(|r| r.averager == averager && r.crashed == crashed)
+                        .filter_map(|r| f(r).map(|v| (r.loss, v)))
+                        .collect()
+                };
+                hgp = hgp.with_series(Series::line(name.clone(), of(|r| r.hypergrad_error)));
+                sgp = sgp.with_series(Series::line(name, of(|r| r.consensus_error)));
+            }
+        }
+        Ok(Figure::new()
+            .with_title("Faults: lost messages and a crashed client")
+            .with_panel(hgp)
+            .with_panel(sgp))
+    }
+}
