@@ -1544,20 +1544,33 @@ fn faults_reports_error_against_loss_for_both_push_sums() {
             }
         }
     }
-    let clean = find("robust-push-sum", 0.0, 0)["hypergrad_error"].as_f64().unwrap();
-    let lossy = find("robust-push-sum", 0.5, 0)["hypergrad_error"].as_f64().unwrap();
+    let clean = find("robust-push-sum", 0.0, 0)["hypergrad_error"]
+        .as_f64()
+        .unwrap();
+    let lossy = find("robust-push-sum", 0.5, 0)["hypergrad_error"]
+        .as_f64()
+        .unwrap();
     assert!(clean < 1e-6 && lossy < 1e-6, "{clean:e} {lossy:e}");
     let plain = find("push-sum", 0.3, 0);
     assert!(plain["consensus_error"].is_null(), "{plain}");
     assert!(
-        plain["failure"].as_str().unwrap().contains("robust-push-sum"),
+        plain["failure"]
+            .as_str()
+            .unwrap()
+            .contains("robust-push-sum"),
         "{plain}"
     );
     assert!(plain["hypergrad_error"].as_f64().unwrap() > 1e-2, "{plain}");
     // One crashed client: the survivors converge to their own problem, not the full one.
     let crashed = find("robust-push-sum", 0.1, 1);
-    assert!(crashed["survivors_error"].as_f64().unwrap() < 1e-6, "{crashed}");
-    assert!(crashed["hypergrad_error"].as_f64().unwrap() > 0.1, "{crashed}");
+    assert!(
+        crashed["survivors_error"].as_f64().unwrap() < 1e-6,
+        "{crashed}"
+    );
+    assert!(
+        crashed["hypergrad_error"].as_f64().unwrap() > 0.1,
+        "{crashed}"
+    );
     for f in ["faults.csv", "faults.md", "faults.svg"] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
