@@ -258,14 +258,15 @@ mod tests {
     use hgp_graphs::{RandomDirected, RandomEdges};
     use hgp_models::data::{SyntheticConfig, generate_synthetic};
 
-    fn setup(
-        n: usize,
-    ) -> (
+    /// Clients, λ, a RandD network and x*.
+    type Setup = (
         Vec<L2Logistic<f64>>,
         PerClient<f64>,
         Arc<dyn Network>,
         Vec<f64>,
-    ) {
+    );
+
+    fn setup(n: usize) -> Setup {
         let data = generate_synthetic(
             &SyntheticConfig {
                 clients: n,
