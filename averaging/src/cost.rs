@@ -23,7 +23,7 @@ pub struct CommCost {
     /// Floats sent by the server (central averaging only).
     pub server_floats: u64,
     /// Messages sent but never received: lost on their link, or addressed to a client that
-    /// was down when they arrived, or still late when an average ended.
+    /// was down when they arrived, or still late when an average (or an SGP run) ended.
     pub lost: u64,
     /// Messages received later than the step they were sent in (stragglers).
     pub late: u64,

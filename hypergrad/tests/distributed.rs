@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use hgp_averaging::{ClientBuffer, ExactAverage, Placement, PushSum, ThreadRanks};
+use hgp_averaging::{
+    ClientBuffer, Crash, ExactAverage, Faults, MassExchange, Placement, PushSum, PushSumProtocol,
+    Straggler, ThreadRanks,
+};
 use hgp_graphs::{Network, RandomDirected, RandomEdges};
 use hgp_hypergrad::{Eta, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{InnerSolver, LrSchedule, Sgp};
@@ -38,9 +41,15 @@ struct Run {
     v: Vec<u64>,
     eta: u64,
     messages: u64,
+    lost: u64,
 }
 
 fn run(placement: Placement, n: usize, exact: bool) -> Run {
+    run_with(placement, n, exact, PushSumProtocol::default())
+}
+
+/// SGP and HGP (Push-Sum unless `exact`) whose Push-Sums move mass by `protocol`.
+fn run_with(placement: Placement, n: usize, exact: bool, protocol: PushSumProtocol) -> Run {
     let clients = clients(n);
     let d = 5;
     let lambda = PerClient::filled(&vec![d; n], 0.01);
@@ -51,6 +60,7 @@ fn run(placement: Placement, n: usize, exact: bool) -> Run {
     let mut sgp = Sgp::new(inner, 300, LrSchedule::constant(1.0).unwrap())
         .unwrap()
         .with_batches(BatchSize::Size(20), 3)
+        .with_push_sum(protocol.clone())
         .with_placement(placement.clone());
     let solution = sgp
         .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
@@ -75,6 +85,7 @@ fn run(placement: Placement, n: usize, exact: bool) -> Run {
     } else {
         let ps = PushSum::new(outer, 5)
             .unwrap()
+            .with_protocol(protocol)
             .with_placement(placement.clone());
         Hgp::new(ps, options)
             .unwrap()
@@ -91,6 +102,7 @@ fn run(placement: Placement, n: usize, exact: bool) -> Run {
         v: bits(estimate.v.as_slice()),
         eta: estimate.eta.unwrap().to_bits(),
         messages: solution.comm.messages + estimate.comm.messages,
+        lost: solution.comm.lost + estimate.comm.lost,
     }
 }
 
@@ -134,5 +146,51 @@ fn more_ranks_than_clients_is_refused() {
     });
     for e in errors {
         assert!(e.contains("4 ranks for 3 clients"), "{e}");
+    }
+}
+
+/// Under faults (lost messages, a straggler, a client that crashes and rejoins), with plain
+/// shares and with running sums: SGP and HGP give the same bits over ranks as in one
+/// process, and in one process whatever the number of threads; only delivered messages
+/// cross ranks.
+#[test]
+fn faults_over_ranks_and_threads_have_the_bits_of_one_process() {
+    let n = 6;
+    for (exchange, loss) in [(MassExchange::RunningSums, 0.3), (MassExchange::Plain, 0.0)] {
+        let faults = Faults::new(loss, 12)
+            .unwrap()
+            .with_straggler(Straggler {
+                client: 2,
+                delay: 3,
+            })
+            .with_crash(Crash {
+                client: 4,
+                at: 50,
+                rejoin: Some(120),
+            });
+        let protocol = PushSumProtocol {
+            exchange,
+            faults: Arc::new(faults),
+        };
+        let want = run_with(Placement::local(), n, false, protocol.clone());
+        assert!(want.lost > 0 || loss == 0.0);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let got = pool.install(|| run_with(Placement::local(), n, false, protocol.clone()));
+            assert!(got == want, "{exchange:?}: {threads} threads differ");
+        }
+        let got = ThreadRanks::spawn(3, |p| {
+            let r = run_with(p.clone(), n, false, protocol.clone());
+            (r, p.traffic())
+        });
+        let mut sent = 0;
+        for (rank, (r, traffic)) in got.iter().enumerate() {
+            assert!(r == &want, "{exchange:?}: rank {rank} differs");
+            sent += traffic.messages + traffic.local_links;
+        }
+        assert_eq!(sent, want.messages - want.lost, "{exchange:?}");
     }
 }

@@ -201,6 +201,8 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
             }
             progress(t + 1, self.steps);
         }
+        // Late messages still on their way when the run ends never arrive.
+        comm.lost += state.abandon_in_flight();
         state.estimate_into(&mut x);
         let mut omega = state.omega().to_vec();
         self.placement.gather_rows(&mut x);
