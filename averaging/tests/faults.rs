@@ -35,6 +35,19 @@ fn totals(state: &PushSumState<f64>) -> Vec<f64> {
     t
 }
 
+/// What the clients start with: Σ_i y_i per value, then Σ_i ω_i = n.
+fn start_mass(y: &ClientBuffer<f64>) -> Vec<f64> {
+    let d = y.d();
+    let mut start = vec![0.0; d + 1];
+    for i in 0..y.n() {
+        for k in 0..d {
+            start[k] += y.row(i)[k];
+        }
+    }
+    start[d] = y.n() as f64;
+    start
+}
+
 fn protocol(exchange: MassExchange, faults: Faults) -> PushSumProtocol {
     PushSumProtocol {
         exchange,
@@ -63,11 +76,7 @@ proptest! {
             .with_straggler(Straggler { client: 0, delay })
             .with_crash(Crash { client: n - 1, at: 5, rejoin: Some(12) });
         let y = values(n, d, seed);
-        let mut start = vec![0.0; d + 1];
-        for i in 0..n {
-            for k in 0..d { start[k] += y.row(i)[k]; }
-        }
-        start[d] = n as f64;
+        let start = start_mass(&y);
         let net = rand_d(n, seed);
         let mut state = PushSumState::new(y)
             .with_protocol(protocol(MassExchange::RunningSums, faults));
@@ -102,11 +111,7 @@ proptest! {
             .with_straggler(Straggler { client: 1 % n, delay })
             .with_crash(Crash { client: 0, at: 3, rejoin: Some(9) });
         let y = values(n, d, seed);
-        let mut start = vec![0.0; d + 1];
-        for i in 0..n {
-            for k in 0..d { start[k] += y.row(i)[k]; }
-        }
-        start[d] = n as f64;
+        let start = start_mass(&y);
         let net = rand_d(n, seed);
         let mut state = PushSumState::new(y).with_protocol(protocol(MassExchange::Plain, faults));
         let mut transport = InProcess::sequential();
