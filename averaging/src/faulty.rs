@@ -62,12 +62,6 @@ impl PushSumProtocol {
         }
     }
 
-    /// The same exchange under `faults`.
-    pub fn with_faults(mut self, faults: Arc<Faults>) -> Self {
-        self.faults = faults;
-        self
-    }
-
     /// Whether this is plain Push-Sum without faults (the mixing kernel's fast path).
     pub fn is_plain(&self) -> bool {
         self.exchange == MassExchange::Plain && self.faults.is_none()

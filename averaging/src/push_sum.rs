@@ -68,15 +68,10 @@ impl<T: Scalar> PushSumState<T> {
         &self.protocol
     }
 
-    /// Whether client `i` is down at the next step (crashed and not yet back): it sends,
-    /// receives and computes nothing.
-    pub fn is_down_next(&self, i: usize) -> bool {
-        self.protocol.faults.is_down(i, self.s + 1)
-    }
-
     /// Mass in transit (in one process): per value (the d values, then ω), the running sums
     /// not yet received (σ − ρ summed over links), or the late shares of plain Push-Sum.
-    /// Σ_i (z_i, ω_i) plus this is what the clients started with, plus what they added.
+    /// Σ_i (z_i, ω_i) plus this (plus [`PushSumState::lost_mass`]) is what the clients
+    /// started with, plus what they added.
     pub fn in_transit(&self) -> Vec<f64> {
         self.faulty
             .in_transit(self.z.d() + 1, self.protocol.exchange)
@@ -325,10 +320,7 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
         cost.lost += self.state.abandon_in_flight();
         std::mem::swap(buffer, &mut self.state.z);
         // Before dividing: under faults ω may have vanished (plain Push-Sum losing mass).
-        if let Err(e) = self.state.check_weights(&self.transport.placement()) {
-            std::mem::swap(buffer, &mut self.state.z);
-            return Err(e);
-        }
+        self.state.check_weights(&self.transport.placement())?;
         divide_rows(buffer, &self.state.omega);
         Ok(cost)
     }

@@ -23,13 +23,10 @@
 //! # Ok::<(), hgp_graphs::GraphError>(())
 //! ```
 
-use hgp_base::rng::{bernoulli_threshold, bits53_at, key};
+use hgp_base::rng::{bernoulli_threshold, bits53_at, domain, key};
 
 use crate::error::{GraphError, Result};
 use crate::graph::DiGraph;
-
-/// Stream domain of message losses (fixed: changing it changes every loss pattern).
-const LOSS_DOMAIN: u64 = 0x6c6f_7373;
 
 /// A client that stops at step `at` (inclusive) and, if `rejoin` is given, comes back at
 /// step `rejoin`: it is down for `at ≤ s < rejoin`.
@@ -155,7 +152,7 @@ impl Faults {
         if self.threshold == 0 {
             return false;
         }
-        let base = key(self.seed, LOSS_DOMAIN, s);
+        let base = key(self.seed, domain::FAULT_LOSS, s);
         // One position per ordered pair; n ≤ 2^32 keeps them distinct.
         bits53_at(base, ((from as u64) << 32) | to as u64) < self.threshold
     }

@@ -110,6 +110,10 @@ pub mod domain {
     pub const LABEL_SPLIT: u64 = 0x6c61_6273_706c;
     /// The hyper-representation MLP's initial weights.
     pub const HYPERREP_INIT: u64 = 0x6872_6570_696e;
+    /// Lost messages of a fault model: one draw per (step, link).
+    pub const FAULT_LOSS: u64 = 0x6c6f_7373;
+    /// `hgp faults`: the seed of the fault models (its streams 0 and 1: SGP's and HGP's).
+    pub const RUN_FAULTS: u64 = 0x6661_756c_7473;
     /// `hgp`: the data set (synthetic draw or image split).
     pub const RUN_DATA: u64 = 1;
     /// `hgp`: the network's links and probabilities.
@@ -125,7 +129,7 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 31] = [
+    pub const ALL: [u64; 33] = [
         NETWORK_BUILD,
         PDBO,
         NETWORK_STEP,
@@ -151,6 +155,8 @@ pub mod domain {
         FED_SPLIT,
         LABEL_SPLIT,
         HYPERREP_INIT,
+        FAULT_LOSS,
+        RUN_FAULTS,
         RUN_DATA,
         RUN_NETWORK,
         RUN_INNER,

@@ -38,8 +38,6 @@ const PUSH_STEPS: usize = 100;
 const LR: f64 = 2.0;
 /// HGP's Neumann step (the HGP paper's Fig. 1).
 const ETA: f64 = 1.0;
-/// Stream of the fault draws.
-const FAULT_DOMAIN: u64 = 0x6661_756c_7473;
 
 /// The defaults listed at the end of `hgp faults --help`.
 pub fn after_help() -> String {
@@ -138,7 +136,7 @@ impl FaultsCmd {
         let push_steps = self.push_steps.unwrap_or(PUSH_STEPS);
         let losses = self.loss.clone().unwrap_or_else(|| LOSSES.to_vec());
         // Flags first, before any work.
-        let data_args = DataArgs {
+        let mut data_args = DataArgs {
             data: self.data.clone(),
             clients: self.clients,
             bias: self.bias,
@@ -174,10 +172,9 @@ impl FaultsCmd {
             );
         }
         let out = prepare_out(&self.out)?;
-        let data_args = DataArgs {
-            clients: Some(self.clients.unwrap_or(CLIENTS)).filter(|_| self.data.is_none()),
-            ..data_args
-        };
+        if data_args.data.is_none() {
+            data_args.clients.get_or_insert(CLIENTS);
+        }
         let (data, description) = data_args.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
@@ -210,7 +207,7 @@ impl FaultsCmd {
             eta: self.eta.unwrap_or(ETA),
             crash_client,
             crash_at,
-            fault_seed: rng::key(self.seed, FAULT_DOMAIN, 0),
+            fault_seed: rng::key(self.seed, rng::domain::RUN_FAULTS, 0),
         };
 
         let reporter = Reporter::new(&self.report, Some(&out), self.json, false)?;

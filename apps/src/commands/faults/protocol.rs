@@ -107,11 +107,18 @@ fn rows_of(v: &PerClient<f64>, keep: &[usize]) -> PerClient<f64> {
     PerClient::from_rows(keep.iter().map(|&i| v.row(i).to_vec()).collect())
 }
 
+/// ‖a − b‖.
+fn distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt()
+}
+
 /// ‖a − b‖ / ‖b‖.
 fn relative(a: &[f64], b: &[f64]) -> f64 {
-    let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let norm: f64 = b.iter().map(|y| y * y).sum();
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+    distance(a, b) / distance(b, &vec![0.0; b.len()]).max(f64::MIN_POSITIVE)
 }
 
 /// One row of the experiment (the CSV and JSON fields).
@@ -161,6 +168,8 @@ pub fn run_row(
     let n = problem.clients.len();
     let d = reference.x_star.len();
     let crashed = n - reference.survivors.len();
+    // Stream 0 of the fault seed draws SGP's losses, stream 1 HGP's; the same for every
+    // exchange and p, so the settings are compared on the same draws.
     let faults = |stream: u64, at: u64| -> Result<Arc<Faults>> {
         let mut f = Faults::new(loss, hgp_graphs::rng::key(config.fault_seed, stream, 0))?;
         if crashed > 0 {
@@ -210,7 +219,7 @@ pub fn run_row(
             let spread = reference
                 .survivors
                 .iter()
-                .map(|&i| relative(sol.x.row(i), &mean) * norm(&mean))
+                .map(|&i| distance(sol.x.row(i), &mean))
                 .fold(0.0, f64::max);
             row.consensus_error = Some(spread);
             row.inner_error = Some(relative(&mean, &reference.x_star));
@@ -246,10 +255,6 @@ pub fn run_row(
         row.failure = Some(failures.join("; "));
     }
     Ok(row)
-}
-
-fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 #[cfg(test)]
