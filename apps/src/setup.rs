@@ -25,7 +25,8 @@ use hgp_hypergrad::{
     Phase, PowerIteration, SampleMode, SolveThenEstimate, Srb,
 };
 use hgp_inner_solvers::{
-    ExactNewton, InnerSolution, InnerSolver, LocalUpdate, LrSchedule, NEWTON_MAX_DIM, Sgp, SgpOrder,
+    ConvergenceReport, ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LocalUpdate,
+    LrSchedule, NEWTON_MAX_DIM, NewtonStep, Sgp, SgpOrder, Unconverged,
 };
 use hgp_models::data::{
     ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
@@ -187,6 +188,88 @@ pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()
         bail!("{}", message());
     }
     Ok(())
+}
+
+/// `--allow-unconverged`: whether a hyper-gradient at a point that is not a solution of the
+/// inner problem is printed (with a warning) or refused.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ConvergenceArgs {
+    /// Print the results even when the inner solve did not reach a solution of the inner
+    /// problem (x̄ more than 10 % of ‖x̄‖ from it by the Newton step, clients that disagree by
+    /// as much, or, for a non-convex cost, a gradient that did not halve), with a warning
+    /// line; without it such a run is an error. Iterates that are not finite are an error
+    /// either way.
+    #[arg(long)]
+    pub allow_unconverged: bool,
+}
+
+/// What an unconverged solve is reported with: which solve, and the options that help.
+pub struct SolveContext<'a> {
+    /// The solve, in words (e.g. "inner solve (SGP …)").
+    pub what: &'a str,
+    /// What to change, naming the command's own options.
+    pub advice: &'a str,
+    /// Whether the warning of an allowed unconverged solve is printed (rank 0 only).
+    pub speak: bool,
+    /// The criteria (without the Newton step for networks).
+    pub test: ConvergenceTest,
+    /// The clients whose problem the solve solved (a server's participants), or all.
+    pub members: Option<&'a [usize]>,
+}
+
+impl ConvergenceArgs {
+    /// Measures `solution` (reached from `x0`) and refuses it, or warns, when it is not a
+    /// solution of the clients' inner problem ([`ConvergenceTest`]'s criteria).
+    ///
+    /// # Errors
+    ///
+    /// Iterates that are not finite; an unconverged solve without `--allow-unconverged`.
+    pub fn check<T: Scalar, C: InnerHvp<T>>(
+        &self,
+        placement: &Placement,
+        (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
+        solution: &InnerSolution<T>,
+        context: &SolveContext<'_>,
+    ) -> Result<ConvergenceReport> {
+        let test = context.test;
+        let report =
+            test.assess_members(placement, (clients, lambda, x0), solution, context.members);
+        match report.verdict(&test) {
+            Ok(()) => {}
+            Err(why @ Unconverged::NotFinite) => bail!(
+                "{} failed: {}; {}",
+                context.what,
+                report.explain(why, &test),
+                context.advice
+            ),
+            Err(why) if self.allow_unconverged => {
+                if context.speak {
+                    eprintln!(
+                        "warning: {} did not reach a solution: {}; the numbers below are taken there (--allow-unconverged)",
+                        context.what,
+                        report.explain(why, &test)
+                    );
+                }
+            }
+            Err(why) => bail!(
+                "{} did not reach a solution of the inner problem: {}; {}, or give --allow-unconverged to print the numbers anyway",
+                context.what,
+                report.explain(why, &test),
+                context.advice
+            ),
+        }
+        Ok(report)
+    }
+}
+
+/// The Newton step of a convergence report as a JSON value: its norm (a lower bound where
+/// conjugate gradients stopped early), or null where the cost is not convex at x̄.
+pub fn newton_step_json(report: &ConvergenceReport) -> serde_json::Value {
+    match report.newton_step {
+        NewtonStep::Converged { norm, .. } => serde_json::json!(norm),
+        NewtonStep::AtLeast { lower_bound, .. } => serde_json::json!(lower_bound),
+        NewtonStep::NotConvex | NewtonStep::NotMeasured => serde_json::Value::Null,
+    }
 }
 
 /// Where the data come from.
@@ -1247,6 +1330,8 @@ pub struct PipelineArgs {
     pub inner: InnerArgs,
     #[command(flatten)]
     pub estimator: EstimatorArgs,
+    #[command(flatten)]
+    pub convergence: ConvergenceArgs,
 }
 
 /// Everything between the data and the hyper-gradient: the network, the averager, the inner
@@ -1255,6 +1340,7 @@ pub struct Pipeline<'a> {
     args: &'a PipelineArgs,
     seed: u64,
     placement: Placement,
+    convergence_test: ConvergenceTest,
 }
 
 /// Why `--engine mpi` refuses `--inner exact`.
@@ -1276,7 +1362,15 @@ impl<'a> Pipeline<'a> {
             args,
             seed,
             placement: Placement::local(),
+            convergence_test: ConvergenceTest::default(),
         }
+    }
+
+    /// The same pipeline judging its inner solves by `test` (e.g. without the Newton step
+    /// for a network).
+    pub fn with_convergence_test(mut self, test: ConvergenceTest) -> Self {
+        self.convergence_test = test;
+        self
     }
 
     /// The same pipeline with the clients placed by `placement` (`--engine mpi`).
@@ -1475,16 +1569,101 @@ impl<'a> Pipeline<'a> {
         })
     }
 
+    /// What helps an inner solve of this pipeline reach a solution, in its options.
+    pub fn convergence_advice(&self) -> &'static str {
+        if self.estimator.estimator.federated() {
+            "raise --inner-steps or lower --inner-lr, or standardize the features (each column to mean 0, variance 1)"
+        } else if self.inner.inner == InnerKind::Exact {
+            "the inner cost may have no minimum (raise its L2 weights), or standardize the features (each column to mean 0, variance 1)"
+        } else {
+            "raise --sgp-steps or lower --lr, or standardize the features (each column to mean 0, variance 1)"
+        }
+    }
+
+    /// Checks that `solution`, reached from `x0` by the solve described as `lower`, is a
+    /// solution of the inner problem (`--allow-unconverged` turns a refusal into a warning).
+    pub fn check_solution<T: Scalar, C: InnerHvp<T>>(
+        &self,
+        (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
+        solution: &InnerSolution<T>,
+        lower: &str,
+        speak: bool,
+    ) -> Result<ConvergenceReport> {
+        self.check_members((clients, lambda, x0), solution, (lower, None), speak)
+    }
+
+    /// [`Self::check_solution`] against the problem of the clients in `members` (a server's
+    /// participants), or all of them.
+    fn check_members<T: Scalar, C: InnerHvp<T>>(
+        &self,
+        (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
+        solution: &InnerSolution<T>,
+        (lower, members): (&str, Option<&[usize]>),
+        speak: bool,
+    ) -> Result<ConvergenceReport> {
+        let what = match members {
+            Some(m) if m.len() < clients.len() => format!(
+                "the inner solve ({lower}) of its participants' problem (clients {})",
+                comma_list(m)
+            ),
+            _ => format!("the inner solve ({lower})"),
+        };
+        self.convergence.check(
+            &self.placement,
+            (clients, lambda, x0),
+            solution,
+            &SolveContext {
+                what: &what,
+                advice: self.convergence_advice(),
+                speak,
+                test: self.convergence_test,
+                members,
+            },
+        )
+    }
+
     /// The protocol shared by `hypergrad` and `influence`: solve the inner problem from
-    /// `x0` and estimate every client's hyper-gradient at the solution (one joint
-    /// estimator), each phase a stage of `reporter` with its progress.
+    /// `x0`, check that it reached a solution (before the estimate where the two are
+    /// separate), and estimate every client's hyper-gradient there, each phase a stage of
+    /// `reporter` with its progress. `speak`: this process prints warnings (rank 0).
     pub fn solve_and_estimate<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
         defaults: &Defaults,
         reporter: &Reporter,
+        speak: bool,
     ) -> Result<Solved<T>> {
         let n = clients.len();
+        if !self.estimator.estimator.federated() {
+            let mut solver = self.solver::<T, C>(n, defaults)?;
+            let mut estimator = self.estimator::<T, C>(n, defaults)?;
+            let (lower, description) = (solver.describe(), estimator.describe());
+            let stage = reporter.stage(format!("inner solve ({lower})"), 0, "steps");
+            let solution = solver
+                .solve_with_progress(clients, lambda, x0, &mut |done, total| {
+                    stage.set(done as u64, total as u64)
+                })
+                .context("inner solve")?;
+            stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
+            let convergence =
+                self.check_solution((clients, lambda, x0), &solution, &lower, speak)?;
+            let stage = reporter.stage(format!("hyper-gradient ({description})"), 0, "terms");
+            let estimate = estimator
+                .estimate_with_progress(clients, &solution.x, lambda, &mut |done, total| {
+                    stage.set(done as u64, total as u64)
+                })
+                .context("hyper-gradient")?;
+            stage.finish("");
+            return Ok(Solved {
+                lower,
+                estimator: description,
+                solution,
+                convergence,
+                estimate,
+                index: None,
+                q_mean: None,
+            });
+        }
         let mut joint = self.joint::<T, C>(n, defaults)?;
         let (lower, estimator) = joint.describe_parts();
         let mut current: Option<(Phase, crate::report::Stage<'_>)> = None;
@@ -1508,19 +1687,23 @@ impl<'a> Pipeline<'a> {
         if let Some((_, stage)) = current.take() {
             stage.finish("");
         }
-        let result = result.context(if self.estimator.estimator.federated() {
-            "federated hyper-gradient"
-        } else {
-            "inner solve and hyper-gradient"
-        })?;
+        let result = result.context("federated hyper-gradient")?;
         reporter.line(&format!(
             "inner solve: stationarity {}",
             sci(result.solution.stationarity)
         ));
+        // A server's lower level solves its participants' problem (drawn once per call).
+        let convergence = self.check_members(
+            (clients, lambda, x0),
+            &result.solution,
+            (&lower, result.participants.as_deref()),
+            speak,
+        )?;
         Ok(Solved {
             lower,
             estimator,
             solution: result.solution,
+            convergence,
             estimate: result.estimate,
             index: result.index,
             q_mean: result.q_mean,
@@ -1536,6 +1719,8 @@ pub struct Solved<T: Scalar> {
     pub estimator: String,
     /// The inner solution x(λ).
     pub solution: InnerSolution<T>,
+    /// How far it is from a solution of the inner problem.
+    pub convergence: ConvergenceReport,
     /// Its estimate of every client's d_λF.
     pub estimate: HyperGradEstimate<T>,
     /// AggITD's index Q.

@@ -304,9 +304,10 @@ fn influence_on_small_user_data_uses_every_instance_and_says_so() {
 #[test]
 fn influence_runs_on_the_cnn_end_to_end() {
     // A tiny configuration of `--model cnn` (the real runs take minutes): every stage runs
-    // and the JSON has its fields.
+    // and the JSON has its fields. Three SGP steps do not train the network: the solve is
+    // refused, and taken with --allow-unconverged and a warning.
     let dir = tempfile::tempdir().unwrap();
-    let o = hgp(&[
+    let args = [
         "influence",
         "--model",
         "cnn",
@@ -323,7 +324,18 @@ fn influence_runs_on_the_cnn_end_to_end() {
         "--json",
         "--out",
         dir.path().to_str().unwrap(),
-    ]);
+    ];
+    let err = fails(&args);
+    assert!(
+        err.contains("made no progress") && err.contains("--allow-unconverged"),
+        "{err}"
+    );
+    let o = hgp(&[&args[..], &["--allow-unconverged"]].concat());
+    assert!(
+        stderr(&o).contains("warning: the inner solve"),
+        "{}",
+        stderr(&o)
+    );
     // The network's training is chaotic (its last bits depend on the CPU), so the scores
     // are checked for consistency with the rows, not for their values.
     let v = json(&o);

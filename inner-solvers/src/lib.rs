@@ -10,7 +10,9 @@
 //! | [`ExactNewton`] | centralized Newton on Σ_i g_i, a reference for small convex problems |
 //!
 //! Every solver returns each client's x_i (and Push-Sum weights where it has them), the
-//! consensus error max_i ‖x_i − x̄‖ and the stationarity ‖Σ_i ∂_x g_i(x̄)‖.
+//! consensus error max_i ‖x_i − x̄‖ and the stationarity ‖Σ_i ∂_x g_i(x̄)‖;
+//! [`ConvergenceTest`] decides from them, and from the Newton step at x̄, whether the solve
+//! reached a solution at which a hyper-gradient means something.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -30,6 +32,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod convergence;
 mod descent;
 mod dsgd;
 mod error;
@@ -42,6 +45,7 @@ mod sgp;
 mod solution;
 mod solver;
 
+pub use convergence::{ConvergenceReport, ConvergenceTest, NewtonStep, Unconverged};
 pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
 pub use fedavg::{FedAvg, FedAvgState, LocalSgd, RoundRates};

@@ -11,8 +11,10 @@ use serde_json::json;
 use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
-    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, total_outer_loss_on,
+    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, newton_step_json,
+    total_outer_loss_on,
 };
+use hgp_inner_solvers::ConvergenceTest;
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
@@ -41,7 +43,8 @@ pub struct Hypergrad {
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
     /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner", "estimator",
-    /// "eta", "curvature"} instead of text (with --engine mpi also "mpi": {"ranks",
+    /// "eta", "curvature"} instead of text ("inner": {"solver", "steps", "consensus_error",
+    /// "stationarity", "initial_stationarity", "newton_step", "converged", "comm"}) (with --engine mpi also "mpi": {"ranks",
     /// "messages", "bytes", "local_links", "collectives", "collective_bytes"}, summed over
     /// ranks).
     #[arg(long)]
@@ -112,14 +115,15 @@ impl Hypergrad {
             lower,
             estimator,
             solution,
+            convergence,
             estimate,
             index,
             q_mean,
-            ..
         } = pipeline.solve_and_estimate(
             (&clients, &lambda, &ClientBuffer::zeros(n, d)),
             &defaults,
             &reporter,
+            engine.is_root(),
         )?;
         let outer_loss = total_outer_loss_on(engine.placement(), &clients, &solution.x, &lambda);
         let mpi_traffic = engine.traffic_json();
@@ -142,6 +146,9 @@ impl Hypergrad {
                     "steps": solution.steps,
                     "consensus_error": solution.consensus_error,
                     "stationarity": solution.stationarity,
+                    "initial_stationarity": convergence.initial_stationarity,
+                    "newton_step": newton_step_json(&convergence),
+                    "converged": convergence.verdict(&ConvergenceTest::default()).is_ok(),
                     "comm": comm_json(&solution.comm),
                 },
                 "estimator": estimator,
@@ -165,11 +172,19 @@ impl Hypergrad {
         println!("data:       {description}");
         println!("inner:      {lower}");
         println!(
-            "            consensus error {}, stationarity ‖Σ∂g_i(x̄)‖ {}, {} steps",
+            "            consensus error {}, stationarity ‖Σ∂g_i(x̄)‖ {} ({} at the start), {} steps",
             sci(solution.consensus_error),
             sci(solution.stationarity),
+            sci(convergence.initial_stationarity),
             solution.steps
         );
+        if let Some(step) = newton_step_json(&convergence).as_f64() {
+            println!(
+                "            distance to the solution ‖H⁻¹∇G(x̄)‖ {} ({:.2} % of ‖x̄‖)",
+                sci(step),
+                100.0 * step / convergence.scale.max(f64::MIN_POSITIVE)
+            );
+        }
         println!(
             "x̄:          [{}]",
             xbar.iter()

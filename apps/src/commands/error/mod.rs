@@ -9,21 +9,24 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::ClientBuffer;
+use hgp_averaging::{ClientBuffer, Placement};
 use hgp_graphs::rng;
 use hgp_hypergrad::{
     EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, PdboExact, PdboHgp, PdboOptions,
     SampleMode, Srb,
 };
-use hgp_inner_solvers::{ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp};
+use hgp_inner_solvers::{
+    ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp,
+};
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
-    AveragerArgs, AveragerKind, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind,
-    L2_LAMBDA, NetworkArgs, check_batch, comma_list, derive, domain, eta_help, l2_lambda,
-    parse_eta, power_help, refuse_unused, resolve_step, train_sizes, with_default,
+    AveragerArgs, AveragerKind, ConvergenceArgs, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS,
+    FRACTION, InnerKind, L2_LAMBDA, NetworkArgs, SolveContext, check_batch, comma_list, derive,
+    domain, eta_help, l2_lambda, parse_eta, power_help, refuse_unused, resolve_step, train_sizes,
+    with_default,
 };
 
 use protocol::{Curve, Observed, error_curve, error_of_mean};
@@ -157,6 +160,8 @@ pub struct ErrorCmd {
     /// moves within M terms: give a step such as 1].
     #[arg(long, value_name = "γ")]
     pdbo_lr: Option<f64>,
+    #[command(flatten)]
+    convergence: ConvergenceArgs,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -529,6 +534,26 @@ impl ErrorCmd {
             sci(solution.consensus_error),
             sci(solution.stationarity)
         ));
+        let advice = match self.inner {
+            InnerKind::Sgp => {
+                "--inner exact solves it by Newton's method, or standardize the features (each column to mean 0, variance 1)"
+            }
+            InnerKind::Exact => {
+                "the inner cost may have no minimum (raise its L2 weights with --lambda), or standardize the features (each column to mean 0, variance 1)"
+            }
+        };
+        self.convergence.check(
+            &Placement::local(),
+            (clients, lambda, &x0),
+            &solution,
+            &SolveContext {
+                what: &format!("the inner solve ({})", solver.describe()),
+                advice,
+                speak: true,
+                test: ConvergenceTest::default(),
+                members: None,
+            },
+        )?;
         Ok(solution)
     }
 }

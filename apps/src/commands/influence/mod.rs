@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_inner_solvers::{ConvergenceTest, InnerSolution};
 use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir};
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
@@ -155,7 +156,14 @@ struct Problem<T, C> {
 
 impl Influence {
     fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline::new(&self.pipeline, self.seed)
+        let pipeline = Pipeline::new(&self.pipeline, self.seed);
+        match self.model {
+            ModelKind::Logistic => pipeline,
+            // A network's loss is not convex: its solves are judged by their progress only.
+            ModelKind::Cnn => {
+                pipeline.with_convergence_test(ConvergenceTest::default().without_newton_step())
+            }
+        }
     }
 
     fn defaults(&self) -> Defaults {
@@ -392,7 +400,13 @@ impl Influence {
             solution,
             estimate,
             ..
-        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter)?;
+        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter, true)?;
+        // A retraining's F is the actual change only at a solution of its inner problem.
+        let verify = |lambda: &PerClient<T>, s: &InnerSolution<T>, what: &str| {
+            pipeline
+                .check_solution((&clients, lambda, &solution.x), s, what, true)
+                .map(|_| ())
+        };
         let f0 = total_outer_loss(&clients, &solution.x, &lambda);
 
         let mut candidates = rank_instances(&estimate.v);
@@ -451,6 +465,7 @@ impl Influence {
             .solver::<T, C>(n, &defaults)?
             .solve(&clients, &lambda, &solution.x)
             .context("control retraining")?;
+        verify(&lambda, &control, "control retraining")?;
         let f_control = total_outer_loss(&clients, &control.x, &lambda);
         stage.inc(1);
         let fresh: Vec<Removal> = todo
@@ -462,6 +477,7 @@ impl Influence {
                     (&clients, &lambda, &solution.x),
                     (client, instance, predicted),
                     f_control,
+                    &verify,
                 )?;
                 rows.write(&removal)?;
                 stage.inc(1);

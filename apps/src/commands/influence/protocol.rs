@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use hgp_averaging::{ClientBuffer, Scalar};
-use hgp_inner_solvers::InnerSolver;
+use hgp_inner_solvers::{InnerSolution, InnerSolver};
 use hgp_models::{ClientObjective, PerClient};
 use serde::{Deserialize, Serialize};
 
@@ -49,20 +49,28 @@ pub fn rank_instances<T: Scalar>(v: &PerClient<T>) -> Vec<(usize, usize, f64)> {
     candidates
 }
 
+/// Checks that a retraining (with these λ, from the solution with every instance) reached a
+/// solution: its F is the "actual" change only there.
+pub type Verify<'a, T> = dyn Fn(&PerClient<T>, &InnerSolution<T>, &str) -> Result<()> + Sync + 'a;
+
 /// Removes instance `instance` of `client` (λ_ik = 0, as in the papers' code), retrains with
-/// `solver` from `x` (the solution with every instance) and returns the actual change of F
-/// against `f_control`, F after the same retraining with every instance kept.
+/// `solver` from `x` (the solution with every instance), checks the retraining with `verify`
+/// and returns the actual change of F against `f_control`, F after the same retraining with
+/// every instance kept.
 pub fn remove_and_retrain<T: Scalar, C: ClientObjective<T>>(
     solver: &mut dyn InnerSolver<T, C>,
     (clients, lambda, x): (&[C], &PerClient<T>, &ClientBuffer<T>),
     (client, instance, predicted): (usize, usize, f64),
     f_control: f64,
+    verify: &Verify<'_, T>,
 ) -> Result<Removal> {
     let mut without = lambda.clone();
     without.row_mut(client)[instance] = T::zero();
+    let what = format!("retraining without instance {instance} of client {client}");
     let s = solver
         .solve(clients, &without, x)
-        .with_context(|| format!("retraining without instance {instance} of client {client}"))?;
+        .with_context(|| what.clone())?;
+    verify(&without, &s, &what)?;
     Ok(Removal {
         client,
         instance,
