@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, check_inputs};
 use crate::joint::{Joint, JointEstimator, Phase};
+use crate::watch::{Growth, NormWatch};
 
 /// Settings shared by AggITD and FedNest.
 #[derive(Clone, Debug)]
@@ -239,6 +240,35 @@ fn check_finite<T: Scalar>(v: &PerClient<T>, what: &'static str) -> Result<()> {
     }
 }
 
+fn norm<T: Scalar>(v: &[T]) -> f64 {
+    v.iter().map(|x| x.as_f64().powi(2)).sum::<f64>().sqrt()
+}
+
+/// ‖mean_{i∈S} rows_i‖: the norm of what the server will aggregate.
+fn mean_norm<T: Scalar>(rows: &ClientBuffer<T>, s: &[usize]) -> f64 {
+    let mut mean = vec![0.0; rows.d()];
+    for &i in s {
+        for (m, &v) in mean.iter_mut().zip(rows.row(i)) {
+            *m += v.as_f64();
+        }
+    }
+    let k = s.len().max(1) as f64;
+    mean.iter().map(|m| (m / k).powi(2)).sum::<f64>().sqrt()
+}
+
+/// The error of a federated Neumann-type series that grew ([`NormWatch`]).
+fn growing(what: &'static str, growth: Growth, to: usize, after: f64, step: f64) -> HypergradError {
+    let (from, before) = growth.baseline();
+    HypergradError::NeumannGrowing {
+        what,
+        from,
+        to,
+        before,
+        after,
+        step,
+    }
+}
+
 fn broadcast<T: Scalar>(n: usize, y: &[T]) -> ClientBuffer<T> {
     ClientBuffer::from_fn(n, y.len(), |_, k| y[k])
 }
@@ -333,6 +363,8 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         let mut z: Vec<T> = Vec::new();
         let mut zbar: Vec<T> = vec![T::zero(); d];
         let inv_s = T::one() / T::cast(s.len() as f64);
+        let mut watch: Option<NormWatch> = None;
+        let mut initial_z = 0.0;
         for t in 0..=big_n {
             if self.q_mean {
                 let step = call * (big_n as u64 + 1) + t as u64;
@@ -376,6 +408,16 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                     step,
                     &mut pieces,
                 );
+            }
+            if t > q {
+                // z^t = mean_i (I − λH_i(y^t)) z^{t−1} must shrink like FedNest's terms.
+                let size = mean_norm(&pieces, &s);
+                watch
+                    .get_or_insert_with(|| NormWatch::new(initial_z, big_n - q))
+                    .record(t - q, size)
+                    .map_err(|g| growing("AggITD", g, t - q, size, self.options.neumann_step))?;
+            } else if t == q {
+                initial_z = mean_norm(&pieces, &s);
             }
             if t < big_n {
                 let control = match self.options.update {
@@ -585,8 +627,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 comm.merge(&server.aggregate(&mut p, &s)?);
                 let mut current = p.row(0).to_vec();
                 let mut sum = current.clone();
-                let norm = |v: &[T]| v.iter().map(|x| x.as_f64().powi(2)).sum::<f64>().sqrt();
-                let mut norms = vec![norm(&current)];
+                let mut watch = NormWatch::new(norm(&current), self.terms);
                 for t in 1..=self.terms {
                     neumann_rows(
                         clients,
@@ -604,19 +645,11 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                     for (a, &b) in sum.iter_mut().zip(&current) {
                         *a += b;
                     }
-                    // (I − λH̄)^t p_0 must shrink: a term more than twice the one at t/2
-                    // means λ is beyond 2 / the largest eigenvalue (or H̄ is not positive).
-                    norms.push(norm(&current));
-                    if t >= 8 && norms[t] > 2.0 * norms[t / 2] || !norms[t].is_finite() {
-                        return Err(HypergradError::NeumannGrowing {
-                            what: "FedNest",
-                            from: t / 2,
-                            to: t,
-                            before: norms[t / 2],
-                            after: norms[t],
-                            step: self.options.neumann_step,
-                        });
-                    }
+                    // (I − λH̄)^t p_0 must shrink: growth means λ is beyond 2 / the largest
+                    // eigenvalue (or H̄ is not positive).
+                    watch.record(t, norm(&current)).map_err(|g| {
+                        growing("FedNest", g, t, norm(&current), self.options.neumann_step)
+                    })?;
                     progress(Phase::Estimate, t, self.terms);
                 }
                 shared = sum.iter().map(|&v| v * eta).collect();

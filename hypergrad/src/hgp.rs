@@ -12,66 +12,10 @@ use crate::error::{HypergradError, Result};
 use crate::estimator::{
     HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients_of,
 };
+use crate::watch::{Growth, NormWatch};
 
-/// |u| may grow this much over |u^(0)| before HGP is declared divergent.
-const DIVERGENCE_FACTOR: f64 = 1e6;
-/// From this many terms on, ‖u‖ is also checked for slow growth: at m = 64, 128, 256, …
-/// and at m = M, ‖u^(m)‖ must not exceed [`GROWTH_FACTOR`] × ‖u^(⌊m/2⌋)‖.
-pub const GROWTH_CHECK_MIN_TERMS: usize = 64;
-/// Growth of ‖u‖ over the second half of the iterations so far that counts as divergence.
-const GROWTH_FACTOR: f64 = 2.0;
 /// Work (HVP values × instances) above which clients update in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
-
-/// How ‖u‖ of a Neumann-type series grew, when it grew too much.
-pub(crate) enum Growth {
-    /// ‖u^(m)‖ exceeds 10⁶ × ‖u^(0)‖ or is not finite.
-    Fast {
-        /// ‖u^(0)‖.
-        initial: f64,
-    },
-    /// ‖u^(m)‖ more than doubled since m/2 (checked from [`GROWTH_CHECK_MIN_TERMS`] on, at
-    /// powers of two and at M).
-    Slow {
-        /// ⌊m/2⌋.
-        from: usize,
-        /// ‖u^(⌊m/2⌋)‖.
-        before: f64,
-    },
-}
-
-/// The divergence checks shared by HGP and paper 004's SRB / HGP: the norms ‖u^(m)‖ so far.
-pub(crate) struct NormWatch {
-    norms: Vec<f64>,
-    terms: usize,
-}
-
-impl NormWatch {
-    /// Starts from ‖u^(0)‖ for a series of `terms` terms.
-    pub(crate) fn new(initial: f64, terms: usize) -> Self {
-        let mut norms = Vec::with_capacity(terms + 1);
-        norms.push(initial);
-        Self { norms, terms }
-    }
-
-    /// Records ‖u^(m)‖ (m = 1, 2, … in order) and says whether it grew too much.
-    pub(crate) fn record(&mut self, m: usize, current: f64) -> std::result::Result<(), Growth> {
-        let initial = self.norms[0];
-        self.norms.push(current);
-        if !current.is_finite() || current > DIVERGENCE_FACTOR * initial.max(f64::MIN_POSITIVE) {
-            return Err(Growth::Fast { initial });
-        }
-        let checkpoint = m.is_power_of_two() || m == self.terms;
-        let before = self.norms[m / 2];
-        if checkpoint && m >= GROWTH_CHECK_MIN_TERMS && current > GROWTH_FACTOR * before {
-            return Err(Growth::Slow {
-                from: m / 2,
-                before,
-            });
-        }
-        Ok(())
-    }
-}
 
 /// Whether the two Jacobian products of an iteration use independent samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -53,6 +53,7 @@ mod federated;
 mod hgp;
 mod joint;
 mod pdbo;
+mod watch;
 
 pub use adam::Adam;
 pub use curvature::{Curvature, PowerIteration, estimate_curvature};
@@ -60,9 +61,10 @@ pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
 pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
-pub use hgp::{Eta, GROWTH_CHECK_MIN_TERMS, Hgp, HgpObserver, HgpOptions, SampleMode};
+pub use hgp::{Eta, Hgp, HgpObserver, HgpOptions, SampleMode};
 pub use joint::{Joint, JointEstimator, Phase, SolveThenEstimate};
 pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
+pub use watch::GROWTH_CHECK_MIN_TERMS;
 
 #[cfg(test)]
 mod auto_traits {

@@ -30,7 +30,8 @@ use rayon::prelude::*;
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 use crate::exact::EXACT_MAX_SIZE;
-use crate::hgp::{Growth, HgpObserver, NormWatch, SampleMode};
+use crate::hgp::{HgpObserver, SampleMode};
+use crate::watch::NormWatch;
 
 /// Work (HVP values × instances) above which clients update in parallel.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
@@ -293,10 +294,7 @@ impl SgpDifferentiation {
             };
             let current = squares.iter().sum::<f64>().sqrt();
             if let Err(growth) = watch.record(m, current) {
-                let (from, before) = match growth {
-                    Growth::Fast { initial } => (0, initial),
-                    Growth::Slow { from, before } => (from, before),
-                };
+                let (from, before) = growth.baseline();
                 return Err(HypergradError::PdboGrowing {
                     what,
                     from,

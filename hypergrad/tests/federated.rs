@@ -313,6 +313,25 @@ fn a_too_large_neumann_step_is_an_error_not_a_number() {
         .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
         .unwrap_err();
     assert!(err.to_string().contains("diverges"), "{err}");
+    // AggITD's HessIV recursion z^t = mean_i (I − λH_i) z^{t−1} under the same check, for
+    // fast (λ = 1000) and slow growth, wherever Q falls.
+    for (step, q) in [(1000.0, 0), (1000.0, 30), (60.0, 0)] {
+        let mut aggitd = AggItd::new(options(200, 1.0, step))
+            .unwrap()
+            .with_index(q)
+            .with_q_mean();
+        let err = aggitd
+            .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+            .unwrap_err();
+        assert!(err.is_divergence(), "{err}");
+        assert!(err.to_string().contains("AggITD diverges"), "{err}");
+    }
+    // A contracting step passes.
+    let mut aggitd = AggItd::new(options(200, 1.0, 1.0)).unwrap().with_index(0);
+    let ok = aggitd
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .unwrap();
+    assert!(ok.estimate.v.as_slice().iter().all(|v| v.is_finite()));
 }
 
 #[test]

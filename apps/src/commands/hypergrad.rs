@@ -132,9 +132,11 @@ impl Hypergrad {
         }
         let xbar = solution.mean();
         // AggITD: how far this single-Q estimate is from its mean over Q (relative).
+        // (None where it is not a number: a mean over Q that overflowed is no diagnostic.)
         let spread = q_mean
             .as_ref()
-            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE));
+            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
+            .filter(|s| s.is_finite());
         if self.json {
             let out = json!({
                 "x": xbar,
