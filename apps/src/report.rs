@@ -324,44 +324,165 @@ fn check_header(path: &Path, header: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Records the settings of a run in `hgp-settings.txt` in `out`; with `resume`, first
-/// refuses a directory whose recorded settings differ (its rows would not belong to this
-/// run).
-pub fn record_settings(out: &Path, settings: &str, resume: bool) -> Result<()> {
-    let path = out.join("hgp-settings.txt");
+/// The file that records a run's settings in its output directory.
+pub const SETTINGS_FILE: &str = "hgp-settings.json";
+
+/// Records the settings of a run (a JSON object: the options that change its numbers, under
+/// their command-line names) in [`SETTINGS_FILE`] in `out`; with `resume`, first refuses a
+/// directory whose recorded settings differ (its rows would not belong to this run), naming
+/// the options that differ.
+pub fn record_settings(out: &Path, settings: &Value, resume: bool) -> Result<()> {
+    let path = out.join(SETTINGS_FILE);
     if resume && path.exists() {
-        let before = std::fs::read_to_string(&path)
+        let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        if before.trim_end() != settings {
+        let before: Value = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--resume: {} is damaged (not JSON): use another --out, or run without --resume",
+                path.display()
+            )
+        })?;
+        if &before != settings {
+            let differ = differing_keys(&before, settings);
             bail!(
-                "--resume: {} was written with other settings (see {}); use another --out, or run without --resume",
+                "--resume: {} was written with other settings ({}; see {}): use another --out, or run without --resume",
                 out.display(),
+                if differ.is_empty() {
+                    "they differ".to_string()
+                } else {
+                    format!("differing: {}", differ.join(", "))
+                },
                 path.display()
             );
         }
     }
-    std::fs::write(&path, format!("{settings}\n"))
+    let text = serde_json::to_string_pretty(settings)?;
+    std::fs::write(&path, format!("{text}\n"))
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// The settings of `command` as recorded: `{"command", "options"}`, the options being the
+/// command's parsed flags (those that do not change the numbers skipped).
+pub fn settings_json<O: Serialize>(command: &str, options: &O) -> Result<Value> {
+    Ok(json!({"command": command, "options": serde_json::to_value(options)?}))
+}
+
+/// The keys (dotted paths) at which two JSON objects differ.
+fn differing_keys(a: &Value, b: &Value) -> Vec<String> {
+    fn walk(a: &Value, b: &Value, prefix: &str, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        &path,
+                        out,
+                    );
+                }
+            }
+            _ if a != b => out.push(prefix.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(a, b, "", &mut out);
+    out
+}
+
+/// Serializes a command-line choice (a clap `ValueEnum`) by its name on the command line.
+pub fn value_name<S: Serializer, V: clap::ValueEnum>(
+    v: &V,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match v.to_possible_value() {
+        Some(p) => s.serialize_str(p.get_name()),
+        None => s.serialize_none(),
+    }
+}
+
+/// Implements `Serialize` for command-line choices (clap `ValueEnum`s) by their names on the
+/// command line, so recorded settings read like the options that set them.
+#[macro_export]
+macro_rules! serialize_by_value_name {
+    ($($t:ty),+ $(,)?) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                $crate::report::value_name(self, s)
+            }
+        }
+    )+};
+}
+
 /// The rows of a CSV file written under `header` by [`RowWriter`] or [`write_csv`]; an
-/// absent file has none. A row that does not parse is an error naming its line.
+/// absent file has none. Every row is checked in full before any is used, and a damaged one
+/// is an error naming its line: a last line without its newline (the run stopped while
+/// writing it: a number cut short still parses, as another number), a row with another
+/// number of fields than the header, a number that is not finite, or a field that does not
+/// parse as its column's type.
 pub fn read_rows<R: DeserializeOwned>(path: &Path, header: &[&str]) -> Result<Vec<R>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
+    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !text.is_empty() && !text.ends_with(b"\n") {
+        let line = text.iter().filter(|&&b| b == b'\n').count() + 1;
+        bail!(
+            "{} line {line} is cut short (the run stopped while writing it): delete that line, and --resume computes it again",
+            path.display()
+        );
+    }
     check_header(path, header)?;
-    let mut reader =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
-    reader
-        .deserialize()
-        .map(|row| {
-            row.map_err(|e| {
-                let line = e.position().map_or(0, |p| p.line());
-                anyhow::anyhow!("{} line {line}: {e}", path.display())
-            })
-        })
-        .collect()
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_slice());
+    let names = reader
+        .headers()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .clone();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            anyhow::anyhow!("{} line {line}: {e}", path.display())
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let at = || format!("{} line {line}", path.display());
+        if record.len() != names.len() {
+            bail!(
+                "{}: {} fields, but the header has {}: the row is damaged (delete it, and --resume computes it again)",
+                at(),
+                record.len(),
+                names.len()
+            );
+        }
+        for (name, field) in names.iter().zip(record.iter()) {
+            for value in field.split(';') {
+                if let Ok(v) = value.trim().parse::<f64>()
+                    && !v.is_finite()
+                {
+                    bail!(
+                        "{}, column {name}: {value} is not a finite number: the row is damaged (delete it, and --resume computes it again)",
+                        at()
+                    );
+                }
+            }
+        }
+        rows.push(
+            record
+                .deserialize(Some(&names))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
+        );
+    }
+    Ok(rows)
 }
 
 /// Serializes a number in Rust's shortest round-trip scientific form (`1.5e-3`), the form
@@ -506,10 +627,22 @@ mod tests {
     #[test]
     fn resume_needs_the_same_settings() {
         let dir = tempfile::tempdir().unwrap();
-        record_settings(dir.path(), "a", false).unwrap();
-        assert!(record_settings(dir.path(), "a", true).is_ok());
-        assert!(record_settings(dir.path(), "b", true).is_err());
-        assert!(record_settings(dir.path(), "b", false).is_ok());
+        let a = json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.4}});
+        let b = json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.5}});
+        record_settings(dir.path(), &a, false).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(SETTINGS_FILE)).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), a);
+        assert!(record_settings(dir.path(), &a, true).is_ok());
+        let err = record_settings(dir.path(), &b, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("differing: network.rho-low"), "{err}");
+        assert!(record_settings(dir.path(), &b, false).is_ok());
+        std::fs::write(dir.path().join(SETTINGS_FILE), "{\"seed\": 1, ").unwrap();
+        let err = record_settings(dir.path(), &b, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("damaged"), "{err}");
     }
 
     #[test]
@@ -536,6 +669,28 @@ mod tests {
         std::fs::write(&path, "a,b\n1,2\nz,3\n").unwrap();
         let err = read_rows::<(u32, f64)>(&path, h).unwrap_err().to_string();
         assert!(err.contains("line 3"), "{err}");
+        // Damaged rows: cut short (a number that still parses), too few or too many fields,
+        // a number that is not finite.
+        for (text, says) in [
+            ("a,b\n1,2.5\n3,1.2345", "line 3 is cut short"),
+            ("a,b\n1,2.5\n3,1.2345e-", "line 3 is cut short"),
+            ("a,b\n1,2.5\n3\n", "line 3: 1 fields"),
+            ("a,b\n1,2.5,7\n", "line 2: 3 fields"),
+            ("a,b\n1,NaN\n", "line 2, column b: NaN"),
+            ("a,b\n1,inf\n2,3\n", "line 2, column b: inf"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = read_rows::<(u32, f64)>(&path, h).unwrap_err().to_string();
+            assert!(err.contains(says), "{text:?}: {err}");
+        }
+        // Lists of numbers (`;`-separated) are checked value by value.
+        std::fs::write(&path, "a,b\n1,1e0;NaN\n").unwrap();
+        assert!(read_rows::<(u32, String)>(&path, h).is_err());
+        std::fs::write(&path, "a,b\n1,1e0;5e-1\n").unwrap();
+        assert_eq!(
+            read_rows::<(u32, String)>(&path, h).unwrap(),
+            [(1, "1e0;5e-1".to_string())]
+        );
         let w = RowWriter::open(&path, h, false).unwrap();
         drop(w);
         assert!(read_rows::<(u32, f64)>(&path, h).unwrap().is_empty());

@@ -41,6 +41,15 @@ pub mod domain {
 }
 
 use crate::report::{Reporter, sci};
+use serde::Serialize;
+
+crate::serialize_by_value_name!(
+    NetworkKind,
+    AveragerKind,
+    InnerKind,
+    OrderKind,
+    EstimatorKind
+);
 
 /// A seed for one part of a run, derived from the run's `--seed`.
 pub fn derive(seed: u64, domain: u64) -> u64 {
@@ -80,6 +89,18 @@ pub const EDGE_P: f64 = 0.5;
 pub const LR_DECAY: f64 = 0.1;
 /// Default participation fraction C of the central server (every client, every round).
 pub const FRACTION: f64 = 1.0;
+
+/// Serializes an optional batch size as `"full"`, a number or null (recorded settings).
+pub fn batch_option<S: serde::Serializer>(
+    b: &Option<BatchSize>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match b {
+        None => s.serialize_none(),
+        Some(BatchSize::Full) => s.serialize_str("full"),
+        Some(BatchSize::Size(k)) => s.serialize_u64(*k as u64),
+    }
+}
 
 /// Parses `full` or a positive batch size.
 pub fn parse_batch(s: &str) -> Result<BatchSize, String> {
@@ -121,6 +142,15 @@ impl EtaArg {
             Self::Auto => Ok(Eta::Auto(PowerIteration { iterations })),
             Self::Value(v) if v.is_finite() && v > 0.0 => Ok(Eta::Fixed(v)),
             Self::Value(v) => bail!("--eta must be `auto` or a positive number (got {v})"),
+        }
+    }
+}
+
+impl Serialize for EtaArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Value(v) => s.serialize_f64(*v),
         }
     }
 }
@@ -192,7 +222,8 @@ pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()
 
 /// `--allow-unconverged`: whether a hyper-gradient at a point that is not a solution of the
 /// inner problem is printed (with a warning) or refused.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ConvergenceArgs {
     /// Print the results even when the inner solve did not reach a solution of the inner
     /// problem (x̄ more than 10 % of ‖x̄‖ from it by the Newton step, clients that disagree by
@@ -273,7 +304,8 @@ pub fn newton_step_json(report: &ConvergenceReport) -> serde_json::Value {
 }
 
 /// Where the data come from.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct DataArgs {
     /// Directory with client_<i>_train.csv and client_<i>_val.csv (i = 0, 1, …; no header;
     /// features then a 0/1 label per row). Without it, the synthetic data of the HGP paper's
@@ -436,7 +468,8 @@ impl NetworkKind {
 }
 
 /// The communication network.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct NetworkArgs {
     /// Communication network.
     #[arg(long, value_enum, default_value_t = NetworkKind::Randd)]
@@ -574,7 +607,8 @@ pub enum AveragerKind {
 }
 
 /// The averaging scheme used by the estimator.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct AveragerArgs {
     /// How clients average vectors (HGP only) [default: push-sum].
     #[arg(long, value_enum)]
@@ -748,7 +782,8 @@ pub enum OrderKind {
 }
 
 /// The inner solve x(λ).
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct InnerArgs {
     /// How x(λ) is obtained.
     #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
@@ -771,6 +806,7 @@ pub struct InnerArgs {
     pub lr_decay: Option<f64>,
     /// SGP mini-batch size, `full` or a number [default: listed at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
+    #[serde(serialize_with = "batch_option")]
     pub inner_batch: Option<BatchSize>,
     /// Order of SGP's local step and Push-Sum exchange [default: step-then-mix].
     #[arg(long, value_enum)]
@@ -1022,7 +1058,8 @@ pub const FED_NEUMANN_STEP: f64 = 1.0;
 pub const FED_LOCAL_STEPS: usize = 1;
 
 /// The lower level and HessIV of the federated estimators (aggitd, fednest).
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct FederatedArgs {
     #[arg(long, value_name = "N", help = with_default(
         "Lower-level rounds N of --estimator aggitd / fednest (FedSVRG-type: two communication rounds each)",
@@ -1051,7 +1088,8 @@ pub struct FederatedArgs {
 }
 
 /// The hyper-gradient estimator.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct EstimatorArgs {
     /// Hyper-gradient estimator.
     #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
@@ -1068,6 +1106,7 @@ pub struct EstimatorArgs {
     /// HGP mini-batch size for the Jacobian products, `full` or a number [default: listed
     /// at the end].
     #[arg(long, value_parser = parse_batch, value_name = "B")]
+    #[serde(serialize_with = "batch_option")]
     pub batch: Option<BatchSize>,
     /// Use one sample for both Jacobian products of an HGP iteration (and, for --estimator
     /// srb, one network draw: eq. 9 draws ζ̌ and ζ̂ independently; pdbo-hgp always shares
@@ -1320,7 +1359,8 @@ impl EstimatorArgs {
 }
 
 /// The options of everything between the data and the hyper-gradient.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct PipelineArgs {
     #[command(flatten)]
     pub network: NetworkArgs,

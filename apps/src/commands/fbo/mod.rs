@@ -12,8 +12,9 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_models::HyperRepConfig;
 use hgp_models::images::ImageSet;
+use serde::Serialize;
 
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings};
+use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Method, Settings, Split};
 use report::{HEADER, RunRow};
@@ -52,8 +53,11 @@ const QUICK_ROUNDS: usize = 400;
 /// Local upper steps τ compared (Table 2).
 const TAUS: [usize; 2] = [1, 5];
 
+crate::serialize_by_value_name!(protocol::Method, protocol::Split);
+
 /// Options of `hgp fbo`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Fbo {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
@@ -112,12 +116,15 @@ pub struct Fbo {
     seed: u64,
     /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
     #[arg(long, default_value = "out/fbo", value_name = "DIR")]
+    #[serde(skip)]
     out: PathBuf,
     /// Print one JSON object {"rows": [{"method", "split", "tau", "rounds_to_target",
     /// "final_accuracy", "rounds"}, ...]} (rounds_to_target is null if never reached).
     #[arg(long)]
+    #[serde(skip)]
     json: bool,
     #[command(flatten)]
+    #[serde(skip)]
     report: ReportArgs,
 }
 
@@ -230,7 +237,7 @@ impl Fbo {
             .iter()
             .map(|&s| settings.federation(&images, &test, self.clients, s))
             .collect::<Result<Vec<_>>>()?;
-        record_settings(&self.out, &format!("fbo {settings:?}"), false)?;
+        record_settings(&self.out, &settings_json("fbo", self)?, false)?;
         let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
         reporter.line(&format!("data: {description}"));
         let csv = self.out.join("fbo.csv");

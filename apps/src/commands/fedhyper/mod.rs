@@ -14,8 +14,9 @@ use clap::{Args, ValueEnum};
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 use hgp_models::images::ImageSet;
 use hgp_models::nn::Architecture;
+use serde::Serialize;
 
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings};
+use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::{load_image_experiment, with_default};
 use protocol::{Method, SchedulerParams, Settings, Split};
 use report::{ROUND_HEADER, RoundRow};
@@ -57,8 +58,17 @@ pub enum Model {
     Mlp,
 }
 
+crate::serialize_by_value_name!(Model, protocol::Method);
+
+impl Serialize for protocol::Split {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
 /// Options of `hgp fedhyper`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct FedHyperCmd {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
@@ -132,13 +142,16 @@ pub struct FedHyperCmd {
     /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
     /// hgp.log.
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
+    #[serde(skip)]
     out: PathBuf,
     /// Print one JSON object {"rows": [{"method", "split", "final_accuracy",
     /// "rounds_to_target", "seconds_per_round", …}], "learning_rates": {method: [α^t …]}}
     /// (rounds_to_target is null unless every seed reached the target).
     #[arg(long)]
+    #[serde(skip)]
     json: bool,
     #[command(flatten)]
+    #[serde(skip)]
     report: ReportArgs,
 }
 
@@ -293,11 +306,7 @@ impl FedHyperCmd {
                     .map(Some)
             })
             .collect::<Result<_>>()?;
-        record_settings(
-            &self.out,
-            &format!("fedhyper {settings:?} seeds {seeds:?}"),
-            false,
-        )?;
+        record_settings(&self.out, &settings_json("fedhyper", self)?, false)?;
         let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
         let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;

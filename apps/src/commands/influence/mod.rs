@@ -21,9 +21,11 @@ use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
+    write_csv,
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, Solved, derive, domain,
@@ -32,6 +34,8 @@ use crate::setup::{
 
 use protocol::{Removal, rank_instances, remove_and_retrain};
 use report::HEADER;
+
+crate::serialize_by_value_name!(ModelKind);
 
 /// The model whose instances are scored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,7 +104,8 @@ pub fn after_help() -> String {
 }
 
 /// Options of `hgp influence`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Influence {
     /// The model.
     #[arg(long, value_enum, default_value_t = ModelKind::Logistic)]
@@ -123,15 +128,18 @@ pub struct Influence {
         "Instances (largest predicted |change|, over all clients) to remove and retrain \
          [default: {}; {} with --quick, {} with --model cnn --quick]", TOP[0], TOP[1], TOP[2]
     ))]
+    #[serde(skip)]
     top: Option<usize>,
     #[arg(long, help = quick_help())]
     quick: bool,
     /// Output directory for influence.csv, influence.svg and hgp.log.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]
+    #[serde(skip)]
     out: PathBuf,
     /// Keep the retrainings already in influence.csv (from an interrupted run with the
     /// same settings) and do only the missing ones.
     #[arg(long)]
+    #[serde(skip)]
     resume: bool,
     #[command(flatten)]
     pipeline: PipelineArgs,
@@ -139,10 +147,13 @@ pub struct Influence {
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
     /// Print one JSON object {"r2", "f1", "top": [[client, instance, predicted, actual], ...]}
-    /// instead of text (r2 is null where it is undefined).
+    /// instead of text (r2 and f1 are null where they are undefined: R² without spread in
+    /// the rows, F1 where no removal is predicted to lower F and none does).
     #[arg(long)]
+    #[serde(skip)]
     json: bool,
     #[command(flatten)]
+    #[serde(skip)]
     report: ReportArgs,
 }
 
@@ -377,20 +388,7 @@ impl Influence {
             Vec::new()
         };
         // Everything that changes the numbers (--top only changes how many).
-        let settings = format!(
-            "influence {:?}",
-            (
-                self.model,
-                &self.data,
-                &self.data_dir,
-                self.images,
-                self.gamma,
-                self.quick,
-                &self.pipeline,
-                self.seed,
-            )
-        );
-        record_settings(&self.out, &settings, self.resume)?;
+        record_settings(&self.out, &settings_json("influence", self)?, self.resume)?;
         let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
         reporter.line(&format!("data: {description}"));
 

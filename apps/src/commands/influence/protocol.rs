@@ -94,17 +94,33 @@ pub struct Fit {
     pub slope: f64,
 }
 
+/// Whether `v` is constant up to rounding: its standard deviation is within 64 ε of its
+/// largest magnitude, or within `floor` (values that differ only in their last bits carry no
+/// spread to explain, and an R² computed from them is noise).
+fn numerically_constant(v: &[f64], floor: f64) -> bool {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let spread = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let largest = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    !(spread > (64.0 * f64::EPSILON * largest).max(floor))
+}
+
 /// Scores `actual` against `predicted`; `None` where R² is undefined: fewer than two
-/// points, or predictions or actual changes that are all equal (zero variance).
-pub fn fit(predicted: &[f64], actual: &[f64]) -> Option<Fit> {
+/// points, predictions or actual changes that are all equal up to rounding (the actual
+/// changes are differences of F, so their rounding is `actual_floor`, about ε |F|, whatever
+/// their own size), or values that are not finite.
+pub fn fit(predicted: &[f64], actual: &[f64], actual_floor: f64) -> Option<Fit> {
     let n = actual.len() as f64;
+    if actual.len() < 2
+        || numerically_constant(actual, actual_floor)
+        || numerically_constant(predicted, 0.0)
+    {
+        return None;
+    }
     let mean_a = actual.iter().sum::<f64>() / n;
     let mean_p = predicted.iter().sum::<f64>() / n;
     let ss_tot: f64 = actual.iter().map(|a| (a - mean_a).powi(2)).sum();
     let sxx: f64 = predicted.iter().map(|p| (p - mean_p).powi(2)).sum();
-    if actual.len() < 2 || !(ss_tot > 0.0 && sxx > 0.0) {
-        return None;
-    }
     let ss_identity: f64 = actual
         .iter()
         .zip(predicted)
@@ -133,8 +149,10 @@ pub fn fit(predicted: &[f64], actual: &[f64]) -> Option<Fit> {
 }
 
 /// F1 score of "removal lowers F" (true positive: predicted and actual change both
-/// negative); 1 when neither predicts nor sees any such instance. Also returns (TP, FP, FN).
-pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
+/// negative), with (TP, FP, FN). `None` where it is undefined: no removal is predicted to
+/// lower F and none does (2TP + FP + FN = 0), e.g. with one removal that raises F. An
+/// undefined score is not a perfect one.
+pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (Option<f64>, [usize; 3]) {
     let (mut tp, mut fp, mut fn_) = (0, 0, 0);
     for (&p, &a) in predicted.iter().zip(actual) {
         match (p < 0.0, a < 0.0) {
@@ -145,11 +163,7 @@ pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (f64, [usize; 3]) {
         }
     }
     let denominator = 2 * tp + fp + fn_;
-    let f1 = if denominator == 0 {
-        1.0
-    } else {
-        2.0 * tp as f64 / denominator as f64
-    };
+    let f1 = (denominator > 0).then(|| 2.0 * tp as f64 / denominator as f64);
     (f1, [tp, fp, fn_])
 }
 
@@ -161,25 +175,41 @@ mod tests {
 
     #[test]
     fn scores() {
-        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]).unwrap();
+        let exact = fit(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], 0.0).unwrap();
         assert!((exact.r2 - 1.0).abs() < 1e-15 && (exact.r2_identity - 1.0).abs() < 1e-15);
         // Twice the prediction: perfectly correlated, badly calibrated.
-        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap();
+        let scaled = fit(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0], 0.0).unwrap();
         assert!((scaled.r2 - 1.0).abs() < 1e-15 && (scaled.slope - 2.0).abs() < 1e-15);
         assert!((scaled.r2_identity - (1.0 - 14.0 / 8.0)).abs() < 1e-12);
-        assert!(fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0]).unwrap().r2_identity < 0.0);
+        assert!(
+            fit(&[3.0, 2.0, 1.0], &[1.0, 2.0, 3.0], 0.0)
+                .unwrap()
+                .r2_identity
+                < 0.0
+        );
         let (f1, counts) = f1_lowers(&[-1.0, -1.0, 1.0, 1.0], &[-1.0, 1.0, -1.0, 1.0]);
         assert_eq!(counts, [1, 1, 1]);
-        assert!((f1 - 0.5).abs() < 1e-15);
-        assert_eq!(f1_lowers(&[1.0], &[2.0]).0, 1.0);
+        assert!((f1.unwrap() - 0.5).abs() < 1e-15);
+        // Nothing predicted to lower F, nothing that does: undefined, not perfect.
+        assert_eq!(f1_lowers(&[1.0], &[2.0]).0, None);
+        assert_eq!(f1_lowers(&[1.0, 3.0], &[2.0, 0.5]).0, None);
+        assert_eq!(f1_lowers(&[-1.0], &[-2.0]).0, Some(1.0));
     }
 
     #[test]
     fn r2_is_undefined_without_spread() {
-        assert_eq!(fit(&[1.0], &[2.0]), None);
-        assert_eq!(fit(&[1.0, 1.0], &[2.0, 3.0]), None);
-        assert_eq!(fit(&[1.0, 2.0], &[3.0, 3.0]), None);
-        assert_eq!(fit(&[], &[]), None);
+        assert_eq!(fit(&[1.0], &[2.0], 0.0), None);
+        assert_eq!(fit(&[1.0, 1.0], &[2.0, 3.0], 0.0), None);
+        assert_eq!(fit(&[1.0, 2.0], &[3.0, 3.0], 0.0), None);
+        assert_eq!(fit(&[], &[], 0.0), None);
+        // Differences of F ≈ 1 that are zero up to its rounding: no spread to explain.
+        let zero_ish = [1e-17, -2e-17, 0.0, 1.5e-17];
+        let floor = 64.0 * f64::EPSILON;
+        assert_eq!(fit(&[1.0, 2.0, 3.0, 4.0], &zero_ish, floor), None);
+        assert!(fit(&[1.0, 2.0, 3.0, 4.0], &zero_ish, 0.0).is_some());
+        let tied = [0.3, 0.1 + 0.2, 0.3, 0.1 + 0.2];
+        assert_eq!(fit(&tied, &[1.0, 2.0, 3.0, 4.0], 0.0), None);
+        assert!(fit(&[1.0, 2.0, 3.0, 4.0], &[1e-7, 2e-7, 3.1e-7, 4e-7], floor).is_some());
     }
 
     #[test]

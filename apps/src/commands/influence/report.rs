@@ -30,7 +30,9 @@ impl Influence {
         let top = removals.len();
         let predicted: Vec<f64> = removals.iter().map(|r| r.predicted).collect();
         let actual: Vec<f64> = removals.iter().map(|r| r.actual).collect();
-        let fitted = fit(&predicted, &actual);
+        // The actual changes are differences of F: below its rounding they are all equal.
+        let floor = 64.0 * f64::EPSILON * f0.abs().max(f_control.abs());
+        let fitted = fit(&predicted, &actual, floor);
         let (f1, [tp, fp, fn_]) = f1_lowers(&predicted, &actual);
         let csv = self.out.join("influence.csv");
         let svg = self.out.join("influence.svg");
@@ -39,12 +41,18 @@ impl Influence {
             .zip(&actual)
             .map(|(&p, &a)| (a, p))
             .collect();
+        let f1_text = |digits: usize| match f1 {
+            Some(f) => format!("{f:.digits$}"),
+            None => "undefined".to_string(),
+        };
         let stats = match fitted {
             Some(f) => format!(
-                "R² = {:.3} (about y = x: {:.3}), F1 = {f1:.2}",
-                f.r2, f.r2_identity
+                "R² = {:.3} (about y = x: {:.3}), F1 = {}",
+                f.r2,
+                f.r2_identity,
+                f1_text(2)
             ),
-            None => format!("R² undefined, F1 = {f1:.2}"),
+            None => format!("R² undefined, F1 = {}", f1_text(2)),
         };
         Figure::new()
             .with_title(format!("Removing the top {top} training instances"))
@@ -117,7 +125,15 @@ impl Influence {
                 "R² undefined: it needs at least two removals whose predicted and actual changes are not all equal (use a larger --top)"
             ),
         }
-        println!("F1 (removal lowers F) = {f1:.3}   (TP {tp}, FP {fp}, FN {fn_})");
+        match f1 {
+            Some(_) => println!(
+                "F1 (removal lowers F) = {}   (TP {tp}, FP {fp}, FN {fn_})",
+                f1_text(3)
+            ),
+            None => println!(
+                "F1 (removal lowers F) undefined: no removal was predicted to lower F and none did (TP 0, FP 0, FN 0)"
+            ),
+        }
         println!("wrote {} and {}", csv.display(), svg.display());
         Ok(())
     }

@@ -14,9 +14,11 @@ use hgp_models::images::{
     ImageClient, SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir,
 };
 use hgp_models::nn::Architecture;
+use serde::Serialize;
 
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, write_csv,
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
+    write_csv,
 };
 use crate::setup::{
     EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
@@ -129,15 +131,20 @@ pub enum Preset {
     Cpu,
 }
 
+crate::serialize_by_value_name!(ModelKind, Preset, protocol::PersonalizeEstimator);
+
 /// Options of `hgp personalize`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Personalize {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
+    #[serde(skip)]
     methods: Vec<Method>,
     /// Networks (comma separated): by default the four of HGP Table 2; exp (one peer per
     /// step) takes Table 6's rates of the time-varying networks.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = NetworkKind::TABLE2)]
+    #[serde(skip)]
     networks: Vec<NetworkKind>,
     /// Clients, split as in HGP App. A.3 into min(3, N) clusters [default: listed at the
     /// end].
@@ -170,6 +177,7 @@ pub struct Personalize {
     /// seed's outputs go to DIR/seed-K/ and the mean ± sd over seeds to DIR [default: listed
     /// at the end].
     #[arg(long, value_name = "N")]
+    #[serde(skip)]
     seeds: Option<usize>,
     /// Inner SGP steps; the learning rate is multiplied by 0.1 at 5/6 and 11/12 of them
     /// (steps 500 and 550 of 600, as in the paper) [default: listed at the end].
@@ -198,18 +206,23 @@ pub struct Personalize {
     power_iterations: Option<usize>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0, value_name = "K")]
+    #[serde(skip)]
     seed: u64,
     /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
     #[arg(long, default_value = "out/personalize", value_name = "DIR")]
+    #[serde(skip)]
     out: PathBuf,
     /// Keep the rows already in personalize.csv (from an interrupted run with the same
     /// settings) and run only the missing method/network pairs.
     #[arg(long)]
+    #[serde(skip)]
     resume: bool,
     /// Print one JSON object {"rows": [{"method", "network", "average", "bottom10"}, ...]}.
     #[arg(long)]
+    #[serde(skip)]
     json: bool,
     #[command(flatten)]
+    #[serde(skip)]
     report: ReportArgs,
 }
 
@@ -328,28 +341,10 @@ impl Personalize {
                 .collect::<Result<_>>()?;
             self.check_resumed(&cells, &csv)?;
         }
-        // Everything that changes the numbers (--methods and --networks only select rows).
-        let settings = format!(
-            "personalize {:?}",
-            (
-                (
-                    self.clients,
-                    &self.data_dir,
-                    self.images,
-                    self.model,
-                    (self.quick, self.preset)
-                ),
-                (self.sgp_steps, self.batch, self.outer_steps),
-                (
-                    self.neumann_terms,
-                    self.push_steps,
-                    self.eta,
-                    self.power_iterations
-                ),
-                seed,
-                self.estimator,
-            )
-        );
+        // Everything that changes the numbers (--methods and --networks only select rows), and
+        // this table's seed.
+        let mut settings = settings_json("personalize", self)?;
+        settings["seed"] = seed.into();
         record_settings(out, &settings, self.resume)?;
         let reporter = Reporter::new(&self.report, Some(out), self.json, self.resume)?;
         reporter.line(&format!("data: {description}"));
