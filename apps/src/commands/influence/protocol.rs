@@ -102,7 +102,8 @@ fn numerically_constant(v: &[f64], floor: f64) -> bool {
     let mean = v.iter().sum::<f64>() / n;
     let spread = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
     let largest = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    !(spread > (64.0 * f64::EPSILON * largest).max(floor))
+    // NaN (no values, or values that are not finite) counts as constant.
+    spread.is_nan() || spread <= (64.0 * f64::EPSILON * largest).max(floor)
 }
 
 /// Scores `actual` against `predicted`; `None` where R² is undefined: fewer than two
