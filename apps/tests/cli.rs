@@ -781,7 +781,7 @@ fn long_runs_log_progress_and_resume() {
             format!(
                 "{}\n{}\n",
                 rows[..3].join("\n"),
-                last.rsplitn(2, ',').nth(1).unwrap()
+                last.rsplit_once(',').unwrap().0
             ),
             "line 4: 4 fields, but the header has 5",
         ),
