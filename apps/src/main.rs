@@ -3,15 +3,17 @@
 //! Each subcommand runs one published experiment on an embedded default, or on the user's
 //! data, and writes tables, CSV/JSON and plots.
 
+mod advice;
 mod commands;
 mod engine;
+mod memory;
 mod plot;
 mod report;
 mod setup;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// The networks allocate and free large temporaries at every step; mimalloc reuses them
 /// without returning pages to the system each time (Table 5 CNN, batch 128: gradient 228 ms
@@ -74,6 +76,23 @@ enum Command {
     GenSynthetic(commands::gen_synthetic::GenSynthetic),
 }
 
+impl Command {
+    /// The subcommand's name on the command line.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Error(_) => "error",
+            Self::Hypergrad(_) => "hypergrad",
+            Self::Influence(_) => "influence",
+            Self::Personalize(_) => "personalize",
+            Self::Fbo(_) => "fbo",
+            Self::Fedhyper(_) => "fedhyper",
+            Self::Faults(_) => "faults",
+            Self::Network(_) => "network",
+            Self::GenSynthetic(_) => "gen-synthetic",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_models::nn::enable_double_backward() };
@@ -95,7 +114,12 @@ fn main() -> ExitCode {
         Err(e) => {
             // Under MPI every rank fails together; rank 0 says why.
             if !engine::silent() {
-                eprintln!("error: {e:#}");
+                let name = cli.command.name();
+                let flags = advice::flags_of(&Cli::command(), name);
+                match advice::advice(&e, &flags) {
+                    Some(a) => eprintln!("error: {e:#} ({a})"),
+                    None => eprintln!("error: {e:#}"),
+                }
             }
             ExitCode::FAILURE
         }

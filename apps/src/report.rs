@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -20,11 +20,12 @@ use serde_json::{Value, json};
 #[derive(Args, Clone, Debug, Default)]
 pub struct ReportArgs {
     /// Write progress as lines on stderr (stage started, every 10 % or minute with the ETA,
-    /// stage done) instead of progress bars: for runs under nohup or in CI logs. The same
-    /// lines always go to hgp.log in the output directory.
+    /// stage done) instead of progress bars: for runs under nohup or in CI logs. Commands
+    /// with --out also write the same lines to hgp.log there, with or without --log.
     #[arg(long)]
     pub log: bool,
-    /// No progress bars and no progress lines on stderr (hgp.log is still written).
+    /// No progress bars and no progress lines on stderr (commands with --out still write
+    /// hgp.log).
     #[arg(long, conflicts_with = "log")]
     pub quiet: bool,
 }
@@ -107,13 +108,8 @@ impl Reporter {
         }
         let bar = if self.bars {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{msg:<30.30} [{bar:30}] {pos}/{len} {prefix} ({elapsed}, ETA {eta})",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
+            // Until the stage knows its total, no "0/0" and no ETA: only the time so far.
+            bar.set_style(bar_style(total > 0));
             bar.set_message(name.clone());
             bar.set_prefix(unit);
             bar
@@ -125,12 +121,25 @@ impl Reporter {
             name,
             unit,
             total: AtomicU64::new(total.max(1)),
+            known: AtomicBool::new(total > 0),
             done: AtomicU64::new(0),
-            last: Mutex::new((0, Instant::now())),
+            last: Mutex::new((0, Instant::now(), false)),
             started: Instant::now(),
             bar,
         }
     }
+}
+
+/// The look of a stage's bar: with its count and ETA once the total is known.
+fn bar_style(known: bool) -> ProgressStyle {
+    let template = if known {
+        "{msg:<30.30} [{bar:30}] {pos}/{len} {prefix} ({elapsed}, ETA {eta})"
+    } else {
+        "{msg:<30.30} starting… ({elapsed})"
+    };
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
 }
 
 /// One stage of a run: a progress bar and progress lines every 10 % or every minute.
@@ -139,15 +148,20 @@ pub struct Stage<'a> {
     name: String,
     unit: &'static str,
     total: AtomicU64,
+    /// Whether the total is known (given at the start, or by [`Stage::set`]).
+    known: AtomicBool,
     done: AtomicU64,
-    /// The last logged tenth and when.
-    last: Mutex<(u64, Instant)>,
+    /// The last logged tenth, when, and whether any progress line was logged yet.
+    last: Mutex<(u64, Instant, bool)>,
     started: Instant,
     bar: ProgressBar,
 }
 
 /// Seconds between progress lines at the least.
 const LOG_EVERY: Duration = Duration::from_secs(60);
+/// The first progress line of a stage comes at the latest after this long, so a run that
+/// will take days says so (its ETA) early.
+const FIRST_LOG_AFTER: Duration = Duration::from_secs(5);
 
 impl Stage<'_> {
     /// Adds `k` finished units (safe from several threads).
@@ -163,6 +177,9 @@ impl Stage<'_> {
         if self.total.swap(total, Ordering::Relaxed) != total {
             self.bar.set_length(total);
         }
+        if !self.known.swap(true, Ordering::Relaxed) {
+            self.bar.set_style(bar_style(true));
+        }
         self.done.store(done, Ordering::Relaxed);
         self.bar.set_position(done);
         self.progress(done);
@@ -174,12 +191,16 @@ impl Stage<'_> {
     }
 
     fn progress(&self, done: u64) {
+        if !self.known.load(Ordering::Relaxed) {
+            return;
+        }
         let total = self.total.load(Ordering::Relaxed);
         let tenth = (done * 10 / total).min(10);
         let Ok(mut last) = self.last.lock() else {
             return;
         };
-        if (tenth > last.0 && done < total) || last.1.elapsed() >= LOG_EVERY {
+        let due = if last.2 { LOG_EVERY } else { FIRST_LOG_AFTER };
+        if (tenth > last.0 && done < total) || last.1.elapsed() >= due {
             let elapsed = self.started.elapsed();
             let eta = if done > 0 {
                 elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64)
@@ -194,7 +215,7 @@ impl Stage<'_> {
                 clock(elapsed),
                 clock(eta)
             ));
-            *last = (tenth, Instant::now());
+            *last = (tenth, Instant::now(), true);
         }
     }
 
@@ -217,11 +238,17 @@ pub fn clock(d: Duration) -> String {
         format!("{s:.1} s")
     } else if s < 3600.0 {
         format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64)
-    } else {
+    } else if s < 86400.0 {
         format!(
             "{} h {:02} min",
             (s / 3600.0) as u64,
             ((s % 3600.0) / 60.0) as u64
+        )
+    } else {
+        format!(
+            "{} d {:02} h",
+            (s / 86400.0) as u64,
+            ((s % 86400.0) / 3600.0) as u64
         )
     }
 }
@@ -611,6 +638,7 @@ mod tests {
         assert_eq!(clock(Duration::from_millis(12_340)), "12.3 s");
         assert_eq!(clock(Duration::from_secs(245)), "4 min 05 s");
         assert_eq!(clock(Duration::from_secs(7380)), "2 h 03 min");
+        assert_eq!(clock(Duration::from_secs(3 * 86400 + 7200)), "3 d 02 h");
     }
 
     #[test]

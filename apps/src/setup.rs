@@ -40,6 +40,7 @@ pub mod domain {
     };
 }
 
+use crate::memory::MemoryPlan;
 use crate::report::{Reporter, sci};
 use serde::Serialize;
 
@@ -378,7 +379,64 @@ pub fn total_outer_loss_on<T: Scalar, C: OuterCost<T>>(
 /// Clients of the synthetic data by default.
 pub const SYNTHETIC_CLIENTS: usize = 3;
 
+/// The sizes of a logistic problem, known before its data are read or generated.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Clients n.
+    pub clients: usize,
+    /// Parameters d_x (features, plus one with --bias).
+    pub dim: usize,
+    /// Bytes the clients' data take once loaded (both sets, as read and in the model).
+    pub data_bytes: f64,
+}
+
 impl DataArgs {
+    /// The problem's sizes without reading or generating the data: from the options for the
+    /// synthetic data, from the directory's files (their count, sizes and first line) for
+    /// --data. Files that do not fit the contract are reported by the loader afterwards.
+    pub fn shape(&self) -> Shape {
+        let bias = usize::from(self.bias);
+        match &self.data {
+            None => {
+                let c = SyntheticConfig::default();
+                let clients = self.clients.unwrap_or(SYNTHETIC_CLIENTS);
+                let rows = (c.train_per_client + c.val_per_client) as f64;
+                Shape {
+                    clients,
+                    dim: c.dim + bias,
+                    // ClientData and the model's own copy of each row.
+                    data_bytes: 2.0 * clients as f64 * rows * (c.dim + 1) as f64 * crate::memory::F64,
+                }
+            }
+            Some(dir) => {
+                let clients = std::fs::read_dir(dir)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok())
+                            .filter(|e| {
+                                let name = e.file_name();
+                                let name = name.to_string_lossy();
+                                name.starts_with("client_") && name.ends_with("_train.csv")
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0);
+                let first = std::fs::File::open(dir.join("client_0_train.csv")).ok().and_then(|f| {
+                    use std::io::{BufRead, Read};
+                    let mut line = String::new();
+                    std::io::BufReader::new(f.take(1 << 20)).read_line(&mut line).ok()?;
+                    Some(line.split(',').count())
+                });
+                Shape {
+                    clients,
+                    // Features are the fields but the label.
+                    dim: first.map_or(0, |k| k.saturating_sub(1)) + bias,
+                    data_bytes: 2.0 * crate::memory::dir_bytes(dir),
+                }
+            }
+        }
+    }
+
     /// Checks the options (before any work).
     pub fn validate(&self) -> Result<()> {
         refuse_unused(self.data.is_some() && self.clients.is_some(), || {
@@ -1609,6 +1667,42 @@ impl<'a> Pipeline<'a> {
         })
     }
 
+    /// What the pipeline holds for a problem of `shape`: the data, two networks (the inner
+    /// solver's and the estimator's), the clients' iterates and HGP's vectors, running sums on
+    /// every link with robust-push-sum (σ and ρ of d + 1 values, for HGP's averager and for
+    /// SGP), and the dense systems of the exact estimators.
+    pub fn memory_plan(&self, shape: Shape) -> MemoryPlan {
+        use crate::memory::F64;
+        let (n, d) = (shape.clients as f64, shape.dim as f64);
+        let mut plan = MemoryPlan::new()
+            .add("the clients' data", shape.data_bytes)
+            .networks(shape.clients, 2)
+            .add(
+                "the clients' iterates (x, z, ω, u, v and scratch)",
+                12.0 * n * (d + 1.0) * F64,
+            );
+        if self.averager.kind() == AveragerKind::RobustPushSum {
+            plan = plan.add(
+                format!(
+                    "the running sums of --averager robust-push-sum (σ and ρ of d + 1 = {} values on each of n² = {:.3e} links, for HGP and SGP)",
+                    shape.dim + 1,
+                    n * n
+                ),
+                2.0 * 2.0 * n * n * (d + 1.0) * F64,
+            );
+        }
+        if matches!(
+            self.estimator.estimator,
+            EstimatorKind::Exact | EstimatorKind::PdboExact
+        ) {
+            plan = plan.add(
+                "the dense system of the exact estimator ((n·d)² entries)",
+                3.0 * (n * d) * (n * d) * F64,
+            );
+        }
+        plan
+    }
+
     /// What helps an inner solve of this pipeline reach a solution, in its options.
     pub fn convergence_advice(&self) -> &'static str {
         if self.estimator.estimator.federated() {
@@ -1767,6 +1861,44 @@ pub struct Solved<T: Scalar> {
     pub index: Option<usize>,
     /// AggITD's estimate averaged over Q (the diagnostic of its spread).
     pub q_mean: Option<PerClient<T>>,
+}
+
+/// Refuses, before any image is read, `--images N` that leaves nothing for the clients once
+/// `--test-images` are held out, or fewer images than `--clients`.
+pub fn check_image_counts(images: Option<usize>, test_images: usize, clients: usize) -> Result<()> {
+    if let Some(n) = images {
+        if test_images >= n {
+            bail!(
+                "--images {n} leaves no image for the clients once --test-images {test_images} are held out: use more --images or fewer --test-images"
+            );
+        }
+        if n - test_images < clients {
+            bail!(
+                "--images {n} less --test-images {test_images} leaves {} images for --clients {clients}: every client needs at least one",
+                n - test_images
+            );
+        }
+    }
+    Ok(())
+}
+
+/// HGP App. A.3's split of `set` over the clients of `config`, with a client left without
+/// training images said in the command's options (`--clients`, `--images`), not the
+/// split's parameters.
+pub fn split_images(
+    set: &hgp_models::images::ImageSet,
+    config: &hgp_models::images::SplitConfig,
+    seed: u64,
+) -> Result<Vec<hgp_models::images::ImageClient>> {
+    use hgp_models::images::{ImageError, heterogeneous_split};
+    heterogeneous_split(set, config, seed).map_err(|e| match e {
+        ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
+            "client {client} has no training images after the split of {} images over {} clients (Dirichlet proportions leave some clients next to nothing): use fewer --clients or more --images",
+            set.len(),
+            config.clients
+        ),
+        e => e.into(),
+    })
 }
 
 /// The images of an image experiment: every IDX pair of `data_dir` pooled, or the embedded

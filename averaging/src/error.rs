@@ -66,7 +66,7 @@ pub enum AveragingError {
     },
     /// A Push-Sum weight ω_i fell below machine epsilon (lost mass) or became non-finite.
     #[error(
-        "Push-Sum weight ω of client {client} fell to {omega:.1e} at step {step} (messages lost with p = {lost}): plain Push-Sum loses mass with every lost message; use running sums (--averager robust-push-sum)"
+        "Push-Sum weight ω of client {client} fell to {omega:.1e} at step {step} (messages lost with p = {lost}): plain Push-Sum loses mass with every lost message; use running sums"
     )]
     VanishingWeight {
         /// The first client whose ω vanished.

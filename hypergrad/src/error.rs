@@ -27,7 +27,7 @@ pub enum HypergradError {
     },
     /// The Neumann iteration diverged.
     #[error(
-        "HGP diverged: ‖u‖ grew from {initial:.3e} to {current:.3e} by m = {m}; the Neumann step η = {eta} is too large (it must be below 2 / the largest eigenvalue of the clients' mean Hessian): lower η, or let it be chosen from the problem (η = auto)"
+        "HGP diverged: ‖u‖ grew from {initial:.3e} to {current:.3e} by m = {m}; the Neumann step η = {eta} is too large (it must be below 2 / the largest eigenvalue of the clients' mean Hessian): lower η"
     )]
     Diverged {
         /// Iteration at which it was detected.
@@ -42,7 +42,7 @@ pub enum HypergradError {
     /// The Neumann iteration grows slowly: ‖u‖ more than doubled over the second half of
     /// the iterations so far.
     #[error(
-        "HGP diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}, so the Neumann series does not converge; the step η = {eta} is too large for this problem (it must be below 2 / the largest eigenvalue of the clients' mean Hessian) or the inner cost is not convex at x: lower η, or let it be chosen from the problem (η = auto)"
+        "HGP diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}, so the Neumann series does not converge; the step η = {eta} is too large for this problem (it must be below 2 / the largest eigenvalue of the clients' mean Hessian) or the inner cost is not convex at x: lower η"
     )]
     Growing {
         /// The earlier iteration compared.
@@ -66,7 +66,7 @@ pub enum HypergradError {
     ZeroPowerIterations,
     /// The dense exact estimator would be too large.
     #[error(
-        "the exact estimator solves a dense (n·d_x) x (n·d_x) system; n·d_x = {size} exceeds the limit {limit} (use --estimator hgp)"
+        "the exact estimator solves a dense (n·d_x) x (n·d_x) system; n·d_x = {size} exceeds the limit {limit} (use HGP)"
     )]
     TooLarge {
         /// n · d_x.
@@ -95,7 +95,7 @@ pub enum HypergradError {
     },
     /// A federated Neumann series whose terms grow: ‖p_t‖ more than doubled between t/2 and t.
     #[error(
-        "the Neumann series of {what} diverges: ‖p_t‖ grew from {before:.3e} at t = {from} to {after:.3e} at t = {to}; the Neumann step {step} must be below 2 / the largest eigenvalue of the mean Hessian (lower --neumann-step)"
+        "the Neumann series of {what} diverges: ‖p_t‖ grew from {before:.3e} at t = {from} to {after:.3e} at t = {to}; the Neumann step {step} must be below 2 / the largest eigenvalue of the mean Hessian: lower it"
     )]
     NeumannGrowing {
         /// Which estimator.
@@ -122,7 +122,7 @@ pub enum HypergradError {
     /// Paper 004's SRB / HGP series whose vector u grows: the expected SGP map is not a
     /// contraction at x with this step γ (its Assumption 3.1).
     #[error(
-        "{what} diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}; the expected SGP map with step γ = {gamma} is not a contraction at x (paper 004, Assumption 3.1): lower γ (--pdbo-lr)"
+        "{what} diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}; the expected SGP map with step γ = {gamma} is not a contraction at x (paper 004, Assumption 3.1): lower γ"
     )]
     PdboGrowing {
         /// Which estimator.
@@ -141,7 +141,7 @@ pub enum HypergradError {
     /// The expected SGP map is not a contraction at its fixed point (paper 004, Assumption
     /// 3.1): the spectral radius of its Jacobian is at least 1.
     #[error(
-        "the expected SGP map with step γ = {gamma} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is {radius:.6}, at least 1: lower γ (--pdbo-lr), or the inner cost is not strongly convex"
+        "the expected SGP map with step γ = {gamma} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is {radius:.6}, at least 1: lower γ, or the inner cost is not strongly convex"
     )]
     Expansive {
         /// The spectral radius of E[∂_z ψ].

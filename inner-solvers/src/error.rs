@@ -59,7 +59,7 @@ pub enum InnerError {
     /// SGP diverged while lost messages drained plain Push-Sum's weights: z_i / ω_i
     /// amplifies each local step by 1/ω_i.
     #[error(
-        "SGP diverged at step {step}: lost messages (p = {loss}) drained plain Push-Sum's weights to min ω = {omega:.1e}, and each local step is amplified by 1/ω; use running sums (--averager robust-push-sum)"
+        "SGP diverged at step {step}: lost messages (p = {loss}) drained plain Push-Sum's weights to min ω = {omega:.1e}, and each local step is amplified by 1/ω; use running sums"
     )]
     LostMass {
         /// Step at which the divergence was detected.
@@ -71,7 +71,7 @@ pub enum InnerError {
     },
     /// The exact solver's dense Hessian would be too large.
     #[error(
-        "the exact Newton solve needs a dense {dim} x {dim} Hessian; at most {limit} parameters are supported (use --inner sgp)"
+        "the exact Newton solve needs a dense {dim} x {dim} Hessian; at most {limit} parameters are supported (use SGP)"
     )]
     TooLarge {
         /// d_x.

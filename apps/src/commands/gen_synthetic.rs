@@ -4,9 +4,12 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use hgp_models::data::{DataError, SyntheticConfig, generate_synthetic, write_client_dir};
+use hgp_models::data::{
+    DataError, SyntheticConfig, generate_synthetic_with_progress, write_client_dir_with_progress,
+};
 
-use crate::report::prepare_out;
+use crate::memory::{MemoryPlan, check_disk};
+use crate::report::{ReportArgs, Reporter, prepare_out};
 use crate::setup::{derive, domain};
 
 /// The flag that sets each parameter of [`SyntheticConfig`].
@@ -54,6 +57,8 @@ pub struct GenSynthetic {
     /// Output directory (created if needed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 impl GenSynthetic {
@@ -77,9 +82,31 @@ impl GenSynthetic {
             bail!("{} {value}: it must be {requirement}", flag(parameter));
         }
         config.check()?;
+        // All of it is held before it is written; on disk each number takes about 20 bytes.
+        let numbers =
+            self.clients as f64 * (self.train as f64 + self.val as f64) * (self.dim as f64 + 1.0);
+        MemoryPlan::new()
+            .add(
+                format!(
+                    "the data ({:.3e} numbers: --clients × (--train + --val) × (--dim + 1))",
+                    numbers
+                ),
+                numbers * crate::memory::F64,
+            )
+            .check()?;
         prepare_out(&self.out)?;
-        let data = generate_synthetic(&config, derive(self.seed, domain::DATA))?;
-        write_client_dir(&self.out, &data)?;
+        check_disk(&self.out, 20.0 * numbers, "--out")?;
+        let reporter = Reporter::new(&self.report, None, false, false)?;
+        let stage = reporter.stage("generating", self.clients as u64, "clients");
+        let data = generate_synthetic_with_progress(&config, derive(self.seed, domain::DATA), &mut |k| {
+            stage.set(k as u64, self.clients as u64)
+        })?;
+        stage.finish("");
+        let stage = reporter.stage(format!("writing {}", self.out.display()), self.clients as u64, "clients");
+        write_client_dir_with_progress(&self.out, &data, &mut |k| {
+            stage.set(k as u64, self.clients as u64)
+        })?;
+        stage.finish("");
         println!(
             "wrote {} clients ({} train + {} validation instances, {} features each) to {}",
             self.clients,

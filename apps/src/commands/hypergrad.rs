@@ -77,6 +77,7 @@ impl Hypergrad {
             self.data.validate()?;
             pipeline.validate(&defaults)?;
             pipeline.validate_engine()?;
+            pipeline.memory_plan(self.data.shape()).check()?;
             let (data, description) = self.data.load(self.seed)?;
             let clients: Vec<L2Logistic<f64>> = data
                 .iter()

@@ -378,6 +378,19 @@ fn write_labelled(path: &Path, set: &Dataset) -> Result<(), DataError> {
 ///
 /// All checks on `clients` happen before anything is written.
 pub fn write_client_dir(dir: &Path, clients: &[ClientData]) -> Result<(), DataError> {
+    write_client_dir_with_progress(dir, clients, &mut |_| {})
+}
+
+/// [`write_client_dir`], calling `progress(clients written)` after each client's files.
+///
+/// # Errors
+///
+/// As [`write_client_dir`].
+pub fn write_client_dir_with_progress(
+    dir: &Path,
+    clients: &[ClientData],
+    progress: &mut dyn FnMut(usize),
+) -> Result<(), DataError> {
     let Some(first) = clients.first() else {
         return Err(DataError::InvalidClientData {
             reason: "no clients (an empty directory would not load back)".into(),
@@ -418,6 +431,7 @@ pub fn write_client_dir(dir: &Path, clients: &[ClientData]) -> Result<(), DataEr
     for (i, client) in clients.iter().enumerate() {
         write_labelled(&dir.join(client_file_name(i, Split::Train)), &client.train)?;
         write_labelled(&dir.join(client_file_name(i, Split::Val)), &client.val)?;
+        progress(i + 1);
     }
     Ok(())
 }

@@ -130,6 +130,19 @@ pub fn generate_synthetic(
     config: &SyntheticConfig,
     seed: u64,
 ) -> Result<Vec<ClientData>, DataError> {
+    generate_synthetic_with_progress(config, seed, &mut |_| {})
+}
+
+/// [`generate_synthetic`], calling `progress(clients done)` after each client.
+///
+/// # Errors
+///
+/// As [`generate_synthetic`].
+pub fn generate_synthetic_with_progress(
+    config: &SyntheticConfig,
+    seed: u64,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<ClientData>, DataError> {
     config.check()?;
     let noise = Normal::new(0.0, config.noise_std).map_err(|_| DataError::InvalidConfig {
         parameter: "noise_std",
@@ -137,7 +150,7 @@ pub fn generate_synthetic(
         requirement: "a non-negative finite number",
     })?;
     let thetas = draw_thetas(seed, config.components, config.dim);
-    let mut clients = Vec::with_capacity(config.clients);
+    let mut clients = Vec::new();
     for i in 0..config.clients {
         let index = i as u64;
         let pi = draw_mixture(
@@ -162,6 +175,7 @@ pub fn generate_synthetic(
             &noise,
         );
         clients.push(ClientData { train, val });
+        progress(i + 1);
     }
     Ok(clients)
 }

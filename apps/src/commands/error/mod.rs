@@ -21,6 +21,7 @@ use hgp_inner_solvers::{
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 
+use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, ConvergenceArgs, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS,
@@ -267,6 +268,7 @@ impl ErrorCmd {
         } else {
             resolve_step(self.eta, ETA, self.power_iterations)?
         };
+        self.memory_plan(seeds, m_max, steps.len()).check()?;
         // The data are read (or drawn) now: their sizes are checked before any work.
         let (data, description) = self.data.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
@@ -304,6 +306,38 @@ impl ErrorCmd {
             lambda,
             description,
         })
+    }
+
+    /// What the run holds: the data, a network and HGP's vectors per run in flight, and every
+    /// run's error curve (M + 1 values; paper 004's estimators also keep v^(m) at the plotted
+    /// m for the error of the mean).
+    fn memory_plan(&self, seeds: usize, m_max: usize, curves: usize) -> MemoryPlan {
+        use crate::memory::F64;
+        let shape = self.data.shape();
+        let panels = if self.panels == Panels::Both { 2.0 } else { 1.0 };
+        let runs = panels * curves as f64 * seeds as f64;
+        let (n, d) = (shape.clients as f64, shape.dim as f64);
+        let plotted = (m_max.min(100) + m_max / 10 + 1) as f64;
+        let kept = if self.estimator.pdbo() {
+            plotted * n * d * F64
+        } else {
+            0.0
+        };
+        let threads = rayon::current_num_threads();
+        MemoryPlan::new()
+            .add("the clients' data", shape.data_bytes)
+            .networks(shape.clients, threads + 1)
+            .add(
+                "the exact hyper-gradient's dense system",
+                3.0 * (n * d) * (n * d) * F64,
+            )
+            .add(
+                format!(
+                    "the error curves of {runs:.0} runs (panels × S values × --seeds {seeds}) of M + 1 = {} terms (--neumann-terms)",
+                    m_max as f64 + 1.0
+                ),
+                runs * ((m_max as f64 + 1.0) * F64 + kept + 64.0),
+            )
     }
 
     fn estimator_name(&self) -> &'static str {

@@ -15,6 +15,7 @@ use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule};
 use hgp_models::{InnerCost, L2Logistic};
 use rayon::prelude::*;
 
+use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out};
 use crate::setup::{
     DataArgs, L2_LAMBDA, LR_DECAY, NetworkArgs, comma_list, derive, domain, l2_lambda,
@@ -128,6 +129,25 @@ pub struct FaultsCmd {
 }
 
 impl FaultsCmd {
+    /// What the run holds: the data, the network, and for each setting run in parallel the
+    /// clients' iterates and the running sums on every link (σ and ρ of d + 1 values).
+    fn memory_plan(&self, shape: crate::setup::Shape) -> MemoryPlan {
+        use crate::memory::F64;
+        let (n, d) = (shape.clients as f64, shape.dim as f64);
+        let threads = rayon::current_num_threads() as f64;
+        MemoryPlan::new()
+            .add("the clients' data", shape.data_bytes)
+            .networks(shape.clients, 1 + rayon::current_num_threads())
+            .add(
+                format!(
+                    "the running sums of the settings run at once (σ and ρ of d + 1 = {} values on each of n² = {:.3e} links, for SGP and HGP)",
+                    shape.dim + 1,
+                    n * n
+                ),
+                threads * 2.0 * 2.0 * n * n * (d + 1.0) * F64,
+            )
+    }
+
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
         let q = usize::from(self.quick);
@@ -156,7 +176,12 @@ impl FaultsCmd {
             bail!("--loss needs at least one probability");
         }
         if let Some(&p) = losses.iter().find(|p| !(0.0..1.0).contains(*p)) {
-            bail!("--loss {p} is not a probability below 1 (p = 1 would cut every link forever)");
+            if p >= 1.0 {
+                bail!(
+                    "--loss {p}: the loss probabilities must be below 1 (p = 1 would cut every link forever)"
+                );
+            }
+            bail!("--loss {p} is not a probability: each must be in [0, 1)");
         }
         for (flag, v) in [("--lr", self.lr), ("--eta", self.eta)] {
             if let Some(v) = v
@@ -171,10 +196,22 @@ impl FaultsCmd {
                 "--crash-at {crash_at} must be a step of SGP, between 1 and --sgp-steps {sgp_steps}"
             );
         }
-        let out = prepare_out(&self.out)?;
         if data_args.data.is_none() {
             data_args.clients.get_or_insert(CLIENTS);
         }
+        // The clients are known from the options or the directory's files, before any work.
+        let shape = data_args.shape();
+        if let Some(c) = self.crash_client
+            && shape.clients > 0
+            && c >= shape.clients
+        {
+            bail!(
+                "--crash-client {c} does not exist: the clients are 0 to {}",
+                shape.clients - 1
+            );
+        }
+        self.memory_plan(shape).check()?;
+        let out = prepare_out(&self.out)?;
         let (data, description) = data_args.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
@@ -187,7 +224,10 @@ impl FaultsCmd {
         }
         let crash_client = self.crash_client.unwrap_or(n - 1);
         if crash_client >= n {
-            bail!("--crash-client {crash_client} does not exist: the clients are 0..{n}");
+            bail!(
+                "--crash-client {crash_client} does not exist: the clients are 0 to {}",
+                n - 1
+            );
         }
         let d = clients[0].dim_x();
         let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;

@@ -15,6 +15,7 @@ use hgp_models::images::ImageSet;
 use serde::Serialize;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
+use crate::setup::check_image_counts;
 use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Method, Settings, Split};
 use report::{HEADER, RunRow};
@@ -170,6 +171,20 @@ impl Fbo {
         if !(self.fraction > 0.0 && self.fraction <= 1.0) {
             bail!("--fraction must be in (0, 1], got {}", self.fraction);
         }
+        let rounds = self
+            .rounds
+            .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS });
+        for &m in &self.methods {
+            let per = m.rounds_per_iteration(self.inner_steps, self.neumann_terms);
+            if rounds < per {
+                bail!(
+                    "--rounds {rounds} is less than one outer iteration of {m} ({per} communication rounds with --inner-steps {} and --neumann-terms {})",
+                    self.inner_steps,
+                    self.neumann_terms
+                );
+            }
+        }
+        check_image_counts(self.images, self.test_images, self.clients)?;
         if !(self.target > 0.0 && self.target <= 1.0) {
             bail!(
                 "--target is a test accuracy in (0, 1], got {} (write 0.9 for 90 %)",
@@ -263,7 +278,7 @@ impl Fbo {
             total as u64,
             "communication rounds",
         );
-        let mut runs = Vec::with_capacity(todo.len());
+        let mut runs = Vec::new();
         let mut done = 0u64;
         for (f, method, tau, iterations, planned) in todo {
             stage.set_label(&format!("{method}, {}, τ = {tau}", f.split));

@@ -47,6 +47,21 @@ impl Method {
         }
     }
 
+    /// Communication rounds of one outer iteration with N lower rounds and T' Neumann terms,
+    /// as paper 003's Table 1 counts them: a FedSVRG-type lower round costs 2 (the control
+    /// variate's gradients, then the models), an SGD-type one 1; AggITD adds z^N and the
+    /// h_i, FedNest p_0, its T' terms and the h_i, LFedNest only the h_i; the upper step 1.
+    /// (Known before any data is read; [`Settings::iterations`] measures the same count.)
+    pub fn rounds_per_iteration(self, n: usize, t_prime: usize) -> usize {
+        match self {
+            Self::FboAggitd => 2 * n + 3,
+            Self::FboAggitdSgd => n + 3,
+            Self::Fednest => 2 * n + t_prime + 3,
+            Self::FednestSgd => n + t_prime + 3,
+            Self::Lfednest => n + 2,
+        }
+    }
+
     /// The lower-level rounds' local update.
     fn update(self) -> LocalUpdate {
         match self {
@@ -273,6 +288,10 @@ impl Settings {
         if let Some(d) = diverged {
             bail!("{method}: {}", d.error);
         }
+        debug_assert_eq!(
+            per_iteration,
+            method.rounds_per_iteration(self.inner_steps, self.neumann_terms)
+        );
         let iterations = self.rounds / per_iteration;
         if iterations == 0 {
             bail!(
@@ -300,7 +319,7 @@ impl Settings {
         progress: &dyn Fn(usize),
     ) -> Result<Run> {
         let test = &federation.test;
-        let mut curve = Vec::with_capacity(iterations + 1);
+        let mut curve = Vec::new();
         let (_, diverged) = self.iterate(
             method,
             tau,

@@ -17,6 +17,7 @@ use hgp_models::nn::Architecture;
 use serde::Serialize;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
+use crate::setup::check_image_counts;
 use crate::setup::{load_image_experiment, with_default};
 use protocol::{Method, SchedulerParams, Settings, Split};
 use report::{ROUND_HEADER, RoundRow};
@@ -171,9 +172,9 @@ impl FedHyperCmd {
         }
     }
 
-    /// Checks every option and the output directory (before any work); the network is sized
-    /// for `classes`.
-    fn validate(&self, classes: usize) -> Result<Settings> {
+    /// Checks every option and the output directory before any image is read, each refusal
+    /// naming its flag; returns the schedulers' parameters.
+    fn check_flags(&self) -> Result<SchedulerParams> {
         if self.methods.is_empty() || self.splits.is_empty() {
             bail!("--methods and --splits need at least one value each");
         }
@@ -218,15 +219,56 @@ impl FedHyperCmd {
             adam_lr: self.adam_lr,
             adagrad_lr: self.adagrad_lr,
         };
-        // Every method's schedulers, so a bad bound is reported before any work (the error
-        // names the parameter; the flags carry the same names).
+        // Every method's schedulers, so a bad bound is reported before any work, naming the
+        // flag whose value the scheduler refused.
+        let g = [
+            ("--g-hyper-lr", self.g_hyper_lr),
+            ("--gamma-alpha", self.gamma_alpha),
+        ];
+        let cl = [
+            ("--cl-hyper-lr", self.cl_hyper_lr),
+            ("--gamma-beta", self.gamma_beta),
+            ("--epsilon", self.epsilon),
+        ];
         for &m in Method::value_variants() {
+            // The flags of this method's schedulers.
+            let flags: Vec<(&str, f64)> = match m {
+                Method::FedhyperG => g.to_vec(),
+                Method::FedhyperSl => vec![
+                    ("--sl-hyper-lr", self.sl_hyper_lr),
+                    ("--gamma-beta", self.gamma_beta),
+                ],
+                Method::FedhyperCl => cl.to_vec(),
+                Method::FedhyperGCl => g.iter().chain(&cl).copied().collect(),
+                Method::Decay => vec![("--decay", self.decay)],
+                Method::Fedadam => vec![("--adam-lr", self.adam_lr)],
+                Method::Fedadagrad => vec![("--adagrad-lr", self.adagrad_lr)],
+                Method::Fedavg | Method::Fedexp => Vec::new(),
+            };
             if let Err(e) = schedulers.schedulers(m) {
-                bail!("{e} (see --help for the flag)");
+                let refused = match &e {
+                    hgp_inner_solvers::InnerError::Parameter { value, .. }
+                    | hgp_inner_solvers::InnerError::Positive { value, .. } => Some(*value),
+                    _ => None,
+                };
+                let named: Vec<String> = flags
+                    .iter()
+                    .filter(|(_, v)| refused.is_some_and(|r| r.to_bits() == v.to_bits()))
+                    .map(|(f, v)| format!("{f} {v}"))
+                    .collect();
+                if named.is_empty() {
+                    bail!("{e} (a parameter of {m})");
+                }
+                bail!("{}: {e}", named.join(", "));
             }
         }
+        check_image_counts(self.images, self.test_images, self.clients)?;
         prepare_out(&self.out)?;
-        Ok(Settings {
+        Ok(schedulers)
+    }
+
+    /// The settings of the run, the network sized for `classes` (after [`Self::check_flags`]).
+    fn validate(&self, classes: usize, schedulers: SchedulerParams) -> Settings {        Settings {
             arch: self.arch(classes),
             clients: self.clients,
             fraction: self.fraction,
@@ -239,7 +281,7 @@ impl FedHyperCmd {
             l2: self.l2,
             schedulers,
             target: self.target,
-        })
+        }
     }
 
     /// The images (standardized by the clients' pixel mean and deviation), the held-out test
@@ -293,8 +335,9 @@ impl FedHyperCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
+        let schedulers = self.check_flags()?;
         let (images, test, description) = self.images()?;
-        let settings = self.validate(images.classes().max(test.classes()))?;
+        let settings = self.validate(images.classes().max(test.classes()), schedulers);
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
         let mut first: Vec<Option<protocol::Federation>> = self
@@ -313,7 +356,7 @@ impl FedHyperCmd {
         let runs_total = seeds.len() * self.splits.len() * self.methods.len();
         let total = (runs_total * settings.rounds) as u64;
         let stage = reporter.stage(format!("{runs_total} runs"), total, "rounds");
-        let mut runs = Vec::with_capacity(runs_total);
+        let mut runs = Vec::new();
         let mut done = 0u64;
         for &seed in &seeds {
             for (k, &split) in self.splits.iter().enumerate() {

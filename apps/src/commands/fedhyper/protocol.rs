@@ -369,7 +369,7 @@ impl Settings {
             method,
             split: federation.split,
             seed,
-            records: Vec::with_capacity(self.rounds),
+            records: Vec::new(),
             diverged: None,
         };
         for r in 0..self.rounds {

@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Scalar};
 use hgp_inner_solvers::{ConvergenceTest, InnerSolution};
-use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir};
+use hgp_models::images::{SplitConfig, embedded_mnist, load_idx_dir};
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
 use rayon::prelude::*;
@@ -257,6 +257,15 @@ impl Influence {
             );
         }
         self.pipeline().validate(&self.defaults())?;
+        if self.model == ModelKind::Logistic {
+            // The retrainings run in parallel, each with its own solver and network.
+            let shape = self.data.shape();
+            let threads = rayon::current_num_threads();
+            self.pipeline()
+                .memory_plan(shape)
+                .networks(shape.clients, threads)
+                .check()?;
+        }
         prepare_out(&self.out)?;
         Ok(())
     }
@@ -310,7 +319,7 @@ impl Influence {
             clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
-        let split = heterogeneous_split(&subset, &config, derive(self.seed, domain::DATA))?;
+        let split = crate::setup::split_images(&subset, &config, derive(self.seed, domain::DATA))?;
         if let Some(i) = split
             .iter()
             .position(|c| c.train.is_empty() || c.val.is_empty())
@@ -455,10 +464,9 @@ impl Influence {
         // not fully converged; for a converged solve the two agree.
         let stage = reporter.stage(
             format!("retraining: control and {} removals", todo.len()),
-            0,
+            todo.len() as u64 + 1,
             "solves",
         );
-        stage.set(0, todo.len() as u64 + 1);
         let control = pipeline
             .solver::<T, C>(n, &defaults)?
             .solve(&clients, &lambda, &solution.x)

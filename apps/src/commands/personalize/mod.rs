@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_models::images::{
-    ImageClient, SplitConfig, embedded_mnist, heterogeneous_split, load_idx_dir,
+    ImageClient, SplitConfig, embedded_mnist, load_idx_dir,
 };
 use hgp_models::nn::Architecture;
 use serde::Serialize;
@@ -302,7 +302,7 @@ impl Personalize {
             self.run_seed(self.seed, &self.out, eta, true)?;
             return Ok(());
         }
-        let mut runs = Vec::with_capacity(seeds);
+        let mut runs = Vec::new();
         for k in 0..seeds as u64 {
             let seed = self.seed + k;
             let out = prepare_out(&self.out.join(format!("seed-{seed}")))?;
@@ -453,7 +453,7 @@ impl Personalize {
             clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
-        let split = heterogeneous_split(&set, &config, derive(seed, domain::DATA))?;
+        let split = crate::setup::split_images(&set, &config, derive(seed, domain::DATA))?;
         if let Some(i) = split.iter().position(|c| c.train.is_empty()) {
             bail!(
                 "client {i} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
