@@ -58,9 +58,7 @@ fn hypergrad(e: &HypergradError, flags: &Flags) -> Option<String> {
                 "--eta".to_string()
             })
         }
-        HypergradError::Curvature(_) => {
-            has(flags, "--eta").then(|| "give --eta".to_string())
-        }
+        HypergradError::Curvature(_) => has(flags, "--eta").then(|| "give --eta".to_string()),
         HypergradError::NeumannGrowing { .. } => {
             has(flags, "--neumann-step").then(|| "--neumann-step".to_string())
         }
@@ -85,9 +83,7 @@ fn inner(e: &InnerError, flags: &Flags) -> Option<String> {
             .find(|f| has(flags, f))
             .map(str::to_string),
         InnerError::LostMass { .. } => running_sums(flags),
-        InnerError::TooLarge { .. } => {
-            has(flags, "--inner").then(|| "--inner sgp".to_string())
-        }
+        InnerError::TooLarge { .. } => has(flags, "--inner").then(|| "--inner sgp".to_string()),
         InnerError::Averaging(e) => averaging(e, flags),
         _ => None,
     }

@@ -405,7 +405,11 @@ impl DataArgs {
                     clients,
                     dim: c.dim + bias,
                     // ClientData and the model's own copy of each row.
-                    data_bytes: 2.0 * clients as f64 * rows * (c.dim + 1) as f64 * crate::memory::F64,
+                    data_bytes: 2.0
+                        * clients as f64
+                        * rows
+                        * (c.dim + 1) as f64
+                        * crate::memory::F64,
                 }
             }
             Some(dir) => {
@@ -421,12 +425,16 @@ impl DataArgs {
                             .count()
                     })
                     .unwrap_or(0);
-                let first = std::fs::File::open(dir.join("client_0_train.csv")).ok().and_then(|f| {
-                    use std::io::{BufRead, Read};
-                    let mut line = String::new();
-                    std::io::BufReader::new(f.take(1 << 20)).read_line(&mut line).ok()?;
-                    Some(line.split(',').count())
-                });
+                let first = std::fs::File::open(dir.join("client_0_train.csv"))
+                    .ok()
+                    .and_then(|f| {
+                        use std::io::{BufRead, Read};
+                        let mut line = String::new();
+                        std::io::BufReader::new(f.take(1 << 20))
+                            .read_line(&mut line)
+                            .ok()?;
+                        Some(line.split(',').count())
+                    });
                 Shape {
                     clients,
                     // Features are the fields but the label.
@@ -1701,6 +1709,35 @@ impl<'a> Pipeline<'a> {
             );
         }
         plan
+    }
+
+    /// With `--averager central --fraction C < 1`, each average is over a random fraction of
+    /// the clients: HGP's estimate is unbiased, and its mean over the draws is HGP with the
+    /// exact average (the recursion is linear in u and the draws are independent across
+    /// terms, so the expectation of the product is the product of E[Θ̂] = Θ). This is that
+    /// mean, at the same x, η and batches, for showing one draw's spread; `None` otherwise.
+    pub fn central_mean<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        (clients, lambda, x): (&[C], &PerClient<T>, &ClientBuffer<T>),
+        eta: Option<f64>,
+        defaults: &Defaults,
+    ) -> Result<Option<PerClient<T>>> {
+        let fraction = self.averager.fraction.unwrap_or(FRACTION);
+        if self.estimator.estimator != EstimatorKind::Hgp
+            || self.averager.kind() != AveragerKind::Central
+            || fraction >= 1.0
+        {
+            return Ok(None);
+        }
+        let n = clients.len();
+        let averager: Box<dyn Averager<T>> =
+            Box::new(ExactAverage::new(n)?.with_placement(self.placement.clone()));
+        let mut options = self.estimator.hgp_options(self.seed, defaults)?;
+        if let Some(eta) = eta {
+            options.eta = Eta::Fixed(eta);
+        }
+        let mut mean = Hgp::new(averager, options).context("HGP settings")?;
+        Ok(Some(mean.estimate(clients, x, lambda)?.v))
     }
 
     /// What helps an inner solve of this pipeline reach a solution, in its options.

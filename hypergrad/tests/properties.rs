@@ -509,3 +509,46 @@ fn hgp_in_f32_agrees_with_the_f64_exact_estimator() {
         }
     }
 }
+
+/// With a server averaging a random fraction of the clients at every average, HGP's
+/// recursion is linear in u and the draws are independent across terms, so its mean over
+/// draws is HGP with the exact average Θ (E[Θ̂] = Θ): what `hgp hypergrad --averager
+/// central --fraction C` compares a single draw with. The mean of 2000 draws is within 4
+/// standard errors of it, while a single draw is far off.
+#[test]
+fn partial_participation_is_unbiased_for_the_exact_average() {
+    let p = problem(4, 3, 11);
+    let x = optimum(&p);
+    let eta = good_eta(&p, &x);
+    let options = HgpOptions {
+        neumann_terms: 30,
+        eta: Eta::Fixed(eta),
+        ..HgpOptions::default()
+    };
+    let estimate = |averager: Box<dyn Averager<f64>>| {
+        Hgp::new(averager, options)
+            .unwrap()
+            .estimate(&p.clients, &x, &p.lambda)
+            .unwrap()
+            .v
+    };
+    let exact_average = estimate(Box::new(ExactAverage::new(4).unwrap()));
+    let draws = 2000;
+    let mut mean = exact_average.zeros_like();
+    let mut squares = 0.0;
+    for k in 0..draws {
+        let v = estimate(Box::new(Central::new(4, 0.5, k).unwrap()));
+        squares += v.distance(&exact_average).powi(2);
+        for (m, &e) in mean.as_mut_slice().iter_mut().zip(v.as_slice()) {
+            *m += e / draws as f64;
+        }
+    }
+    let scale = exact_average.norm();
+    let spread = (squares / draws as f64).sqrt() / scale;
+    let bias = mean.distance(&exact_average) / scale;
+    assert!(spread > 0.05, "a single draw is off by {spread}");
+    assert!(
+        bias < 4.0 * spread / (draws as f64).sqrt(),
+        "mean of {draws} draws off by {bias}, spread {spread}"
+    );
+}

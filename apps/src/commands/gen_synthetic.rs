@@ -98,11 +98,16 @@ impl GenSynthetic {
         check_disk(&self.out, 20.0 * numbers, "--out")?;
         let reporter = Reporter::new(&self.report, None, false, false)?;
         let stage = reporter.stage("generating", self.clients as u64, "clients");
-        let data = generate_synthetic_with_progress(&config, derive(self.seed, domain::DATA), &mut |k| {
-            stage.set(k as u64, self.clients as u64)
-        })?;
+        let data =
+            generate_synthetic_with_progress(&config, derive(self.seed, domain::DATA), &mut |k| {
+                stage.set(k as u64, self.clients as u64)
+            })?;
         stage.finish("");
-        let stage = reporter.stage(format!("writing {}", self.out.display()), self.clients as u64, "clients");
+        let stage = reporter.stage(
+            format!("writing {}", self.out.display()),
+            self.clients as u64,
+            "clients",
+        );
         write_client_dir_with_progress(&self.out, &data, &mut |k| {
             stage.set(k as u64, self.clients as u64)
         })?;

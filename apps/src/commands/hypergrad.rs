@@ -11,8 +11,8 @@ use serde_json::json;
 use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
-    DataArgs, Defaults, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda, newton_step_json,
-    total_outer_loss_on,
+    DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
+    newton_step_json, total_outer_loss_on,
 };
 use hgp_inner_solvers::ConvergenceTest;
 
@@ -44,7 +44,10 @@ pub struct Hypergrad {
     seed: u64,
     /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner", "estimator",
     /// "eta", "curvature"} instead of text ("inner": {"solver", "steps", "consensus_error",
-    /// "stationarity", "initial_stationarity", "newton_step", "converged", "comm"}) (with --engine mpi also "mpi": {"ranks",
+    /// "stationarity", "initial_stationarity", "newton_step", "converged", "comm"}; with
+    /// --averager central --fraction C < 1 also "central": {"fraction", "mean", "spread"}: the
+    /// mean over participation draws and this draw's relative distance from it; "note" where
+    /// the estimate is identically 0 for a reason worth saying) (with --engine mpi also "mpi": {"ranks",
     /// "messages", "bytes", "local_links", "collectives", "collective_bytes"}, summed over
     /// ranks).
     #[arg(long)]
@@ -126,6 +129,8 @@ impl Hypergrad {
             &reporter,
             engine.is_root(),
         )?;
+        let central_mean =
+            pipeline.central_mean((&clients, &lambda, &solution.x), estimate.eta, &defaults)?;
         let outer_loss = total_outer_loss_on(engine.placement(), &clients, &solution.x, &lambda);
         let mpi_traffic = engine.traffic_json();
         if !engine.is_root() {
@@ -133,6 +138,17 @@ impl Hypergrad {
         }
         let xbar = solution.mean();
         // AggITD: how far this single-Q estimate is from its mean over Q (relative).
+        let central_spread = central_mean
+            .as_ref()
+            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
+            .filter(|s| s.is_finite());
+        // An estimate that is identically 0 because the model's outer cost does not depend
+        // on λ (the logistic model's f_i with --estimator local): correct, and useless.
+        let note = (pipeline.estimator.estimator == EstimatorKind::Local
+            && estimate.v.as_slice().iter().all(|&v| v == 0.0))
+        .then_some(
+            "--estimator local is ∂_λ f_i, each client's outer gradient without cooperation; this model's f_i does not depend on λ, so it is identically 0 here: the dependence of F on λ runs through x*(λ), which only the cooperative estimators see",
+        );
         // (None where it is not a number: a mean over Q that overflowed is no diagnostic.)
         let spread = q_mean
             .as_ref()
@@ -161,6 +177,16 @@ impl Hypergrad {
             let mut out = out;
             if let Some(traffic) = mpi_traffic {
                 out["mpi"] = traffic;
+            }
+            if let Some(mean) = &central_mean {
+                out["central"] = json!({
+                    "fraction": pipeline.averager.fraction,
+                    "mean": mean.to_rows(),
+                    "spread": central_spread,
+                });
+            }
+            if let Some(note) = note {
+                out["note"] = json!(note);
             }
             if let Some(q) = index {
                 out["aggitd"] = json!({
@@ -203,6 +229,13 @@ impl Hypergrad {
                 100.0 * spread
             );
         }
+        if let Some(spread) = central_spread {
+            println!(
+                "            each average is over a random fraction C = {} of the clients: this estimate differs by {:.1} % (relative) from its mean over the draws (HGP with the exact average); it is unbiased, not precise",
+                pipeline.averager.fraction.unwrap_or(1.0),
+                100.0 * spread
+            );
+        }
         if let (Some(eta), Some(l)) = (estimate.eta, estimate.curvature) {
             println!(
                 "            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)"
@@ -232,6 +265,9 @@ impl Hypergrad {
             );
         }
         println!("{}", table.terminal());
+        if let Some(note) = note {
+            println!("note: {note}");
+        }
         if shown < d {
             println!("(the first {shown} of {d} coordinates; --json prints all)");
         }

@@ -20,6 +20,7 @@ use hgp_inner_solvers::{
 };
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
@@ -87,14 +88,18 @@ pub fn after_help() -> String {
     )
 }
 
+crate::serialize_by_value_name!(ErrorEstimator, Panels);
+
 /// Options of `hgp error`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ErrorCmd {
     /// A smaller run (3 seeds, M = 300) that takes a few seconds.
     #[arg(long)]
     quick: bool,
     /// Output directory for error.csv and error.svg.
     #[arg(long, default_value = "out/error", value_name = "DIR")]
+    #[serde(skip)]
     out: PathBuf,
     /// Seed of the data, the network's link probabilities and the inner solve.
     #[arg(long, default_value_t = 0, value_name = "K")]
@@ -163,7 +168,15 @@ pub struct ErrorCmd {
     pdbo_lr: Option<f64>,
     #[command(flatten)]
     convergence: ConvergenceArgs,
+    /// Print one JSON object {"settings", "panels": [{"batch", "consensus_error",
+    /// "stationarity", "m", "rows": [{"curve", "S", "error"}], "error_of_mean"}]} instead of
+    /// the tables: each row's mean error over the seeds at the m listed (error.csv has every
+    /// run and m); "S" is null for an averager without steps, "error_of_mean" null for HGP.
+    #[arg(long)]
+    #[serde(skip)]
+    json: bool,
     #[command(flatten)]
+    #[serde(skip)]
     report: ReportArgs,
 }
 
@@ -314,7 +327,11 @@ impl ErrorCmd {
     fn memory_plan(&self, seeds: usize, m_max: usize, curves: usize) -> MemoryPlan {
         use crate::memory::F64;
         let shape = self.data.shape();
-        let panels = if self.panels == Panels::Both { 2.0 } else { 1.0 };
+        let panels = if self.panels == Panels::Both {
+            2.0
+        } else {
+            1.0
+        };
         let runs = panels * curves as f64 * seeds as f64;
         let (n, d) = (shape.clients as f64, shape.dim as f64);
         let plotted = (m_max.min(100) + m_max / 10 + 1) as f64;
@@ -386,7 +403,7 @@ impl ErrorCmd {
             description,
         } = self.validate()?;
         let n = clients.len();
-        let reporter = Reporter::new(&self.report, Some(&self.out), false, false)?;
+        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
         reporter.line(&format!("data: {description}"));
 
         let mut batches = Vec::new();
@@ -411,6 +428,13 @@ impl ErrorCmd {
                 } else {
                     Exact::new().estimate(&clients, &solution.x, &lambda)?.v
                 };
+                if !(exact.norm() > 0.0 && exact.norm().is_finite()) {
+                    bail!(
+                        "{label}: the exact hyper-gradient at the inner solution is {} (norm {:e}): the relative error of an estimate is undefined",
+                        if exact.norm() == 0.0 { "0" } else { "not a number" },
+                        exact.norm()
+                    );
+                }
                 Ok(PanelSetup {
                     label,
                     batch,
@@ -506,17 +530,41 @@ impl ErrorCmd {
             write_mean_rows(&self.out.join("error_of_mean.csv"), &setups, &means)?;
         }
 
+        // Never a table of NaN: a curve that is not a number is an error (the estimators
+        // catch divergence; this is the last line of defence).
+        if let Some(((p, s, k), _)) = tasks
+            .iter()
+            .zip(&curves)
+            .find(|(_, c)| c.iter().any(|e| !e.is_finite()))
+        {
+            bail!(
+                "the error curve of {} with {} (seed {k}) is not a number: the estimate or the reference overflowed",
+                setups[*p].label,
+                self.series_label(*s)
+            );
+        }
+        // The files first, then stdout: a reader that closes the pipe early loses nothing.
         let csv = self.out.join("error.csv");
         write_rows(&csv, &setups, &tasks, &curves)?;
+        let svg = self.out.join("error.svg");
+        self.figure(&setups, (&tasks, &curves, &means), m_max, (&steps, n))
+            .write(&svg)?;
+        if self.json {
+            let out = self.json_summary(
+                &setups,
+                (&tasks, &curves, &means),
+                (seeds, m_max, gamma),
+                &steps,
+            )?;
+            println!("{}", serde_json::to_string(&out)?);
+            return Ok(());
+        }
         self.print_summary(
             &setups,
             (&tasks, &curves, &means),
             (seeds, m_max, gamma),
             (&steps, n),
         );
-        let svg = self.out.join("error.svg");
-        self.figure(&setups, (&tasks, &curves, &means), m_max, (&steps, n))
-            .write(&svg)?;
         println!();
         println!(
             "wrote {}{} and {} ({} runs, {:.1} s)",

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::{ETA, ErrorCmd, PanelSetup, REPORT_AT};
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::report::{Table, percentile, sci, sci_exact, write_csv};
+use crate::report::{Table, percentile, sci, sci_exact, settings_json, write_csv};
+use serde_json::json;
 
 /// One row of error.csv: the relative error after m Neumann terms of one run.
 #[derive(Serialize)]
@@ -114,6 +115,63 @@ impl ErrorCmd {
             .collect()
     }
 
+    /// The m at which the summary reports the error: those of Fig. 1 up to M, and M.
+    fn report_at(m_max: usize) -> Vec<usize> {
+        let mut at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
+        if !at.contains(&m_max) {
+            at.push(m_max);
+        }
+        at
+    }
+
+    /// The summary tables as one JSON object (`--json`), with the settings.
+    pub(super) fn json_summary(
+        &self,
+        setups: &[PanelSetup],
+        (tasks, curves, means): Results<'_>,
+        (seeds, m_max, gamma): (usize, usize, f64),
+        steps: &[usize],
+    ) -> Result<serde_json::Value> {
+        let at = Self::report_at(m_max);
+        let panels: Vec<serde_json::Value> = setups
+            .iter()
+            .enumerate()
+            .map(|(p, setup)| {
+                let rows: Vec<serde_json::Value> = steps
+                    .iter()
+                    .map(|&s| {
+                        let mean = Self::mean_curve(tasks, curves, p, s);
+                        json!({
+                            "curve": self.series_label(s),
+                            "S": (s > 0).then_some(s),
+                            "error": at.iter().map(|&m| mean[m]).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                let of_mean = (!means[p].is_empty()).then(|| {
+                    at.iter()
+                        .map(|&m| means[p].iter().find(|(k, _)| *k == m).map(|(_, e)| *e))
+                        .collect::<Vec<_>>()
+                });
+                json!({
+                    "batch": batch_name(setup.batch),
+                    "consensus_error": setup.solution.consensus_error,
+                    "stationarity": setup.solution.stationarity,
+                    "m": at,
+                    "rows": rows,
+                    "error_of_mean": of_mean,
+                })
+            })
+            .collect();
+        let mut settings = settings_json("error", self)?;
+        settings["seeds"] = seeds.into();
+        settings["neumann_terms"] = m_max.into();
+        if self.estimator.pdbo() {
+            settings["gamma"] = gamma.into();
+        }
+        Ok(json!({ "settings": settings, "panels": panels }))
+    }
+
     pub(super) fn print_summary(
         &self,
         setups: &[PanelSetup],
@@ -143,10 +201,7 @@ impl ErrorCmd {
                 sci(setup.solution.consensus_error),
                 sci(setup.solution.stationarity)
             );
-            let mut at: Vec<usize> = REPORT_AT.iter().copied().filter(|&m| m <= m_max).collect();
-            if !at.contains(&m_max) {
-                at.push(m_max);
-            }
+            let at = Self::report_at(m_max);
             let mut table = Table::new(
                 std::iter::once("curve".to_string()).chain(at.iter().map(|m| format!("m = {m}"))),
             );

@@ -268,7 +268,8 @@ impl FedHyperCmd {
     }
 
     /// The settings of the run, the network sized for `classes` (after [`Self::check_flags`]).
-    fn validate(&self, classes: usize, schedulers: SchedulerParams) -> Settings {        Settings {
+    fn validate(&self, classes: usize, schedulers: SchedulerParams) -> Settings {
+        Settings {
             arch: self.arch(classes),
             clients: self.clients,
             fraction: self.fraction,

@@ -10,9 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_models::images::{
-    ImageClient, SplitConfig, embedded_mnist, load_idx_dir,
-};
+use hgp_models::images::{ImageClient, SplitConfig, embedded_mnist, load_idx_dir};
 use hgp_models::nn::Architecture;
 use serde::Serialize;
 
