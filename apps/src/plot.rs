@@ -116,6 +116,9 @@ pub struct Reference {
     pub a: (f64, f64),
     /// Another point of the line.
     pub b: (f64, f64),
+    /// Whether the panel's range includes the line (a level the reader compares the data
+    /// with, such as a target accuracy, is always drawn; a direction such as y = x is not).
+    pub widens: bool,
 }
 
 /// One set of axes and its series.
@@ -176,6 +179,19 @@ impl Panel {
             name: name.into(),
             a,
             b,
+            widens: false,
+        });
+        self
+    }
+
+    /// Sets a horizontal reference line at `y`, named `name` in the legend, which the
+    /// panel's y range always includes (so a legend never lists a line that is not drawn).
+    pub fn with_level(mut self, name: impl Into<String>, y: f64) -> Self {
+        self.reference = Some(Reference {
+            name: name.into(),
+            a: (0.0, y),
+            b: (1.0, y),
+            widens: true,
         });
         self
     }
@@ -196,6 +212,13 @@ impl Panel {
                     ys.extend([lo, hi].into_iter().filter(|&v| self.y_scale.accepts(v)));
                 }
             }
+        }
+        if let Some(r) = self.reference.as_ref().filter(|r| r.widens) {
+            ys.extend(
+                [r.a.1, r.b.1]
+                    .into_iter()
+                    .filter(|&v| self.y_scale.accepts(v)),
+            );
         }
         (xs, ys)
     }
@@ -375,33 +398,106 @@ fn axis_range(scale: Scale, values: &[f64]) -> Range<f64> {
     from(lo - pad)..from(hi + pad)
 }
 
-/// Tick label: on a log axis powers of ten as 10ⁿ (|n| ≥ 3), other values compactly.
-fn tick_label(v: f64, log: bool) -> String {
-    if v == 0.0 {
+/// How an axis writes its ticks, decided once for the whole axis so that its labels share
+/// one style.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct TickStyle {
+    /// Every tick as m×10ⁿ (10ⁿ for m = 1): the axis reaches below 10⁻³ or to 10⁵ and more.
+    scientific: bool,
+    /// Ticks this close to 0 are 0 (a linear axis's key points carry rounding, −1e−17 for 0).
+    zero_below: f64,
+    /// Whole numbers only (an axis of counts: rounds, steps, terms): no tick between them.
+    integer: bool,
+}
+
+impl TickStyle {
+    /// The style of an axis of `scale` over `range`.
+    fn of(scale: Scale, range: &Range<f64>) -> Self {
+        let (lo, hi) = (range.start.min(range.end), range.start.max(range.end));
+        let largest = lo.abs().max(hi.abs());
+        let scientific = match scale {
+            Scale::Log10 => lo < 1e-3 * (1.0 - 1e-9) || hi >= 1e5,
+            Scale::Linear => largest > 0.0 && !(1e-3..1e5).contains(&largest),
+        };
+        let zero_below = match scale {
+            Scale::Log10 => 0.0,
+            Scale::Linear => 1e-9 * (hi - lo),
+        };
+        Self {
+            scientific,
+            zero_below,
+            integer: false,
+        }
+    }
+
+    /// The style of a linear axis whose values are all whole numbers: ticks only at them.
+    fn counting(self, values: &[f64], scale: Scale) -> Self {
+        Self {
+            integer: scale == Scale::Linear
+                && !values.is_empty()
+                && values.iter().all(|v| v.fract() == 0.0),
+            ..self
+        }
+    }
+
+    /// How many labels to ask for on an axis spanning `span`: at most 6, and on a counting
+    /// axis no more than one per whole number (so the step is at least 1).
+    fn labels(self, span: f64) -> usize {
+        if self.integer {
+            (span.floor() as usize + 1).clamp(2, 6)
+        } else {
+            6
+        }
+    }
+}
+
+/// A power of ten's exponent in superscript digits (10⁻⁶).
+fn superscript(e: i64) -> String {
+    e.to_string()
+        .chars()
+        .map(|c| match c {
+            '-' => '⁻',
+            d => ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'][d as usize - '0' as usize],
+        })
+        .collect()
+}
+
+/// The shortest of a few fixed precisions that writes `v` to within 1e-9 of it (ticks are
+/// round numbers).
+fn compact(v: f64) -> String {
+    (0..=4)
+        .map(|p| format!("{v:.p$}"))
+        .find(|s| {
+            s.parse::<f64>()
+                .is_ok_and(|x| (x - v).abs() <= 1e-9 * v.abs())
+        })
+        .unwrap_or_else(|| format!("{v:.4}"))
+}
+
+/// Tick label of `v` on an axis of `style`: decimals (0.01, 2, 500), or on an axis that needs
+/// them powers of ten, every tick alike (5×10⁻⁹, 10⁻⁹).
+fn tick_label(v: f64, style: TickStyle) -> String {
+    if v == 0.0 || v.abs() <= style.zero_below {
         return "0".into();
     }
-    let e = v.abs().log10().round();
-    if log && e.abs() >= 3.0 && (v.abs() / 10f64.powf(e) - 1.0).abs() < 1e-9 {
-        let sup: String = format!("{}", e as i64)
-            .chars()
-            .map(|c| match c {
-                '-' => '⁻',
-                d => ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'][d as usize - '0' as usize],
-            })
-            .collect();
-        return format!("{}10{sup}", if v < 0.0 { "−" } else { "" });
+    if style.integer && (v - v.round()).abs() > 1e-9 * v.abs().max(1.0) {
+        return String::new();
     }
-    let a = v.abs();
-    let text = if !(1e-3..1e5).contains(&a) {
-        format!("{v:.0e}")
-    } else {
-        // Shortest of a few fixed precisions that round-trips the tick (ticks are round).
-        (0..=4)
-            .map(|p| format!("{v:.p$}"))
-            .find(|s| s.parse::<f64>().is_ok_and(|x| (x - v).abs() <= 1e-9 * a))
-            .unwrap_or_else(|| format!("{v:.4}"))
-    };
-    text.replace('-', "−")
+    let sign = if v < 0.0 { "−" } else { "" };
+    if style.scientific {
+        let mut e = v.abs().log10().floor() as i64;
+        let mut m = v.abs() / 10f64.powi(e as i32);
+        // 9.9999… and 10 are 10: the mantissa stays in [1, 10).
+        if (m - 10.0).abs() < 1e-9 {
+            m = 1.0;
+            e += 1;
+        }
+        if (m - 1.0).abs() < 1e-9 {
+            return format!("{sign}10{}", superscript(e));
+        }
+        return format!("{sign}{}×10{}", compact(m), superscript(e));
+    }
+    format!("{sign}{}", compact(v.abs()))
 }
 
 /// A log axis over `r` with [`log_ticks`].
@@ -443,19 +539,22 @@ where
     let (xs, ys) = panel.extent();
     let xr = axis_range(panel.x_scale, &xs);
     let yr = shared_y.unwrap_or_else(|| axis_range(panel.y_scale, &ys));
+    let styles = (
+        TickStyle::of(panel.x_scale, &xr).counting(&xs, panel.x_scale),
+        TickStyle::of(panel.y_scale, &yr),
+    );
     match (panel.x_scale, panel.y_scale) {
-        (Scale::Linear, Scale::Linear) => draw_axes(area, panel, legend, xr, yr),
-        (Scale::Linear, Scale::Log10) => draw_axes(area, panel, legend, xr, log(yr)),
-        (Scale::Log10, Scale::Linear) => draw_axes(area, panel, legend, log(xr), yr),
-        (Scale::Log10, Scale::Log10) => draw_axes(area, panel, legend, log(xr), log(yr)),
+        (Scale::Linear, Scale::Linear) => draw_axes(area, (panel, legend, styles), xr, yr),
+        (Scale::Linear, Scale::Log10) => draw_axes(area, (panel, legend, styles), xr, log(yr)),
+        (Scale::Log10, Scale::Linear) => draw_axes(area, (panel, legend, styles), log(xr), yr),
+        (Scale::Log10, Scale::Log10) => draw_axes(area, (panel, legend, styles), log(xr), log(yr)),
     }
 }
 
 /// Draws the axes, bands, series and reference line of a panel on coordinates `xr` × `yr`.
 fn draw_axes<DB, X, Y>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
-    panel: &Panel,
-    legend: &[Entry],
+    (panel, legend, (x_style, y_style)): (&Panel, &[Entry], (TickStyle, TickStyle)),
     xr: X,
     yr: Y,
 ) -> Result<()>
@@ -471,7 +570,13 @@ where
     // centring relies on an estimated text width that is wrong for λ, ² or −.
     let (head, area) = area.split_vertically(28);
     // Centred over the plotting area, which starts after the left margin and the y labels.
-    let centre = (head.dim_in_pixel().0 as i32 + MARGIN_LEFT + Y_LABELS - MARGIN_RIGHT) / 2;
+    // Labels such as 5×10⁻¹⁰ need more room than 0.5 beside the axis description.
+    let y_labels = if y_style.scientific {
+        Y_LABELS + 22
+    } else {
+        Y_LABELS
+    };
+    let centre = (head.dim_in_pixel().0 as i32 + MARGIN_LEFT + y_labels - MARGIN_RIGHT) / 2;
     head.draw(&Text::new(
         panel.title.clone(),
         (centre, 8),
@@ -482,25 +587,31 @@ where
             .pos(Pos::new(HPos::Center, VPos::Top)),
     ))
     .map_err(plot_error)?;
-    let log_x = panel.x_scale == Scale::Log10;
-    let log_y = panel.y_scale == Scale::Log10;
+    let x_span = panel
+        .extent()
+        .0
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+            (l.min(x), h.max(x))
+        });
+    let x_span = (x_span.1 - x_span.0).max(0.0);
     let mut chart = ChartBuilder::on(&area)
         .margin_top(4)
         .margin_left(MARGIN_LEFT)
         .margin_right(MARGIN_RIGHT)
         .margin_bottom(6)
         .x_label_area_size(42)
-        .y_label_area_size(Y_LABELS)
+        .y_label_area_size(y_labels)
         .build_cartesian_2d(xr, yr)
         .map_err(plot_error)?;
     chart
         .configure_mesh()
         .x_desc(&panel.x_label)
         .y_desc(&panel.y_label)
-        .x_labels(6)
+        .x_labels(x_style.labels(x_span))
         .y_labels(7)
-        .x_label_formatter(&|v| tick_label(*v, log_x))
-        .y_label_formatter(&|v| tick_label(*v, log_y))
+        .x_label_formatter(&|v| tick_label(*v, x_style))
+        .y_label_formatter(&|v| tick_label(*v, y_style))
         .axis_desc_style((FONT, 15))
         .label_style((FONT, 14))
         .bold_line_style(RGBColor(0xe3, 0xe3, 0xe3))
@@ -698,17 +809,40 @@ mod tests {
 
     #[test]
     fn ticks_read_as_numbers() {
-        assert_eq!(tick_label(1e-6, true), "10⁻⁶");
-        assert_eq!(tick_label(1000.0, true), "10³");
-        assert_eq!(tick_label(1000.0, false), "1000");
-        assert_eq!(tick_label(0.5, true), "0.5");
-        assert_eq!(tick_label(-0.001, false), "−0.001");
-        assert_eq!(tick_label(20.0, false), "20");
+        let wide_log = TickStyle::of(Scale::Log10, &(1e-10..1.0));
+        assert!(wide_log.scientific);
+        // One style per axis: 10⁻⁶ and 5×10⁻⁹ together, never 5e−9 beside 10⁻⁹.
+        assert_eq!(tick_label(1e-6, wide_log), "10⁻⁶");
+        assert_eq!(tick_label(5e-9, wide_log), "5×10⁻⁹");
+        assert_eq!(tick_label(1.0, wide_log), "10⁰");
+        assert_eq!(tick_label(0.01, wide_log), "10⁻²");
+        let big = TickStyle::of(Scale::Log10, &(1.0..2e5));
+        assert_eq!(tick_label(1000.0, big), "10³");
+        let plain_log = TickStyle::of(Scale::Log10, &(0.01..10.0));
+        assert!(!plain_log.scientific);
+        assert_eq!(tick_label(0.5, plain_log), "0.5");
+        assert_eq!(tick_label(0.01, plain_log), "0.01");
+        let linear = TickStyle::of(Scale::Linear, &(-0.002..1000.0));
+        assert_eq!(tick_label(1000.0, linear), "1000");
+        assert_eq!(tick_label(-0.001, linear), "−0.001");
+        assert_eq!(tick_label(20.0, linear), "20");
+        // A key point at 0 with rounding in it is 0.
+        let tiny = TickStyle::of(Scale::Linear, &(-4e-5..6e-5));
+        assert_eq!(tick_label(-1e-17, tiny), "0");
+        assert_eq!(tick_label(2e-5, tiny), "2×10⁻⁵");
+        assert_eq!(tick_label(-4e-5, tiny), "−4×10⁻⁵");
+        // An axis of counts (outer steps 0..3) has no tick at 0.5.
+        let steps = TickStyle::of(Scale::Linear, &(-0.15..3.15))
+            .counting(&[0.0, 1.0, 2.0, 3.0], Scale::Linear);
+        assert_eq!(tick_label(0.5, steps), "");
+        assert_eq!(tick_label(2.0, steps), "2");
+        assert_eq!(steps.labels(3.0), 4);
+        let rates = TickStyle::of(Scale::Linear, &(0.0..1.0)).counting(&[0.0, 0.5], Scale::Linear);
+        assert_eq!(tick_label(0.5, rates), "0.5");
         assert_eq!(log_ticks(&(0.03..3.0)), [0.05, 0.1, 0.2, 0.5, 1.0, 2.0]);
         assert_eq!(log_ticks(&(1e-3..20.0)), [1e-3, 1e-2, 1e-1, 1.0, 10.0]);
         let many = log_ticks(&(1e-16..10.0));
         assert!(many.len() <= 7 && many.contains(&1.0), "{many:?}");
-        assert_eq!(tick_label(2e-5, false), "2e−5");
     }
 
     #[test]

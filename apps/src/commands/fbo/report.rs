@@ -101,11 +101,7 @@ impl Fbo {
             .shared_y();
         for &split in &self.split {
             let mut panel = Panel::new(split.name(), "communication rounds", "test accuracy")
-                .with_reference_line(
-                    format!("target {percent:.0} %"),
-                    (0.0, target),
-                    (settings.rounds as f64, target),
-                );
+                .with_level(format!("target {percent:.0} %"), target);
             for r in runs.iter().filter(|r| r.split == split) {
                 let points = r.curve.iter().map(|&(k, a)| (k as f64, a)).collect();
                 panel = panel.with_series(Series::line(

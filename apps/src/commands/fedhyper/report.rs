@@ -219,18 +219,18 @@ impl FedHyperCmd {
         // accuracy.svg: the mean over seeds, a panel per split.
         let mut figure = Figure::new()
             .with_title(format!(
-                "Test accuracy against rounds ({}, mean over {} seed(s))",
+                "Test accuracy against rounds ({}, {})",
                 settings.arch.name(),
-                self.seeds
+                if self.seeds == 1 {
+                    "one seed".to_string()
+                } else {
+                    format!("mean over {} seeds", self.seeds)
+                }
             ))
             .shared_y();
         for split in &self.splits {
             let mut panel = Panel::new(split.label(), "communication rounds", "test accuracy")
-                .with_reference_line(
-                    format!("target {percent:.0} %"),
-                    (0.0, target),
-                    (settings.rounds as f64, target),
-                );
+                .with_level(format!("target {percent:.0} %"), target);
             for &method in &self.methods {
                 let mine: Vec<&Run> = runs
                     .iter()
@@ -255,11 +255,15 @@ impl FedHyperCmd {
             .iter()
             .filter(|r| r.split == shown && r.seed == first_seed)
             .collect();
-        let mut global = Panel::new("global learning rate α^t", "communication rounds", "α^t");
+        let mut global = Panel::new(
+            "global learning rate α at round t",
+            "communication round t",
+            "α",
+        );
         let mut local = Panel::new(
-            "mean local learning rate",
-            "communication rounds",
-            "mean β_m^{t,k}",
+            "local learning rate β, mean over clients and steps",
+            "communication round t",
+            "mean β",
         );
         for r in &shown_runs {
             let points = |f: fn(&RoundRecord) -> f64| {
