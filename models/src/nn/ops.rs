@@ -610,9 +610,7 @@ pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (batch, h, wd, c) = x.dims4()?;
     let (out, _, k, _) = w.dims4()?;
     if !x.device().is_cpu() {
-        // candle's own convolution on other devices (NCHW).
-        let y = x.permute((0, 3, 1, 2))?.conv2d(w, 0, 1, 1, 1)?;
-        return y.permute((0, 2, 3, 1));
+        return conv2d_by_candle(x, w);
     }
     let windows = Windows {
         batch,
@@ -635,10 +633,47 @@ pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 pub(crate) fn max_pool2_nhwc(x: &Tensor) -> Result<Tensor> {
     let (batch, h, w, c) = x.dims4()?;
     if !x.device().is_cpu() {
-        return x.reshape((batch, h / 2, 2, w / 2, 2, c))?.max(4)?.max(2);
+        return max_pool2_by_tensor_ops(x);
     }
     x.contiguous()?
         .apply_op1(MaxPool2::new(Pooling { batch, h, w, c }))
+}
+
+/// [`max_pool2_nhwc`] by device-independent tensor ops (the path off the CPU), with the CPU
+/// op's rule for ties: the gradient reaches the *first* maximum of each window, in the order
+/// top-left, top-right, bottom-left, bottom-right, once. (A max reduction's own backward
+/// passes it to every tied value: four times the gradient on a blank image margin.) The
+/// output is Σ_q x_q · first_q over the window with the 0/1 mask of the first maximum taken
+/// from the values without their graph: linear in x for a fixed mask, so its double
+/// backward (the Hessian-vector products) is exact too.
+pub(crate) fn max_pool2_by_tensor_ops(x: &Tensor) -> Result<Tensor> {
+    let (batch, h, w, c) = x.dims4()?;
+    // (B, H/2, 2, W/2, 2, C) → (B, H/2, W/2, C, 2, 2) → (B, H/2, W/2, C, 4), the window's
+    // positions in the CPU op's order.
+    let windows = x
+        .reshape((batch, h / 2, 2, w / 2, 2, c))?
+        .permute((0, 1, 3, 5, 2, 4))?
+        .contiguous()?
+        .reshape((batch, h / 2, w / 2, c, 4))?;
+    let plain = windows.detach();
+    let best = plain.max_keepdim(4)?;
+    let is_max = plain.broadcast_eq(&best)?.to_dtype(x.dtype())?;
+    // first_q = e_q Π_{p<q} (1 − e_p): the first maximum only.
+    let mut none_before = is_max.narrow(4, 0, 1)?.ones_like()?;
+    let mut first = Vec::with_capacity(4);
+    for q in 0..4 {
+        let e = is_max.narrow(4, q, 1)?;
+        first.push((&e * &none_before)?);
+        none_before = (&none_before * e.affine(-1.0, 1.0)?)?;
+    }
+    let mask = Tensor::cat(&first, 4)?;
+    (windows * mask)?.sum(4)
+}
+
+/// [`conv2d_nhwc`] by candle's own convolution (NCHW; the path off the CPU).
+pub(crate) fn conv2d_by_candle(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let y = x.permute((0, 3, 1, 2))?.conv2d(w, 0, 1, 1, 1)?;
+    y.permute((0, 2, 3, 1))
 }
 
 #[cfg(test)]
@@ -755,6 +790,82 @@ mod tests {
         let y = max_pool2_nhwc(&x).unwrap().sum_all().unwrap();
         let grads = y.backward().unwrap();
         let d = grads.get(b.as_tensor()).unwrap().to_vec1::<f64>().unwrap()[0];
+        assert_eq!(d, 1.0);
+    }
+
+    /// The gradient and Hessian-vector product of Σ (pool(conv(x, w)) · r)² in w and x by
+    /// the path `pool ∘ conv`.
+    fn derivatives(
+        path: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
+        (x, w, r, u): (&Tensor, &Tensor, &Tensor, &Tensor),
+    ) -> (Vec<f64>, Vec<f64>) {
+        let wv = Var::from_tensor(w).unwrap();
+        let y = path(x, wv.as_tensor()).unwrap();
+        let loss = (y * r).unwrap().sqr().unwrap().sum_all().unwrap();
+        let g = loss.backward().unwrap();
+        let gw = g.get(wv.as_tensor()).unwrap().clone();
+        let hv = (&gw * u)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap()
+            .get(wv.as_tensor())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap();
+        (gw.flatten_all().unwrap().to_vec1::<f64>().unwrap(), hv)
+    }
+
+    /// The path the networks take off the CPU, forced on the CPU, against the CPU ops: the
+    /// same values, gradients (ties included: images with blank margins, whose pooling
+    /// windows are all equal) and Hessian-vector products.
+    #[test]
+    fn the_path_off_the_cpu_has_the_cpu_ops_derivatives() {
+        // .cargo/config.toml sets CANDLE_GRAD_DO_NOT_DETACH=1 for cargo's processes.
+        assert!(crate::nn::double_backward_available());
+        // Blank margins: the first four rows of every image are one grey level, so the
+        // convolution is constant there and its first pooling windows tie (with a nonzero
+        // derivative in w, unlike a margin of 0).
+        let rows: Vec<f64> = (0..8).map(|i| f64::from(u8::from(i >= 4))).collect();
+        let mask = Tensor::from_vec(rows, (1, 8, 1, 1), &Device::Cpu).unwrap();
+        let x = random(&[3, 8, 8, 2], 11)
+            .broadcast_mul(&mask)
+            .unwrap()
+            .broadcast_add(&mask.affine(-0.7, 0.7).unwrap())
+            .unwrap();
+        let w = random(&[4, 2, 3, 3], 12);
+        let r = random(&[3, 3, 3, 4], 13);
+        let u = random(&[4, 2, 3, 3], 14);
+        let cpu = |x: &Tensor, w: &Tensor| max_pool2_nhwc(&conv2d_nhwc(x, w)?);
+        let off = |x: &Tensor, w: &Tensor| max_pool2_by_tensor_ops(&conv2d_by_candle(x, w)?);
+        let a = cpu(&x, &w).unwrap();
+        let b = off(&x, &w).unwrap();
+        let diff = (&a - &b).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(diff.to_scalar::<f64>().unwrap() < 1e-14);
+        let (ga, ha) = derivatives(&cpu, (&x, &w, &r, &u));
+        let (gb, hb) = derivatives(&off, (&x, &w, &r, &u));
+        let close = |p: &[f64], q: &[f64]| {
+            let scale = p.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            p.iter()
+                .zip(q)
+                .all(|(a, b)| (a - b).abs() <= 1e-12 * scale.max(1.0))
+        };
+        assert!(close(&ga, &gb), "gradients: {ga:?} vs {gb:?}");
+        assert!(close(&ha, &hb), "HVPs: {ha:?} vs {hb:?}");
+        // And the tie itself: max(b, b, b, b) = b has derivative 1 in b on this path too.
+        let b = Var::new(&[0.25f64], &Device::Cpu).unwrap();
+        let tied = b.as_tensor().broadcast_as((1, 2, 2, 1)).unwrap();
+        let y = max_pool2_by_tensor_ops(&tied).unwrap().sum_all().unwrap();
+        let d = y
+            .backward()
+            .unwrap()
+            .get(b.as_tensor())
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap()[0];
         assert_eq!(d, 1.0);
     }
 }
