@@ -1,56 +1,10 @@
 //! The `hgp` command end to end: outputs, agreement between estimators, and bad input.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn hgp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hgp"))
-        .args(args)
-        .output()
-        .expect("run hgp")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Runs hgp expecting failure; returns its one-line error.
-fn fails(args: &[&str]) -> String {
-    let o = hgp(args);
-    assert!(!o.status.success(), "hgp {args:?} should fail");
-    let err = stderr(&o);
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    err
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_str(&stdout(o)).expect("one JSON object")
-}
-
-fn generate(dir: &Path, clients: &str) {
-    let o = hgp(&[
-        "gen-synthetic",
-        "--clients",
-        clients,
-        "--dim",
-        "4",
-        "--seed",
-        "7",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-}
+mod common;
+use common::{fails, generate, hgp, json, stderr, stdout};
 
 #[test]
 fn hgp_agrees_with_the_exact_estimator_on_user_data() {

@@ -1,0 +1,55 @@
+//! What the `hgp` command tests share: running the binary and reading what it said.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+pub fn hgp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hgp"))
+        .args(args)
+        .output()
+        .expect("run hgp")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs hgp expecting failure; returns its one-line error.
+pub fn fails(args: &[&str]) -> String {
+    let o = hgp(args);
+    assert!(!o.status.success(), "hgp {args:?} should fail");
+    let err = stderr(&o);
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+pub fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_str(&stdout(o)).expect("one JSON object")
+}
+
+pub fn generate(dir: &Path, clients: &str) {
+    let o = hgp(&[
+        "gen-synthetic",
+        "--clients",
+        clients,
+        "--dim",
+        "4",
+        "--seed",
+        "7",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
