@@ -301,7 +301,7 @@ fn vanishing_weights_are_reported() {
             assert_eq!(step, 2000);
             assert!(omega < f64::EPSILON);
             let msg = avg.average(&mut y).unwrap_err().to_string();
-            assert!(msg.contains("robust-push-sum"), "{msg}");
+            assert!(msg.contains("use running sums"), "{msg}");
         }
         other => panic!("expected a vanishing weight, got {other:?}"),
     }
