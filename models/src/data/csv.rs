@@ -246,7 +246,16 @@ pub fn load_client_dir(dir: &Path) -> Result<Vec<ClientData>, DataError> {
         });
     };
     let path_of = |index: usize, split: Split| dir.join(client_file_name(index, split));
-    for index in 0..=last {
+    // The indices present, in order; the first position where they skip one is the first
+    // missing client (found without counting up to the largest index, which a stray file
+    // name can make astronomically large).
+    let present: BTreeSet<usize> = files.iter().map(|&(i, _)| i).collect();
+    let gap = present
+        .iter()
+        .enumerate()
+        .find(|&(position, &index)| position != index)
+        .map(|(position, _)| position);
+    for index in 0..gap.unwrap_or(last + 1) {
         let train = files.contains(&(index, Split::Train));
         let val = files.contains(&(index, Split::Val));
         match (train, val) {
@@ -270,6 +279,12 @@ pub fn load_client_dir(dir: &Path) -> Result<Vec<ClientData>, DataError> {
                 });
             }
         }
+    }
+    if let Some(missing) = gap {
+        return Err(DataError::ClientGap {
+            missing: path_of(missing, Split::Train),
+            present: path_of(last, last_split),
+        });
     }
 
     let mut clients: Vec<ClientData> = Vec::with_capacity(last + 1);
@@ -1005,6 +1020,28 @@ mod tests {
             let path = lambda_file(&dir, &text);
             let _ = load_lambda_csv(&path, &[1, 2]);
             let _ = parse_labelled(&path, &text);
+        }
+    }
+
+    /// A stray file with an enormous index is a gap reported at once, not a count up to it.
+    #[test]
+    fn a_client_index_far_beyond_the_others_is_a_gap_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "client_0_train.csv",
+            "client_0_val.csv",
+            "client_99999999999999_train.csv",
+        ] {
+            std::fs::write(dir.path().join(name), "1,0\n").unwrap();
+        }
+        let started = std::time::Instant::now();
+        let err = load_client_dir(dir.path()).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        match err {
+            DataError::ClientGap { missing, .. } => {
+                assert!(missing.ends_with("client_1_train.csv"), "{missing:?}")
+            }
+            other => panic!("{other}"),
         }
     }
 }
