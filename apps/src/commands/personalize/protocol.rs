@@ -454,6 +454,14 @@ impl Protocol {
             )?));
             tests.push(accuracies(&clients, split, &x, &lambda, Set::Test)?);
         }
+        // Never a table of NaN: an outer loss that is not finite (the estimate and the
+        // solves are checked, this is the last line of defence) is an error.
+        if let Some(t) = losses.iter().position(|f| !f.is_finite()) {
+            anyhow::bail!(
+                "the outer loss F = Σ f_i is {} after outer step {t}: the hyper-parameters λ drove the model to overflow",
+                losses[t]
+            );
+        }
         // Early stopping: the outer step with the best validation accuracy.
         let chosen =
             (0..curve.len()).fold(0, |best, t| if curve[t] > curve[best] { t } else { best });
