@@ -499,6 +499,25 @@ mod tests {
             .collect()
     }
 
+    /// The clients (feature 0 scaled by `stiff`), λ, the starting point 0 and x*.
+    fn problem(
+        stiff: f64,
+    ) -> (
+        Vec<L2Logistic<f64>>,
+        PerClient<f64>,
+        ClientBuffer<f64>,
+        Vec<f64>,
+    ) {
+        let clients = clients(stiff);
+        let lambda = PerClient::filled(&[2, 2, 2], 0.01);
+        let x0 = ClientBuffer::zeros(3, 2);
+        let star = ExactNewton::new()
+            .solve(&clients, &lambda, &x0)
+            .unwrap()
+            .mean();
+        (clients, lambda, x0, star)
+    }
+
     fn solution_at(
         clients: &[L2Logistic<f64>],
         lambda: &PerClient<f64>,
@@ -517,11 +536,8 @@ mod tests {
 
     #[test]
     fn the_newton_step_is_the_distance_to_the_solution() {
-        let clients = clients(1.0);
-        let lambda = PerClient::filled(&[2, 2, 2], 0.01);
-        let x0 = ClientBuffer::zeros(3, 2);
-        let exact = ExactNewton::new().solve(&clients, &lambda, &x0).unwrap();
-        let star = exact.mean();
+        let (clients, lambda, x0, star) = problem(1.0);
+        let exact = solution_at(&clients, &lambda, &star);
         let test = ConvergenceTest {
             cg_tolerance: 1e-12,
             ..ConvergenceTest::default()
@@ -554,11 +570,7 @@ mod tests {
     fn a_point_far_from_the_solution_is_refused_however_small_its_gradient() {
         // Feature 0 is 1e6 times feature 1: at the starting point the gradient is huge, so
         // a gradient 1e-3 times smaller says nothing about the soft direction.
-        let clients = clients(1e6);
-        let lambda = PerClient::filled(&[2, 2, 2], 0.01);
-        let x0 = ClientBuffer::zeros(3, 2);
-        let exact = ExactNewton::new().solve(&clients, &lambda, &x0).unwrap();
-        let star = exact.mean();
+        let (clients, lambda, x0, star) = problem(1e6);
         let test = ConvergenceTest::default();
         let x = [star[0], star[1] + 5.0 * (star[1].abs() + 1.0)];
         let report = test.assess(
