@@ -29,6 +29,7 @@ mod error;
 mod hyperrep;
 pub mod images;
 mod logistic;
+#[cfg(feature = "nn")]
 pub mod nn;
 pub mod objective;
 mod per_client;
@@ -53,7 +54,9 @@ mod auto_traits {
         send_sync::<L2Logistic<f32>>();
         send_sync::<L2Logistic<f64>>();
         send_sync::<WeightedLogistic<f64>>();
+        #[cfg(feature = "nn")]
         send_sync::<nn::NetClient<f32>>();
+        #[cfg(feature = "nn")]
         send_sync::<nn::NetClient<f64>>();
         send_sync::<PerClient<f64>>();
         send_sync::<hyperrep::HyperRep<f32>>();
