@@ -1,5 +1,6 @@
 //! The `Averager` trait: the operator Θ of the HGP paper, or an estimate Θ̂ of it.
 
+use hgp_graphs::Describe;
 use hgp_graphs::Scalar;
 
 use crate::buffer::ClientBuffer;
@@ -11,15 +12,12 @@ use crate::placement::Placement;
 /// (1/n) Σ_j y_j: exactly for Θ (HGP eq. 1), approximately for Push-Sum, gossip or a
 /// sampled server. Estimators are generic over this trait, so swapping the averaging
 /// scheme changes one line.
-pub trait Averager<T: Scalar>: Send {
+pub trait Averager<T: Scalar>: Send + Describe {
     /// Number of clients n this averager serves.
     fn n(&self) -> usize;
 
     /// Averages `buffer` in place and returns what the exchange cost.
     fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost>;
-
-    /// A one-line description for logs and tables.
-    fn describe(&self) -> String;
 
     /// Where the clients' rows live: with a distributed placement, [`Averager::average`]
     /// leaves valid values in the rows this process owns, and algorithms compute those rows
@@ -36,9 +34,6 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
     fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
         (**self).average(buffer)
     }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
     fn placement(&self) -> Placement {
         (**self).placement()
     }
@@ -50,9 +45,6 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
     }
     fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost> {
         (**self).average(buffer)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
     }
     fn placement(&self) -> Placement {
         (**self).placement()

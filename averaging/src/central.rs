@@ -1,5 +1,6 @@
 //! Central averaging: a server averages what (some of) the clients upload.
 
+use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use std::marker::PhantomData;
 
@@ -142,7 +143,9 @@ impl<T: Scalar> Averager<T> for Central<T> {
     fn placement(&self) -> Placement {
         self.placement.clone()
     }
+}
 
+impl<T: Scalar> Describe for Central<T> {
     fn describe(&self) -> String {
         format!("central server, C = {}, n = {}", self.fraction, self.n)
     }

@@ -81,6 +81,26 @@ pub enum AveragingError {
     /// A problem with the network or its weights.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// An averager's own bad input or state: for averagers written outside this crate,
+    /// whose conditions no other variant names (`AveragingError::invalid("ring gossip",
+    /// "needs at least 3 clients")`).
+    #[error("{averager}: {reason}")]
+    Invalid {
+        /// The averager, in words.
+        averager: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
+}
+
+impl AveragingError {
+    /// [`AveragingError::Invalid`] from its two parts.
+    pub fn invalid(averager: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            averager: averager.into(),
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Result alias of the `averaging` crate.

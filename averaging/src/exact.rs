@@ -1,5 +1,6 @@
 //! The exact averaging operator Θ (HGP eq. 1).
 
+use hgp_graphs::Describe;
 use hgp_graphs::Scalar;
 use rayon::prelude::*;
 
@@ -92,7 +93,9 @@ impl<T: Scalar> Averager<T> for ExactAverage {
     fn placement(&self) -> Placement {
         self.placement.clone()
     }
+}
 
+impl Describe for ExactAverage {
     fn describe(&self) -> String {
         format!("exact average (Θ), n = {}", self.n)
     }

@@ -1,5 +1,6 @@
 //! Gossip with doubly-stochastic weights (consensus over undirected networks).
 
+use hgp_graphs::Describe;
 use std::sync::Arc;
 
 use hgp_graphs::{DiGraph, MixingMatrix, Network, Scalar};
@@ -147,7 +148,9 @@ impl<T: Scalar> Averager<T> for Gossip<T> {
     fn placement(&self) -> Placement {
         self.transport.placement()
     }
+}
 
+impl<T: Scalar> Describe for Gossip<T> {
     fn describe(&self) -> String {
         match &self.source {
             GossipWeights::Constant(_) => {

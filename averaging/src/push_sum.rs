@@ -1,5 +1,6 @@
 //! Push-Sum (HGP Alg. 1; Bénézit et al. 2010): averaging over time-varying directed networks.
 
+use hgp_graphs::Describe;
 use std::sync::Arc;
 
 use hgp_graphs::{DiGraph, MixingMatrix, Network, Scalar};
@@ -328,7 +329,9 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
     fn placement(&self) -> Placement {
         self.transport.placement()
     }
+}
 
+impl<T: Scalar> Describe for PushSum<T> {
     fn describe(&self) -> String {
         format!(
             "Push-Sum, S = {}{}, over {}",

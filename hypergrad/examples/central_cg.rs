@@ -8,6 +8,7 @@
 //! fixed-point formula gives at any x (see `Exact`). Run with
 //! `cargo run --release -p hgp-hypergrad --example central_cg`.
 
+use hgp_averaging::Describe;
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
 use hgp_hypergrad::{Exact, HyperGradEstimate, HyperGradient, HypergradError};
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
@@ -91,7 +92,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for CentralCg {
             curvature: None,
         })
     }
+}
 
+impl Describe for CentralCg {
     fn describe(&self) -> String {
         format!(
             "central conjugate gradients (tolerance {:e}, at most {} iterations)",
@@ -122,10 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let estimate = estimator.estimate(&clients, &x, &lambda)?;
     let exact = Exact::new().estimate(&clients, &x, &lambda)?;
     let error = estimate.v.distance(&exact.v) / exact.v.norm();
-    println!(
-        "{}",
-        HyperGradient::<f64, L2Logistic<f64>>::describe(&estimator)
-    );
+    println!("{}", estimator.describe());
     println!("cost: {}", estimate.comm);
     println!("relative error against the exact hyper-gradient: {error:.2e}");
     if error > 1e-10 {

@@ -6,6 +6,7 @@
 //! matrix W, so W^R y → the average at the rate of W's second eigenvalue). Run with
 //! `cargo run --release -p hgp-hypergrad --example ring_gossip`.
 
+use hgp_averaging::Describe;
 use hgp_averaging::{Averager, AveragingError, ClientBuffer, CommCost, Scalar};
 use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient};
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
@@ -60,7 +61,9 @@ impl<T: Scalar> Averager<T> for RingGossip<T> {
         }
         Ok(cost)
     }
+}
 
+impl<T: Scalar> Describe for RingGossip<T> {
     fn describe(&self) -> String {
         format!("ring gossip, {} rounds, n = {}", self.rounds, self.n)
     }
@@ -93,7 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let estimate = hgp.estimate(&clients, &x, &lambda)?;
 
     let error = estimate.v.distance(&exact.v) / exact.v.norm();
-    println!("{}", HyperGradient::<f64, L2Logistic<f64>>::describe(&hgp));
+    println!("{}", hgp.describe());
     println!("η = {:?}, cost: {}", estimate.eta, estimate.comm);
     println!("relative error against the exact hyper-gradient: {error:.2e}");
     if error > 1e-8 {

@@ -1,6 +1,7 @@
 //! The `HyperGradient` trait and what estimators return.
 
 use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
+use hgp_graphs::Describe;
 use hgp_models::{ClientObjective, PerClient};
 
 use crate::error::{HypergradError, Result};
@@ -20,7 +21,7 @@ pub struct HyperGradEstimate<T> {
 
 /// Estimates the hyper-gradient of F(λ) = Σ_k f_k(x_k(λ), λ_k) at the inner solution `x`
 /// (one row per client) and hyper-parameters `lambda`.
-pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send {
+pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send + Describe {
     /// The estimate.
     fn estimate(
         &mut self,
@@ -42,9 +43,6 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send {
         progress(1, 1);
         Ok(estimate)
     }
-
-    /// A one-line description for logs and tables.
-    fn describe(&self) -> String;
 }
 
 impl<T: Scalar, C: ClientObjective<T>, H: HyperGradient<T, C> + ?Sized> HyperGradient<T, C>
@@ -67,10 +65,6 @@ impl<T: Scalar, C: ClientObjective<T>, H: HyperGradient<T, C> + ?Sized> HyperGra
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<HyperGradEstimate<T>> {
         (**self).estimate_with_progress(clients, x, lambda, progress)
-    }
-
-    fn describe(&self) -> String {
-        (**self).describe()
     }
 }
 

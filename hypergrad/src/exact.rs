@@ -1,6 +1,7 @@
 //! The exact hyper-gradient (dense, small problems only) and the local baseline.
 
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_models::{Batch, ClientObjective, PerClient};
 use nalgebra::{DMatrix, DVector};
 
@@ -101,7 +102,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Exact {
             curvature: None,
         })
     }
+}
 
+impl Describe for Exact {
     fn describe(&self) -> String {
         "exact hyper-gradient (dense fixed-point solve)".to_string()
     }
@@ -128,7 +131,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Local {
             curvature: None,
         })
     }
+}
 
+impl Describe for Local {
     fn describe(&self) -> String {
         "local outer gradient ∂_λ f_i (no cooperation)".to_string()
     }

@@ -12,6 +12,7 @@
 //! (the federated problem of paper 003), the mean of the rows is its hyper-gradient ∇f(x).
 
 use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_graphs::rng::{self, domain};
 use hgp_inner_solvers::{FedLower, InnerSolution, LocalUpdate, LrSchedule, ServerState};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
@@ -504,7 +505,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
             format!("AggITD, Neumann step {}", self.options.neumann_step),
         )
     }
+}
 
+impl<T: Scalar> Describe for AggItd<T> {
     fn describe(&self) -> String {
         let q = match self.index {
             Some(q) => format!("Q = {q}"),
@@ -731,7 +734,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
             ),
         )
     }
+}
 
+impl<T: Scalar> Describe for FedNest<T> {
     fn describe(&self) -> String {
         let name = match self.scope {
             HessianScope::Global => "FedNest",

@@ -1,7 +1,7 @@
 //! Hyper-Gradient Push (HGP Alg. 2), generic over the averaging scheme.
 
+use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
-use std::marker::PhantomData;
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
@@ -123,13 +123,15 @@ impl<T> HgpObserver<T> for Silent {
 /// number: ‖u‖ growing 10⁶-fold over ‖u^(0)‖ or becoming non-finite, and, for M ≥ 64,
 /// ‖u‖ more than doubling over the second half of the iterations so far (checked at
 /// m = 64, 128, 256, … and M), which catches slow growth long before it dominates v.
-pub struct Hgp<T: Scalar, A: Averager<T>> {
+///
+/// The float type is the averager's and the clients': `Hgp::new(averager, options)` needs no
+/// annotation.
+pub struct Hgp<A> {
     averager: A,
     options: HgpOptions,
-    _scalar: PhantomData<T>,
 }
 
-impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
+impl<A> Hgp<A> {
     /// HGP with the given averager and settings (M ≥ 1, η > 0 or chosen with K ≥ 1
     /// power iterations).
     pub fn new(averager: A, options: HgpOptions) -> Result<Self> {
@@ -145,11 +147,7 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
             }
             _ => {}
         }
-        Ok(Self {
-            averager,
-            options,
-            _scalar: PhantomData,
-        })
+        Ok(Self { averager, options })
     }
 
     /// The settings.
@@ -163,13 +161,16 @@ impl<T: Scalar, A: Averager<T>> Hgp<T, A> {
     }
 
     /// Runs Alg. 2, reporting v^(m) and u^(m) to `observer` after every iteration.
-    pub fn estimate_observed<C: ClientObjective<T>>(
+    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
         &mut self,
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
         observer: &mut dyn HgpObserver<T>,
-    ) -> Result<HyperGradEstimate<T>> {
+    ) -> Result<HyperGradEstimate<T>>
+    where
+        A: Averager<T>,
+    {
         check_inputs(clients, x, lambda)?;
         let n = clients.len();
         if self.averager.n() != n {
@@ -321,7 +322,7 @@ impl<T> Default for Scratch<T> {
     }
 }
 
-impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for Hgp<T, A> {
+impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for Hgp<A> {
     fn estimate(
         &mut self,
         clients: &[C],
@@ -347,7 +348,9 @@ impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for H
         };
         self.estimate_observed(clients, x, lambda, &mut observer)
     }
+}
 
+impl<A: Describe> Describe for Hgp<A> {
     fn describe(&self) -> String {
         format!(
             "HGP, M = {}, η = {}, {} batches, with {}",

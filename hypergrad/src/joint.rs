@@ -5,6 +5,7 @@
 //! ([`SolveThenEstimate`]), so a program drives one trait and swaps any estimator in one line.
 
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_inner_solvers::{InnerSolution, InnerSolver};
 use hgp_models::{ClientObjective, PerClient};
 
@@ -48,7 +49,7 @@ impl<T> Joint<T> {
 }
 
 /// Solves the lower level from `x0` and estimates d_λ F at what it reached.
-pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send {
+pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send + Describe {
     /// The solution and the estimate, calling `progress(phase, done, total)` as it goes.
     fn solve_and_estimate(
         &mut self,
@@ -57,9 +58,6 @@ pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send {
         x0: &ClientBuffer<T>,
         progress: &mut dyn FnMut(Phase, usize, usize),
     ) -> Result<Joint<T>>;
-
-    /// A one-line description for logs and tables.
-    fn describe(&self) -> String;
 
     /// The lower level's description and the estimate's, for reports that show them apart.
     fn describe_parts(&self) -> (String, String) {
@@ -109,15 +107,17 @@ where
         })
     }
 
+    fn describe_parts(&self) -> (String, String) {
+        (self.solver.describe(), self.estimator.describe())
+    }
+}
+
+impl<S: Describe, H: Describe> Describe for SolveThenEstimate<S, H> {
     fn describe(&self) -> String {
         format!(
             "{}, then {}",
             self.solver.describe(),
             self.estimator.describe()
         )
-    }
-
-    fn describe_parts(&self) -> (String, String) {
-        (self.solver.describe(), self.estimator.describe())
     }
 }

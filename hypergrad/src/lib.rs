@@ -53,6 +53,7 @@ mod federated;
 mod hgp;
 mod joint;
 mod pdbo;
+pub mod prelude;
 mod watch;
 
 pub use adam::Adam;
@@ -62,6 +63,7 @@ pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
 pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
 pub use hgp::{Eta, Hgp, HgpObserver, HgpOptions, SampleMode};
+pub use hgp_averaging::Describe;
 pub use joint::{Joint, JointEstimator, Phase, SolveThenEstimate};
 pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
 pub use watch::GROWTH_CHECK_MIN_TERMS;
@@ -76,9 +78,9 @@ mod auto_traits {
     /// Estimators move to the thread that runs them (e.g. one HGP run per seed in parallel).
     #[test]
     fn public_types_are_send_and_sync() {
-        send::<Hgp<f64, hgp_averaging::PushSum<f64>>>();
-        send::<Hgp<f32, Box<dyn hgp_averaging::Averager<f32>>>>();
-        send_sync::<Hgp<f64, hgp_averaging::ExactAverage>>();
+        send::<Hgp<hgp_averaging::PushSum<f64>>>();
+        send::<Hgp<Box<dyn hgp_averaging::Averager<f32>>>>();
+        send_sync::<Hgp<hgp_averaging::ExactAverage>>();
         send_sync::<Exact>();
         send_sync::<Local>();
         send::<Srb>();

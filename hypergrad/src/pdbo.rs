@@ -18,6 +18,7 @@
 //! The transposed Jacobians of ψ are then ⟨∂_z ψ⟩ᵀ u = ((I − (γ / w*_i) ∂²_x g_i) Σ_j
 //! p_{i→j} u_j)_i and ⟨∂_λ ψ⟩ᵀ u = (−γ ∂²_{xλ} g_i Σ_j p_{i→j} u_j)_i (eq. 11).
 
+use hgp_graphs::Describe;
 use std::sync::Arc;
 
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
@@ -425,7 +426,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Srb {
         };
         self.0.estimate(clients, x, lambda, &mut observer)
     }
+}
 
+impl Describe for Srb {
     fn describe(&self) -> String {
         let g = self.0.network.graph(1);
         let undirected = g.is_symmetric() && self.0.expected.one_way_link().is_none();
@@ -506,7 +509,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboHgp {
         };
         self.0.estimate(clients, x, lambda, &mut observer)
     }
+}
 
+impl Describe for PdboHgp {
     fn describe(&self) -> String {
         self.0
             .describe("HGP of paper 004 (Alg. 2, receiving edges reweighted by eq. 12)")
@@ -784,7 +789,9 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboExact {
         let star = self.fixed_point(clients, lambda, x)?;
         self.at(clients, &star, lambda)
     }
+}
 
+impl Describe for PdboExact {
     fn describe(&self) -> String {
         match self.terms {
             None => format!(

@@ -12,7 +12,8 @@ use hgp_graphs::{
     StaticUndirected, rng,
 };
 use hgp_hypergrad::{
-    Exact, HyperGradient, HypergradError, PdboExact, PdboHgp, PdboOptions, SampleMode, Srb,
+    Describe, Exact, HyperGradient, HypergradError, PdboExact, PdboHgp, PdboOptions, SampleMode,
+    Srb,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
 use hgp_models::data::{ClientData, Dataset};
@@ -394,7 +395,7 @@ fn bad_gamma_and_one_way_networks_are_refused() {
     assert!(matches!(e, HypergradError::OneWayLink { .. }), "{e}");
     // SRB runs there as a centralized reference, and says so.
     let srb = Srb::new(exp, options(5, 1.0)).unwrap();
-    let text = HyperGradient::<f64, L2Logistic<f64>>::describe(&srb);
+    let text = srb.describe();
     assert!(text.contains("centralized reference"), "{text}");
     // Shapes.
     let e = PdboHgp::new(net, options(5, 1.0))

@@ -438,7 +438,7 @@ fn bad_settings_and_shapes_are_errors() {
     let p = problem(3, 2, 1);
     let x = optimum(&p);
     assert!(
-        Hgp::<f64, _>::new(
+        Hgp::new(
             ExactAverage::new(3).unwrap(),
             HgpOptions {
                 neumann_terms: 0,
@@ -448,7 +448,7 @@ fn bad_settings_and_shapes_are_errors() {
         .is_err()
     );
     for eta in [0.0, -1.0, f64::NAN] {
-        let e = Hgp::<f64, _>::new(
+        let e = Hgp::new(
             ExactAverage::new(3).unwrap(),
             HgpOptions {
                 eta: Eta::Fixed(eta),

@@ -1,6 +1,7 @@
 //! Decentralized SGD with a doubly-stochastic mixing matrix.
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Gossip, Scalar};
+use hgp_graphs::Describe;
 use hgp_graphs::MixingMatrix;
 use hgp_graphs::rng::domain;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
@@ -95,7 +96,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
             clients, lambda, x, None, self.steps, comm,
         ))
     }
+}
 
+impl Describe for DecentralizedSgd {
     fn describe(&self) -> String {
         format!(
             "decentralized SGD, {} steps, constant doubly-stochastic W",

@@ -1,6 +1,7 @@
 //! FedAvg with learning-rate schedulers on the server and the clients, and local SGD.
 
 use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
@@ -314,7 +315,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
             clients, lambda, x, None, steps, state.comm,
         ))
     }
+}
 
+impl Describe for FedAvg {
     fn describe(&self) -> String {
         format!(
             "FedAvg ({}), {} rounds of K = {} local steps, C = {}",
@@ -386,7 +389,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
             CommCost::new(clients.len()),
         ))
     }
+}
 
+impl Describe for LocalSgd {
     fn describe(&self) -> String {
         format!("local SGD, {} steps, no communication", self.steps)
     }

@@ -12,6 +12,7 @@
 //! rounds) performs exactly the same steps as [`FedLower::round`].
 
 use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
@@ -341,7 +342,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedLower {
             state.comm,
         ))
     }
+}
 
+impl Describe for FedLower {
     fn describe(&self) -> String {
         let kind = match self.update {
             LocalUpdate::Sgd => "FedAvg-type (SGD)",

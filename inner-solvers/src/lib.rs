@@ -50,6 +50,7 @@ pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
 pub use fedavg::{FedAvg, FedAvgState, LocalSgd, RoundRates};
 pub use federated::{FedLower, LocalUpdate, ServerState, local_steps, participant_gradients};
+pub use hgp_averaging::Describe;
 pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use schedule::LrSchedule;
 pub use schedulers::LrScheduler;

@@ -1,6 +1,7 @@
 //! The exact reference solve: centralized Newton's method on Σ_i g_i.
 
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_graphs::Describe;
 use hgp_models::{Batch, InnerHvp, PerClient};
 use nalgebra::{DMatrix, DVector};
 
@@ -148,7 +149,9 @@ impl<T: Scalar, C: InnerHvp<T>> InnerSolver<T, C> for ExactNewton {
             CommCost::new(n),
         ))
     }
+}
 
+impl Describe for ExactNewton {
     fn describe(&self) -> String {
         "exact centralized Newton solve (reference)".to_string()
     }

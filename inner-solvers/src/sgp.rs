@@ -1,5 +1,6 @@
 //! Stochastic gradient push (PDBO Alg. 1; Assran et al., ICML 2019; Nedić & Olshevsky 2016).
 
+use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use std::sync::Arc;
 
@@ -217,7 +218,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
             comm,
         ))
     }
+}
 
+impl Describe for Sgp {
     fn describe(&self) -> String {
         format!(
             "SGP ({}{}), {} steps over {}",

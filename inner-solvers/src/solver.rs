@@ -1,6 +1,7 @@
 //! The `InnerSolver` trait.
 
 use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_graphs::Describe;
 use hgp_models::{InnerCost, PerClient};
 
 use crate::error::Result;
@@ -8,7 +9,7 @@ use crate::solution::InnerSolution;
 
 /// Reaches x(λ) = argmin_x Σ_i g_i(x, λ_i) subject to consensus (HGP eq. 2), starting from
 /// each client's `x0` row, and reports how close it got.
-pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send {
+pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send + Describe {
     /// Solves for the given hyper-parameters, calling `progress(done, total)` after every
     /// step (for a solver with an unknown number of steps, `total` is its maximum).
     fn solve_with_progress(
@@ -28,9 +29,6 @@ pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send {
     ) -> Result<InnerSolution<T>> {
         self.solve_with_progress(clients, lambda, x0, &mut |_, _| {})
     }
-
-    /// A one-line description for logs and tables.
-    fn describe(&self) -> String;
 }
 
 impl<T: Scalar, C: InnerCost<T>, S: InnerSolver<T, C> + ?Sized> InnerSolver<T, C> for Box<S> {
@@ -42,9 +40,5 @@ impl<T: Scalar, C: InnerCost<T>, S: InnerSolver<T, C> + ?Sized> InnerSolver<T, C
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<InnerSolution<T>> {
         (**self).solve_with_progress(clients, lambda, x0, progress)
-    }
-
-    fn describe(&self) -> String {
-        (**self).describe()
     }
 }

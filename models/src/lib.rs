@@ -36,6 +36,8 @@ mod per_client;
 mod sampler;
 
 pub use error::{ModelError, Result};
+/// The float bound of every trait here (f32 and f64).
+pub use hgp_base::Scalar;
 pub use hyperrep::{HyperRep, HyperRepConfig};
 pub use logistic::{L2Logistic, WeightedLogistic, bce_with_logit, sigmoid};
 pub use objective::{Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};

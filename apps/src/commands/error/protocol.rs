@@ -9,7 +9,7 @@ use hgp_models::{ClientObjective, L2Logistic, PerClient};
 /// An estimator whose iterates v^(m) can be observed.
 pub enum Observed<A: Averager<f64>> {
     /// The NeurIPS paper's HGP with an averager.
-    Hgp(Hgp<f64, A>),
+    Hgp(Hgp<A>),
     /// Paper 004's HGP.
     PdboHgp(PdboHgp),
     /// Paper 004's SRB.

@@ -1,0 +1,46 @@
+//! The everyday names of the whole library in one import: `use hgp_hypergrad::prelude::*;`.
+//!
+//! The traits a program calls methods of (so that `estimate`, `average`, `solve` and
+//! `describe` are in scope), the float bound, the clients' buffers, the averagers, the
+//! networks, the inner solvers and the estimators, with their settings and errors.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hgp_hypergrad::prelude::*;
+//! use hgp_models::data::{ClientData, Dataset};
+//!
+//! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.2, -1.0], labels: vec![1.0, 0.0, 1.0], dim: 2 };
+//! let clients: Vec<L2Logistic<f64>> = (0..3)
+//!     .map(|_| L2Logistic::new(&ClientData { train: set.clone(), val: set.clone() }, false))
+//!     .collect::<Result<_, _>>()?;
+//! let lambda = PerClient::filled(&[2, 2, 2], 0.1);
+//! let x = ExactNewton::new().solve(&clients, &lambda, &ClientBuffer::zeros(3, 2))?.x;
+//! let network = Arc::new(RandomDirected::new(3, RandomEdges::default(), 1)?);
+//! let mut hgp = Hgp::new(PushSum::new(network, 50)?, HgpOptions::default())?;
+//! let estimate = hgp.estimate(&clients, &x, &lambda)?;
+//! println!("{}: {:?}", hgp.describe(), estimate.v.row(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub use hgp_averaging::{
+    Averager, AveragingError, Central, ClientBuffer, CommCost, DebiasWeights, Describe,
+    ExactAverage, Gossip, Placement, PushSum, PushSumProtocol, Scalar,
+};
+pub use hgp_graphs::{
+    DiGraph, ExponentialOnePeer, Faults, FullyConnected, GraphError, Network, RandomDirected,
+    RandomEdges, RandomUndirected, Scheduled, StaticUndirected,
+};
+pub use hgp_inner_solvers::{
+    ConvergenceTest, DecentralizedSgd, ExactNewton, FedAvg, InnerError, InnerSolution, InnerSolver,
+    LocalSgd, LrSchedule, Sgp, SgpOrder,
+};
+pub use hgp_models::{
+    Batch, BatchSize, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, L2Logistic, ModelError,
+    OuterCost, PerClient, WeightedLogistic,
+};
+
+pub use crate::{
+    AggItd, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpObserver, HgpOptions,
+    HyperGradEstimate, HyperGradient, HypergradError, Joint, JointEstimator, Local, PdboExact,
+    PdboHgp, PdboOptions, PowerIteration, SampleMode, SolveThenEstimate, Srb,
+};
