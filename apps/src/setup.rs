@@ -19,6 +19,7 @@ use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, FullyConnected, Network, RandomDirected, RandomEdges,
     RandomUndirected, StaticUndirected, fastest_mixing, rng,
 };
+use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
     AggItd, EXACT_MAX_SIZE, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions,
     HyperGradEstimate, HyperGradient, JointEstimator, Local, PdboExact, PdboHgp, PdboOptions,
@@ -1810,19 +1811,17 @@ impl<'a> Pipeline<'a> {
             let mut estimator = self.estimator::<T, C>(n, defaults)?;
             let (lower, description) = (solver.describe(), estimator.describe());
             let stage = reporter.stage(format!("inner solve ({lower})"), 0, "steps");
+            let mut progress = OnProgress(|_, done, total| stage.set(done as u64, total as u64));
             let solution = solver
-                .solve_with_progress(clients, lambda, x0, &mut |done, total| {
-                    stage.set(done as u64, total as u64)
-                })
+                .solve_observed(clients, lambda, x0, &mut progress)
                 .context("inner solve")?;
             stage.finish(&format!("stationarity {}", sci(solution.stationarity)));
             let convergence =
                 self.check_solution((clients, lambda, x0), &solution, &lower, speak)?;
             let stage = reporter.stage(format!("hyper-gradient ({description})"), 0, "terms");
+            let mut progress = OnProgress(|_, done, total| stage.set(done as u64, total as u64));
             let estimate = estimator
-                .estimate_with_progress(clients, &solution.x, lambda, &mut |done, total| {
-                    stage.set(done as u64, total as u64)
-                })
+                .estimate_observed(clients, &solution.x, lambda, &mut progress)
                 .context("hyper-gradient")?;
             stage.finish("");
             return Ok(Solved {
@@ -1838,7 +1837,7 @@ impl<'a> Pipeline<'a> {
         let mut joint = self.joint::<T, C>(n, defaults)?;
         let (lower, estimator) = joint.describe_parts();
         let mut current: Option<(Phase, crate::report::Stage<'_>)> = None;
-        let result = joint.solve_and_estimate(clients, lambda, x0, &mut |phase, done, total| {
+        let mut progress = OnProgress(|phase, done, total| {
             if current.as_ref().is_none_or(|(p, _)| *p != phase) {
                 if let Some((_, stage)) = current.take() {
                     stage.finish("");
@@ -1855,6 +1854,8 @@ impl<'a> Pipeline<'a> {
                 stage.set(done as u64, total as u64);
             }
         });
+        let result = joint.solve_and_estimate(clients, lambda, x0, &mut progress);
+        drop(progress);
         if let Some((_, stage)) = current.take() {
             stage.finish("");
         }

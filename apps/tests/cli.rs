@@ -654,15 +654,15 @@ fn help_states_each_commands_own_defaults() {
 #[test]
 fn a_closed_pipe_ends_the_program_quietly() {
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hgp"))
+    // The reader is gone before the program starts: its first line meets a closed pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_hgp"))
         .args(["hypergrad", "--sgp-steps", "100", "--neumann-terms", "10"])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(writer))
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    // The reader goes away before the first line is written.
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
     let err = stderr(&o);
     assert!(!err.contains("panicked") && err.is_empty(), "{err}");
     assert!(!o.status.success());

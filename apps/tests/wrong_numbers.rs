@@ -294,15 +294,17 @@ fn error_writes_its_files_before_stdout_and_speaks_json() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("e");
     let o = out.to_str().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hgp"))
+    // A reader that is gone before the first line (`| head -0`): the files are written all
+    // the same.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_hgp"))
         .args(["error", "--quick", "--out", o])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(writer))
         .stderr(Stdio::null())
-        .spawn()
+        .status()
         .unwrap();
-    // A reader that stops at once (`| head -0`): the files are written all the same.
-    drop(child.stdout.take());
-    let _ = child.wait().unwrap();
+    assert!(!status.success());
     for file in ["error.csv", "error.svg"] {
         assert!(out.join(file).exists(), "{file}");
     }

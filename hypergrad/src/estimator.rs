@@ -2,6 +2,7 @@
 
 use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::Describe;
+use hgp_inner_solvers::{Observer, Phase};
 use hgp_models::{ClientObjective, PerClient};
 
 use crate::error::{HypergradError, Result};
@@ -30,17 +31,18 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send + Describe {
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>>;
 
-    /// The estimate, calling `progress(done, total)` as it goes (by default only once,
-    /// when done; iterative estimators report every iteration).
-    fn estimate_with_progress(
+    /// The estimate, reporting to `observer` as it goes: by default [`Phase::Estimate`]
+    /// once, when done; the series (HGP, SRB, paper 004's HGP) report every term and its
+    /// iterates v^(m), u^(m).
+    fn estimate_observed(
         &mut self,
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<HyperGradEstimate<T>> {
         let estimate = self.estimate(clients, x, lambda)?;
-        progress(1, 1);
+        observer.progress(Phase::Estimate, 1, 1);
         Ok(estimate)
     }
 }
@@ -57,14 +59,14 @@ impl<T: Scalar, C: ClientObjective<T>, H: HyperGradient<T, C> + ?Sized> HyperGra
         (**self).estimate(clients, x, lambda)
     }
 
-    fn estimate_with_progress(
+    fn estimate_observed(
         &mut self,
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<HyperGradEstimate<T>> {
-        (**self).estimate_with_progress(clients, x, lambda, progress)
+        (**self).estimate_observed(clients, x, lambda, observer)
     }
 }
 

@@ -21,8 +21,9 @@ use rayon::prelude::*;
 
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, check_inputs};
-use crate::joint::{Joint, JointEstimator, Phase};
+use crate::joint::{Joint, JointEstimator};
 use crate::watch::{Growth, NormWatch};
+use hgp_inner_solvers::{Observer, Phase};
 
 /// Settings shared by AggITD and FedNest.
 #[derive(Clone, Debug)]
@@ -342,7 +343,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(Phase, usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<Joint<T>> {
         check_inputs(clients, x0, lambda)?;
         let n = clients.len();
@@ -444,7 +445,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 }
                 state.y = local.row(0).to_vec();
                 state.round += 1;
-                progress(Phase::Lower, t + 1, big_n);
+                observer.progress(Phase::Lower, t + 1, big_n);
             } else {
                 estimate_comm.merge(&server.aggregate(&mut pieces, &s)?);
                 z = pieces.row(0).to_vec();
@@ -482,7 +483,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         } else {
             None
         };
-        progress(Phase::Estimate, 1, 1);
+        observer.progress(Phase::Estimate, 1, 1);
         let x = broadcast(n, &state.y);
         let solution = InnerSolution::measure(clients, lambda, x, None, big_n, state.comm);
         Ok(Joint {
@@ -601,7 +602,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(Phase, usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<Joint<T>> {
         check_inputs(clients, x0, lambda)?;
         let n = clients.len();
@@ -612,7 +613,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         state.round = (call as usize) * big_n;
         for r in 0..big_n {
             state = self.lower.round(clients, lambda, &server, &s, state)?;
-            progress(Phase::Lower, r + 1, big_n);
+            observer.progress(Phase::Lower, r + 1, big_n);
         }
         let y = state.y.clone();
         let d = y.len();
@@ -653,7 +654,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                     watch.record(t, norm(&current)).map_err(|g| {
                         growing("FedNest", g, t, norm(&current), self.options.neumann_step)
                     })?;
-                    progress(Phase::Estimate, t, self.terms);
+                    observer.progress(Phase::Estimate, t, self.terms);
                 }
                 shared = sum.iter().map(|&v| v * eta).collect();
             }
@@ -678,7 +679,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                     for (a, &b) in sum.as_mut_slice().iter_mut().zip(p.as_slice()) {
                         *a += b;
                     }
-                    progress(Phase::Estimate, t, self.terms);
+                    observer.progress(Phase::Estimate, t, self.terms);
                 }
                 for (a, &b) in local.as_mut_slice().iter_mut().zip(sum.as_slice()) {
                     *a = b * eta;
@@ -704,7 +705,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         );
         comm.merge(&h_cost);
         check_finite(&v, "FedNest's hyper-gradient")?;
-        progress(Phase::Estimate, self.terms.max(1), self.terms.max(1));
+        observer.progress(Phase::Estimate, self.terms.max(1), self.terms.max(1));
         let solution =
             InnerSolution::measure(clients, lambda, broadcast(n, &y), None, big_n, state.comm);
         Ok(Joint {

@@ -4,18 +4,16 @@ use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
-use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
-use rayon::prelude::*;
+use hgp_inner_solvers::{Observer, Phase};
+use hgp_models::{BatchSampler, BatchSize, ClientObjective, PerClient};
 
 use crate::curvature::{PowerIteration, estimate_curvature};
 use crate::error::{HypergradError, Result};
 use crate::estimator::{
     HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients_of,
 };
+use crate::series::{Input, Scratch, client_term, each_client};
 use crate::watch::{Growth, NormWatch};
-
-/// Work (HVP values × instances) above which clients update in parallel.
-const PARALLEL_MIN_WORK: usize = 1 << 16;
 
 /// Whether the two Jacobian products of an iteration use independent samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,27 +87,6 @@ impl Default for HgpOptions {
     }
 }
 
-/// Receives the HGP vectors after every iteration m = 0, 1, ..., M (so curves such as the
-/// error against m are recorded from outside the estimator). With clients spread over ranks,
-/// only the rows of this rank's clients are current.
-pub trait HgpObserver<T> {
-    /// Called with v^(m) and u^(m).
-    fn observe(&mut self, m: usize, v: &PerClient<T>, u: &ClientBuffer<T>);
-}
-
-impl<T, F: FnMut(usize, &PerClient<T>, &ClientBuffer<T>)> HgpObserver<T> for F {
-    fn observe(&mut self, m: usize, v: &PerClient<T>, u: &ClientBuffer<T>) {
-        self(m, v, u)
-    }
-}
-
-/// An observer that ignores everything.
-struct Silent;
-
-impl<T> HgpObserver<T> for Silent {
-    fn observe(&mut self, _m: usize, _v: &PerClient<T>, _u: &ClientBuffer<T>) {}
-}
-
 /// Hyper-Gradient Push (Terashita & Hara, NeurIPS 2023, Alg. 2): each client i iterates
 ///
 /// ū_i^(m−1) = ⟨Θ̂ u^(m−1)⟩_i,
@@ -160,13 +137,14 @@ impl<A> Hgp<A> {
         &self.averager
     }
 
-    /// Runs Alg. 2, reporting v^(m) and u^(m) to `observer` after every iteration.
-    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
+    /// Runs Alg. 2, reporting v^(m) and u^(m) and the progress to `observer` after every
+    /// iteration.
+    fn run<T: Scalar, C: ClientObjective<T>>(
         &mut self,
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        observer: &mut dyn HgpObserver<T>,
+        observer: &mut dyn Observer<T>,
     ) -> Result<HyperGradEstimate<T>>
     where
         A: Averager<T>,
@@ -204,13 +182,13 @@ impl<A> Hgp<A> {
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients_of(clients, x, lambda, owned.clone());
         let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
-        observer.observe(0, &v, &u);
+        observer.iterate(0, &v, &u);
         let d = x.d();
         let work = d * clients.first().map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
             comm.merge(&self.averager.average(&mut u)?);
             // Client i: v_i −= η J_i ū_i and u_i = ū_i − η H_i ū_i (u holds ū on entry).
-            let update = |(i, (u_i, v_i)): (usize, (&mut [T], &mut [T])), s: &mut Scratch<T>| {
+            let term = |i: usize, (u_i, v_i): (&mut [T], &mut [T]), s: &mut Scratch<T>| {
                 let c = &clients[i];
                 let available = c.num_train();
                 sampler.draw(i, m as u64, 0, available, &mut s.jacobian_batch);
@@ -220,53 +198,18 @@ impl<A> Hgp<A> {
                     }
                     SampleMode::Shared => s.hessian_batch.clone_from(&s.jacobian_batch),
                 }
-                s.cross.resize(v_i.len(), T::zero());
-                s.hvp.resize(d, T::zero());
-                let (xi, li) = (x.row(i), lambda.row(i));
-                if s.jacobian_batch == s.hessian_batch {
-                    // One batch for both products: models may share one pass.
-                    let batch = Batch::from_draw(&s.jacobian_batch);
-                    c.inner_second_order(xi, li, u_i, batch, &mut s.hvp, &mut s.cross);
-                } else {
-                    c.inner_cross_jvp(
-                        xi,
-                        li,
-                        u_i,
-                        Batch::from_draw(&s.jacobian_batch),
-                        &mut s.cross,
-                    );
-                    c.inner_hvp(xi, li, u_i, Batch::from_draw(&s.hessian_batch), &mut s.hvp);
-                }
-                for (vk, &jk) in v_i.iter_mut().zip(&s.cross) {
-                    *vk -= eta_t * jk;
-                }
-                // ‖u_i‖² is accumulated on the way, for the divergence check.
-                let mut squared = 0.0;
-                for (uk, &hk) in u_i.iter_mut().zip(&s.hvp) {
-                    *uk -= eta_t * hk;
-                    squared += uk.as_f64() * uk.as_f64();
-                }
-                squared
+                let shared = s.jacobian_batch == s.hessian_batch;
+                client_term(
+                    c,
+                    (x.row(i), lambda.row(i)),
+                    Input::InPlace,
+                    (v_i, u_i),
+                    (eta_t, eta_t),
+                    shared,
+                    s,
+                )
             };
-            let v_rows = v.rows_mut();
-            let own: Vec<f64> = if n > 1 && work >= PARALLEL_MIN_WORK {
-                u.par_rows_mut()
-                    .zip(v_rows.into_par_iter())
-                    .enumerate()
-                    .skip(owned.start)
-                    .take(owned.len())
-                    .map_init(Scratch::default, |s, item| update(item, s))
-                    .collect()
-            } else {
-                let mut s = Scratch::default();
-                u.rows_mut()
-                    .zip(v_rows)
-                    .enumerate()
-                    .skip(owned.start)
-                    .take(owned.len())
-                    .map(|item| update(item, &mut s))
-                    .collect()
-            };
+            let own = each_client((&mut u, &mut v), owned.clone(), work, &term);
             let mut squares = vec![0.0; n];
             squares[owned.clone()].copy_from_slice(&own);
             placement.gather_values(&mut squares, 1);
@@ -291,7 +234,8 @@ impl<A> Hgp<A> {
                     });
                 }
             }
-            observer.observe(m, &v, &u);
+            observer.iterate(m, &v, &u);
+            observer.progress(Phase::Estimate, m, neumann_terms);
         }
         gather_per_client(&placement, &mut v);
         Ok(HyperGradEstimate {
@@ -303,25 +247,6 @@ impl<A> Hgp<A> {
     }
 }
 
-/// Per-thread scratch of one client update.
-struct Scratch<T> {
-    jacobian_batch: Vec<usize>,
-    hessian_batch: Vec<usize>,
-    cross: Vec<T>,
-    hvp: Vec<T>,
-}
-
-impl<T> Default for Scratch<T> {
-    fn default() -> Self {
-        Self {
-            jacobian_batch: Vec::new(),
-            hessian_batch: Vec::new(),
-            cross: Vec::new(),
-            hvp: Vec::new(),
-        }
-    }
-}
-
 impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for Hgp<A> {
     fn estimate(
         &mut self,
@@ -329,24 +254,18 @@ impl<T: Scalar, A: Averager<T>, C: ClientObjective<T>> HyperGradient<T, C> for H
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>> {
-        self.estimate_observed(clients, x, lambda, &mut Silent)
+        self.run(clients, x, lambda, &mut ())
     }
 
-    /// Reports (m, M) after every Neumann term.
-    fn estimate_with_progress(
+    /// Reports v^(m), u^(m) and (m, M) after every Neumann term.
+    fn estimate_observed(
         &mut self,
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<HyperGradEstimate<T>> {
-        let total = self.options.neumann_terms;
-        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
-            if m > 0 {
-                progress(m, total);
-            }
-        };
-        self.estimate_observed(clients, x, lambda, &mut observer)
+        self.run(clients, x, lambda, observer)
     }
 }
 

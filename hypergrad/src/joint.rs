@@ -6,20 +6,11 @@
 
 use hgp_averaging::{ClientBuffer, CommCost, Scalar};
 use hgp_graphs::Describe;
-use hgp_inner_solvers::{InnerSolution, InnerSolver};
+use hgp_inner_solvers::{InnerSolution, InnerSolver, Observer};
 use hgp_models::{ClientObjective, PerClient};
 
 use crate::error::Result;
 use crate::estimator::{HyperGradEstimate, HyperGradient};
-
-/// Which part of a joint run a progress report is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Lower-level iterations (steps or rounds).
-    Lower,
-    /// Iterations that serve only the estimate (Neumann terms, HessIV rounds).
-    Estimate,
-}
 
 /// What a joint estimator returns.
 #[derive(Clone, Debug)]
@@ -50,13 +41,15 @@ impl<T> Joint<T> {
 
 /// Solves the lower level from `x0` and estimates d_λ F at what it reached.
 pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send + Describe {
-    /// The solution and the estimate, calling `progress(phase, done, total)` as it goes.
+    /// The solution and the estimate, reporting to `observer` as it goes (the lower level
+    /// as [`Phase::Lower`](crate::Phase::Lower), the estimate's own iterations as
+    /// [`Phase::Estimate`](crate::Phase::Estimate)).
     fn solve_and_estimate(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(Phase, usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<Joint<T>>;
 
     /// The lower level's description and the estimate's, for reports that show them apart.
@@ -86,18 +79,12 @@ where
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(Phase, usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<Joint<T>> {
-        let solution = self
-            .solver
-            .solve_with_progress(clients, lambda, x0, &mut |d, t| {
-                progress(Phase::Lower, d, t)
-            })?;
-        let estimate =
-            self.estimator
-                .estimate_with_progress(clients, &solution.x, lambda, &mut |d, t| {
-                    progress(Phase::Estimate, d, t)
-                })?;
+        let solution = self.solver.solve_observed(clients, lambda, x0, observer)?;
+        let estimate = self
+            .estimator
+            .estimate_observed(clients, &solution.x, lambda, observer)?;
         Ok(Joint {
             solution,
             estimate,

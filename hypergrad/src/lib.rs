@@ -54,6 +54,7 @@ mod hgp;
 mod joint;
 mod pdbo;
 pub mod prelude;
+mod series;
 mod watch;
 
 pub use adam::Adam;
@@ -62,9 +63,10 @@ pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
 pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
-pub use hgp::{Eta, Hgp, HgpObserver, HgpOptions, SampleMode};
+pub use hgp::{Eta, Hgp, HgpOptions, SampleMode};
 pub use hgp_averaging::Describe;
-pub use joint::{Joint, JointEstimator, Phase, SolveThenEstimate};
+pub use hgp_inner_solvers::{Observer, OnIterate, OnProgress, Phase};
+pub use joint::{Joint, JointEstimator, SolveThenEstimate};
 pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
 pub use watch::GROWTH_CHECK_MIN_TERMS;
 

@@ -26,16 +26,15 @@ use hgp_graphs::rng::domain;
 use hgp_graphs::{DiGraph, ExpectedNetwork, Network};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
 use nalgebra::{DMatrix, DVector};
-use rayon::prelude::*;
 
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
 use crate::exact::EXACT_MAX_SIZE;
-use crate::hgp::{HgpObserver, SampleMode};
+use crate::hgp::SampleMode;
+use crate::series::{Input, Scratch, client_term, each_client};
 use crate::watch::NormWatch;
+use hgp_inner_solvers::{Observer, Phase};
 
-/// Work (HVP values × instances) above which clients update in parallel.
-const PARALLEL_MIN_WORK: usize = 1 << 16;
 /// Newton iterations allowed for the fixed point z* of [`PdboExact`].
 const NEWTON_ITERATIONS: usize = 100;
 
@@ -179,7 +178,7 @@ impl SgpDifferentiation {
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-        observer: &mut dyn HgpObserver<T>,
+        observer: &mut dyn Observer<T>,
     ) -> Result<HyperGradEstimate<T>> {
         check_inputs(clients, x, lambda)?;
         let n = clients.len();
@@ -217,7 +216,7 @@ impl SgpDifferentiation {
         let mut mixed_v = ClientBuffer::zeros(n, d);
         let mut g = DiGraph::placeholder();
         let mut watch = NormWatch::new(u.norm(), neumann_terms);
-        observer.observe(0, &v, &u);
+        observer.iterate(0, &v, &u);
         let work = d * clients.first().map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
             // ζ̂^(m) carries u; ζ̌^(m) (independent draws) or the same ζ^(m) carries v.
@@ -233,7 +232,9 @@ impl SgpDifferentiation {
                 comm.rounds += 1;
             }
             let mixed_v_ref = if independent { &mixed_v } else { &mixed_u };
-            let update = |(i, (u_i, v_i)): (usize, (&mut [T], &mut [T])), s: &mut Scratch<T>| {
+            // v_i += (∂_{λ_i} φ_i)ᵀ ū_i = −γ ∂²_{xλ} g_i ū_i and
+            // u_i = (∂_{z_i} φ_i)ᵀ ū_i = ū_i − (γ / w*_i) ∂²_x g_i ū_i.
+            let term = |i: usize, (u_i, v_i): (&mut [T], &mut [T]), s: &mut Scratch<T>| {
                 let c = &clients[i];
                 let available = c.num_train();
                 sampler.draw(i, m as u64, 0, available, &mut s.hessian_batch);
@@ -242,57 +243,21 @@ impl SgpDifferentiation {
                 } else {
                     s.jacobian_batch.clone_from(&s.hessian_batch);
                 }
-                s.cross.resize(v_i.len(), T::zero());
-                s.hvp.resize(d, T::zero());
-                let (xi, li) = (x.row(i), lambda.row(i));
-                let (uu, uv) = (mixed_u.row(i), mixed_v_ref.row(i));
-                if !independent {
-                    c.inner_second_order(
-                        xi,
-                        li,
-                        uu,
-                        Batch::from_draw(&s.hessian_batch),
-                        &mut s.hvp,
-                        &mut s.cross,
-                    );
-                } else {
-                    c.inner_hvp(xi, li, uu, Batch::from_draw(&s.hessian_batch), &mut s.hvp);
-                    c.inner_cross_jvp(
-                        xi,
-                        li,
-                        uv,
-                        Batch::from_draw(&s.jacobian_batch),
-                        &mut s.cross,
-                    );
-                }
-                // v_i += (∂_{λ_i} φ_i)ᵀ ū_i = −γ ∂²_{xλ} g_i ū_i.
-                for (vk, &jk) in v_i.iter_mut().zip(&s.cross) {
-                    *vk -= gamma_t * jk;
-                }
-                // u_i = (∂_{z_i} φ_i)ᵀ ū_i = ū_i − (γ / w*_i) ∂²_x g_i ū_i.
-                let scale = gamma_t / w[i];
-                let mut squared = 0.0;
-                for ((uk, &mk), &hk) in u_i.iter_mut().zip(uu).zip(&s.hvp) {
-                    *uk = mk - scale * hk;
-                    squared += uk.as_f64() * uk.as_f64();
-                }
-                squared
+                let input = Input::From {
+                    hvp: mixed_u.row(i),
+                    cross: mixed_v_ref.row(i),
+                };
+                client_term(
+                    c,
+                    (x.row(i), lambda.row(i)),
+                    input,
+                    (v_i, u_i),
+                    (gamma_t, gamma_t / w[i]),
+                    !independent,
+                    s,
+                )
             };
-            let v_rows = v.rows_mut();
-            let squares: Vec<f64> = if n > 1 && work >= PARALLEL_MIN_WORK {
-                u.par_rows_mut()
-                    .zip(v_rows.into_par_iter())
-                    .enumerate()
-                    .map_init(Scratch::default, |s, item| update(item, s))
-                    .collect()
-            } else {
-                let mut s = Scratch::default();
-                u.rows_mut()
-                    .zip(v_rows)
-                    .enumerate()
-                    .map(|item| update(item, &mut s))
-                    .collect()
-            };
+            let squares = each_client((&mut u, &mut v), 0..n, work, &term);
             let current = squares.iter().sum::<f64>().sqrt();
             if let Err(growth) = watch.record(m, current) {
                 let (from, before) = growth.baseline();
@@ -305,7 +270,8 @@ impl SgpDifferentiation {
                     gamma,
                 });
             }
-            observer.observe(m, &v, &u);
+            observer.iterate(m, &v, &u);
+            observer.progress(Phase::Estimate, m, neumann_terms);
         }
         Ok(HyperGradEstimate {
             v,
@@ -334,30 +300,32 @@ impl SgpDifferentiation {
     }
 }
 
-/// An observer that ignores everything.
-struct Silent;
+/// The `HyperGradient` of a newtype over [`SgpDifferentiation`] (SRB and paper 004's HGP
+/// differ only in the edges they mix along and in their description).
+macro_rules! sgp_differentiation_estimator {
+    ($estimator:ty) => {
+        impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for $estimator {
+            fn estimate(
+                &mut self,
+                clients: &[C],
+                x: &ClientBuffer<T>,
+                lambda: &PerClient<T>,
+            ) -> Result<HyperGradEstimate<T>> {
+                self.0.estimate(clients, x, lambda, &mut ())
+            }
 
-impl<T> HgpObserver<T> for Silent {
-    fn observe(&mut self, _m: usize, _v: &PerClient<T>, _u: &ClientBuffer<T>) {}
-}
-
-/// Per-thread scratch of one client update.
-struct Scratch<T> {
-    hessian_batch: Vec<usize>,
-    jacobian_batch: Vec<usize>,
-    cross: Vec<T>,
-    hvp: Vec<T>,
-}
-
-impl<T> Default for Scratch<T> {
-    fn default() -> Self {
-        Self {
-            hessian_batch: Vec::new(),
-            jacobian_batch: Vec::new(),
-            cross: Vec::new(),
-            hvp: Vec::new(),
+            /// Reports v^(m), u^(m) and (m, M) after every term.
+            fn estimate_observed(
+                &mut self,
+                clients: &[C],
+                x: &ClientBuffer<T>,
+                lambda: &PerClient<T>,
+                observer: &mut dyn Observer<T>,
+            ) -> Result<HyperGradEstimate<T>> {
+                self.0.estimate(clients, x, lambda, observer)
+            }
         }
-    }
+    };
 }
 
 /// Stochastic Recurrent Backpropagation through the SGP iteration (paper 004, eq. 9):
@@ -374,17 +342,6 @@ impl<T> Default for Scratch<T> {
 pub struct Srb(SgpDifferentiation);
 
 impl Srb {
-    /// The estimate, reporting v^(m) and u^(m) to `observer` after every term m = 0, …, M.
-    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-        observer: &mut dyn HgpObserver<T>,
-    ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, observer)
-    }
-
     /// SRB over `network` (w* from its expectation; M ≥ 1, γ > 0).
     pub fn new(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
         Ok(Self(SgpDifferentiation::new(
@@ -400,33 +357,7 @@ impl Srb {
     }
 }
 
-impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Srb {
-    fn estimate(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-    ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, &mut Silent)
-    }
-
-    /// Reports (m, M) after every Neumann term.
-    fn estimate_with_progress(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<HyperGradEstimate<T>> {
-        let total = self.0.options.neumann_terms;
-        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
-            if m > 0 {
-                progress(m, total);
-            }
-        };
-        self.0.estimate(clients, x, lambda, &mut observer)
-    }
-}
+sgp_differentiation_estimator!(Srb);
 
 impl Describe for Srb {
     fn describe(&self) -> String {
@@ -457,17 +388,6 @@ impl Describe for Srb {
 pub struct PdboHgp(SgpDifferentiation);
 
 impl PdboHgp {
-    /// The estimate, reporting v^(m) and u^(m) to `observer` after every term m = 0, …, M.
-    pub fn estimate_observed<T: Scalar, C: ClientObjective<T>>(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-        observer: &mut dyn HgpObserver<T>,
-    ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, observer)
-    }
-
     /// Paper 004's HGP over `network` (M ≥ 1, γ > 0; every link has a reverse).
     pub fn new(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
         Ok(Self(SgpDifferentiation::new(
@@ -483,33 +403,7 @@ impl PdboHgp {
     }
 }
 
-impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for PdboHgp {
-    fn estimate(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-    ) -> Result<HyperGradEstimate<T>> {
-        self.0.estimate(clients, x, lambda, &mut Silent)
-    }
-
-    /// Reports (m, M) after every Neumann term.
-    fn estimate_with_progress(
-        &mut self,
-        clients: &[C],
-        x: &ClientBuffer<T>,
-        lambda: &PerClient<T>,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<HyperGradEstimate<T>> {
-        let total = self.0.options.neumann_terms;
-        let mut observer = |m: usize, _: &PerClient<T>, _: &ClientBuffer<T>| {
-            if m > 0 {
-                progress(m, total);
-            }
-        };
-        self.0.estimate(clients, x, lambda, &mut observer)
-    }
-}
+sgp_differentiation_estimator!(PdboHgp);
 
 impl Describe for PdboHgp {
     fn describe(&self) -> String {

@@ -40,7 +40,7 @@ pub use hgp_models::{
 };
 
 pub use crate::{
-    AggItd, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpObserver, HgpOptions,
+    AggItd, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions,
     HyperGradEstimate, HyperGradient, HypergradError, Joint, JointEstimator, Local, PdboExact,
     PdboHgp, PdboOptions, PowerIteration, SampleMode, SolveThenEstimate, Srb,
 };

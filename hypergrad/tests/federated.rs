@@ -123,9 +123,7 @@ fn aggitd_mean_over_q_is_the_itd_expression() {
         let mut est = AggItd::new(options(n_steps, beta, eta))
             .unwrap()
             .with_index(q);
-        let joint = est
-            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
-            .unwrap();
+        let joint = est.solve_and_estimate(&cs, &l, &x0, &mut ()).unwrap();
         // The lower level is gradient descent on the mean objective (full batch, C = 1, τ = 1).
         for (a, b) in joint.solution.x.row(1).iter().zip(&y_n) {
             assert!((a - b).abs() < 1e-14, "{a} vs {b}");
@@ -145,9 +143,7 @@ fn aggitd_mean_over_q_is_the_itd_expression() {
     let mut est = AggItd::new(options(n_steps, beta, eta))
         .unwrap()
         .with_q_mean();
-    let joint = est
-        .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
-        .unwrap();
+    let joint = est.solve_and_estimate(&cs, &l, &x0, &mut ()).unwrap();
     let diag = joint.q_mean.unwrap().distance(&want) / want.norm();
     assert!(
         diag < 1e-12,
@@ -186,7 +182,7 @@ fn aggitd_over_all_q_reaches_exact_on_a_converged_lower_level() {
                     .unwrap()
                     .with_index(q);
                 let v = est
-                    .solve_and_estimate(&cs, &l, &xs, &mut |_, _, _| {})
+                    .solve_and_estimate(&cs, &l, &xs, &mut ())
                     .unwrap()
                     .estimate
                     .v;
@@ -208,7 +204,7 @@ fn fednest_reaches_exact_with_many_neumann_rounds() {
     let l = lambda(n, d);
     let mut fednest = FedNest::new(options(400, 1.5, 1.0), 3000, HessianScope::Global).unwrap();
     let joint = fednest
-        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
         .unwrap();
     assert!(
         joint.solution.stationarity < 1e-12,
@@ -221,7 +217,7 @@ fn fednest_reaches_exact_with_many_neumann_rounds() {
     // LFedNest's local Hessians are biased under heterogeneity.
     let mut local = FedNest::new(options(400, 1.5, 1.0), 3000, HessianScope::Local).unwrap();
     let v = local
-        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
         .unwrap()
         .estimate
         .v;
@@ -250,9 +246,7 @@ fn rounds_per_outer_iteration_are_those_of_table_1() {
             (&mut fednest, 2 * n_steps as u64 + t_prime as u64 + 3),
         ];
         for (est, want) in estimators {
-            let joint = est
-                .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
-                .unwrap();
+            let joint = est.solve_and_estimate(&cs, &l, &x0, &mut ()).unwrap();
             let s = joint.participants.clone().unwrap();
             assert_eq!(s.len(), 3);
             let upper = one_round_upper(
@@ -276,12 +270,12 @@ fn rounds_per_outer_iteration_are_those_of_table_1() {
         };
         let joint = AggItd::new(sgd.clone())
             .unwrap()
-            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .solve_and_estimate(&cs, &l, &x0, &mut ())
             .unwrap();
         assert_eq!(joint.total_comm().rounds, n_steps as u64 + 2);
         let joint = FedNest::new(sgd, t_prime, HessianScope::Local)
             .unwrap()
-            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .solve_and_estimate(&cs, &l, &x0, &mut ())
             .unwrap();
         assert_eq!(joint.total_comm().rounds, n_steps as u64 + 1);
     }
@@ -310,7 +304,7 @@ fn a_too_large_neumann_step_is_an_error_not_a_number() {
     let l = lambda(n, d);
     let mut fednest = FedNest::new(options(50, 1.0, 60.0), 200, HessianScope::Global).unwrap();
     let err = fednest
-        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
         .unwrap_err();
     assert!(err.to_string().contains("diverges"), "{err}");
     // AggITD's HessIV recursion z^t = mean_i (I − λH_i) z^{t−1} under the same check, for
@@ -321,7 +315,7 @@ fn a_too_large_neumann_step_is_an_error_not_a_number() {
             .with_index(q)
             .with_q_mean();
         let err = aggitd
-            .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+            .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
             .unwrap_err();
         assert!(err.is_divergence(), "{err}");
         assert!(err.to_string().contains("AggITD diverges"), "{err}");
@@ -329,7 +323,7 @@ fn a_too_large_neumann_step_is_an_error_not_a_number() {
     // A contracting step passes.
     let mut aggitd = AggItd::new(options(200, 1.0, 1.0)).unwrap().with_index(0);
     let ok = aggitd
-        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut |_, _, _| {})
+        .solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
         .unwrap();
     assert!(ok.estimate.v.as_slice().iter().all(|v| v.is_finite()));
 }
@@ -353,7 +347,7 @@ fn bad_options_are_refused() {
     let l = lambda(2, 2);
     let mut est = AggItd::new(options(3, 0.1, 0.1)).unwrap().with_index(4);
     assert!(
-        est.solve_and_estimate(&cs, &l, &ClientBuffer::zeros(2, 2), &mut |_, _, _| {})
+        est.solve_and_estimate(&cs, &l, &ClientBuffer::zeros(2, 2), &mut ())
             .is_err()
     );
 }
@@ -384,10 +378,10 @@ fn participants_only_rows_are_the_participants_rows() {
     ];
     for build in builds {
         let full = build(base.clone())
-            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .solve_and_estimate(&cs, &l, &x0, &mut ())
             .unwrap();
         let part = build(only.clone())
-            .solve_and_estimate(&cs, &l, &x0, &mut |_, _, _| {})
+            .solve_and_estimate(&cs, &l, &x0, &mut ())
             .unwrap();
         let s = part.participants.clone().unwrap();
         assert_eq!(full.participants.as_ref(), Some(&s));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use hgp_averaging::{Averager, Central, ClientBuffer, ExactAverage, Gossip, PushSum, Scalar};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, RandomUndirected, rng};
 use hgp_hypergrad::{
-    Eta, Exact, Hgp, HgpOptions, HyperGradient, HypergradError, Local, PowerIteration, SampleMode,
-    estimate_curvature,
+    Eta, Exact, Hgp, HgpOptions, HyperGradient, HypergradError, Local, Observer, Phase,
+    PowerIteration, SampleMode, estimate_curvature,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, total_gradient, total_hessian};
 use hgp_models::data::{ClientData, Dataset};
@@ -419,16 +419,34 @@ fn observer_sees_every_iteration_and_local_is_the_outer_gradient() {
         ..HgpOptions::default()
     };
     let mut hgp = Hgp::new(ExactAverage::new(2).unwrap(), options).unwrap();
-    let mut seen = Vec::new();
-    let mut observer =
-        |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| seen.push((m, v.norm()));
-    hgp.estimate_observed(&p.clients, &x, &p.lambda, &mut observer)
+    // One observer sees the iterates and the progress.
+    struct Seen {
+        iterates: Vec<(usize, f64)>,
+        progress: Vec<(Phase, usize, usize)>,
+    }
+    impl Observer<f64> for Seen {
+        fn progress(&mut self, phase: Phase, done: usize, total: usize) {
+            self.progress.push((phase, done, total));
+        }
+        fn iterate(&mut self, m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>) {
+            self.iterates.push((m, v.norm()));
+        }
+    }
+    let mut seen = Seen {
+        iterates: Vec::new(),
+        progress: Vec::new(),
+    };
+    hgp.estimate_observed(&p.clients, &x, &p.lambda, &mut seen)
         .unwrap();
     assert_eq!(
-        seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+        seen.iterates.iter().map(|s| s.0).collect::<Vec<_>>(),
         (0..=7).collect::<Vec<_>>()
     );
-    assert_eq!(seen[0].1, 0.0); // v^(0) = ∂_λ f = 0 for eq. (11)
+    assert_eq!(seen.iterates[0].1, 0.0); // v^(0) = ∂_λ f = 0 for eq. (11)
+    assert_eq!(
+        seen.progress,
+        (1..=7).map(|m| (Phase::Estimate, m, 7)).collect::<Vec<_>>()
+    );
     let local = Local.estimate(&p.clients, &x, &p.lambda).unwrap().v;
     assert_eq!(local.norm(), 0.0);
 }

@@ -8,6 +8,7 @@ use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
 use crate::descent::{all_finite, descend};
 use crate::error::{InnerError, Result};
+use crate::observer::{Observer, Phase};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
@@ -45,12 +46,12 @@ impl DecentralizedSgd {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -90,7 +91,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
                     lr,
                 });
             }
-            progress(t + 1, self.steps);
+            observer.progress(Phase::Lower, t + 1, self.steps);
         }
         Ok(InnerSolution::measure(
             clients, lambda, x, None, self.steps, comm,

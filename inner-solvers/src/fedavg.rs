@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::descent::local_step;
 use crate::error::{InnerError, Result};
+use crate::observer::{Observer, Phase};
 use crate::schedule::LrSchedule;
 use crate::schedulers::{Constant, LocalStep, LrScheduler, RoundUpdates};
 use crate::solution::{InnerSolution, check_inputs};
@@ -293,12 +294,12 @@ fn dot_t<T: Scalar>(a: &[T], b: &[T]) -> f64 {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -306,7 +307,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
         let mut state = self.start(n, x0.mean_row())?;
         for r in 0..self.rounds {
             self.round(clients, lambda, &mut state)?;
-            progress(r + 1, self.rounds);
+            observer.progress(Phase::Lower, r + 1, self.rounds);
         }
         let steps = self.rounds * self.local_steps;
         let model = state.model;
@@ -359,12 +360,12 @@ impl LocalSgd {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let mut x = x0.clone();
@@ -378,7 +379,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
                 t,
                 "local SGD",
             )?;
-            progress(t + 1, self.steps);
+            observer.progress(Phase::Lower, t + 1, self.steps);
         }
         Ok(InnerSolution::measure(
             clients,

@@ -18,6 +18,7 @@ use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
 
 use crate::error::{InnerError, Result};
+use crate::observer::{Observer, Phase};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
@@ -316,12 +317,12 @@ impl FedLower {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedLower {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -330,7 +331,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedLower {
         let mut state = self.start(x0);
         for r in 0..self.rounds {
             state = self.round(clients, lambda, &server, &participants, state)?;
-            progress(r + 1, self.rounds);
+            observer.progress(Phase::Lower, r + 1, self.rounds);
         }
         let x = ClientBuffer::from_fn(n, state.y.len(), |_, k| state.y[k]);
         Ok(InnerSolution::measure(

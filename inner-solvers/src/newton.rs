@@ -6,6 +6,7 @@ use hgp_models::{Batch, InnerHvp, PerClient};
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{InnerError, Result};
+use crate::observer::{Observer, Phase};
 use crate::solution::{InnerSolution, check_inputs, total_gradient};
 use crate::solver::InnerSolver;
 
@@ -72,12 +73,12 @@ pub fn total_hessian<T: Scalar, C: InnerHvp<T>>(
 }
 
 impl<T: Scalar, C: InnerHvp<T>> InnerSolver<T, C> for ExactNewton {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let d = x0.d();
@@ -133,7 +134,7 @@ impl<T: Scalar, C: InnerHvp<T>> InnerSolver<T, C> for ExactNewton {
             }
             x = trial;
             current = norm;
-            progress(iterations, self.max_iterations);
+            observer.progress(Phase::Lower, iterations, self.max_iterations);
         }
         if x.iter().any(|v| !v.as_f64().is_finite()) {
             return Err(InnerError::Newton("the iterate is not finite".to_string()));

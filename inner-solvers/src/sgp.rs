@@ -13,6 +13,7 @@ use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
 use crate::descent::{descend, rows_finite};
 use crate::error::{InnerError, Result};
+use crate::observer::{Observer, Phase};
 use crate::schedule::LrSchedule;
 use crate::solution::{InnerSolution, check_inputs};
 use crate::solver::InnerSolver;
@@ -104,12 +105,12 @@ impl Sgp {
 }
 
 impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -200,7 +201,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Sgp {
                     lr,
                 });
             }
-            progress(t + 1, self.steps);
+            observer.progress(Phase::Lower, t + 1, self.steps);
         }
         // Late messages still on their way when the run ends never arrive.
         comm.lost += state.abandon_in_flight();

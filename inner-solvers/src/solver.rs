@@ -5,19 +5,21 @@ use hgp_graphs::Describe;
 use hgp_models::{InnerCost, PerClient};
 
 use crate::error::Result;
+use crate::observer::Observer;
 use crate::solution::InnerSolution;
 
 /// Reaches x(λ) = argmin_x Σ_i g_i(x, λ_i) subject to consensus (HGP eq. 2), starting from
 /// each client's `x0` row, and reports how close it got.
 pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send + Describe {
-    /// Solves for the given hyper-parameters, calling `progress(done, total)` after every
-    /// step (for a solver with an unknown number of steps, `total` is its maximum).
-    fn solve_with_progress(
+    /// Solves for the given hyper-parameters, reporting to `observer` after every step
+    /// ([`Phase::Lower`](crate::Phase::Lower); for a solver with an unknown number of steps, `total` is its
+    /// maximum).
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>>;
 
     /// Solves for the given hyper-parameters.
@@ -27,18 +29,18 @@ pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send + Describe {
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
     ) -> Result<InnerSolution<T>> {
-        self.solve_with_progress(clients, lambda, x0, &mut |_, _| {})
+        self.solve_observed(clients, lambda, x0, &mut ())
     }
 }
 
 impl<T: Scalar, C: InnerCost<T>, S: InnerSolver<T, C> + ?Sized> InnerSolver<T, C> for Box<S> {
-    fn solve_with_progress(
+    fn solve_observed(
         &mut self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-        progress: &mut dyn FnMut(usize, usize),
+        observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
-        (**self).solve_with_progress(clients, lambda, x0, progress)
+        (**self).solve_observed(clients, lambda, x0, observer)
     }
 }

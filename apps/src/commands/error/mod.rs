@@ -11,6 +11,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Placement};
 use hgp_graphs::rng;
+use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
     EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, PdboExact, PdboHgp, PdboOptions,
     SampleMode, Srb,
@@ -31,7 +32,7 @@ use crate::setup::{
     with_default,
 };
 
-use protocol::{Curve, Observed, error_curve, error_of_mean};
+use protocol::{Curve, error_curve, error_of_mean};
 use report::{write_mean_rows, write_rows};
 
 /// The estimators whose error `hgp error` draws.
@@ -478,11 +479,9 @@ impl ErrorCmd {
                     },
                     seed,
                 };
-                let estimator = match self.estimator {
-                    ErrorEstimator::PdboHgp => {
-                        Observed::PdboHgp(PdboHgp::new(net.network, pdbo_options)?)
-                    }
-                    ErrorEstimator::Srb => Observed::Srb(Srb::new(net.network, pdbo_options)?),
+                let estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>> = match self.estimator {
+                    ErrorEstimator::PdboHgp => Box::new(PdboHgp::new(net.network, pdbo_options)?),
+                    ErrorEstimator::Srb => Box::new(Srb::new(net.network, pdbo_options)?),
                     ErrorEstimator::Hgp => {
                         let averager = self
                             .averager_args((s > 0).then_some(s))
@@ -494,7 +493,7 @@ impl ErrorCmd {
                             samples: SampleMode::Independent,
                             seed,
                         };
-                        Observed::Hgp(Hgp::new(averager, options)?)
+                        Box::new(Hgp::new(averager, options)?)
                     }
                 };
                 error_curve(
@@ -609,8 +608,12 @@ impl ErrorCmd {
             FIG1_STEPS as u64,
             "steps",
         );
-        let solution =
-            solver.solve_with_progress(clients, lambda, &x0, &mut |_, _| stage.inc(1))?;
+        let solution = solver.solve_observed(
+            clients,
+            lambda,
+            &x0,
+            &mut OnProgress(|_, _, _| stage.inc(1)),
+        )?;
         stage.finish(&format!(
             "consensus error {}, stationarity {}",
             sci(solution.consensus_error),

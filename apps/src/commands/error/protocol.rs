@@ -2,33 +2,9 @@
 //! ‖v^(m) − d_λF‖ / ‖d_λF‖ at every Neumann term m, against the exact hyper-gradient at the
 //! same inner solution (the NeurIPS paper's for HGP, paper 004's eq. 8 for its SRB and HGP).
 
-use hgp_averaging::{Averager, ClientBuffer};
-use hgp_hypergrad::{Hgp, HgpObserver, HyperGradEstimate, HypergradError, PdboHgp, Srb};
-use hgp_models::{ClientObjective, L2Logistic, PerClient};
-
-/// An estimator whose iterates v^(m) can be observed.
-pub enum Observed<A: Averager<f64>> {
-    /// The NeurIPS paper's HGP with an averager.
-    Hgp(Hgp<A>),
-    /// Paper 004's HGP.
-    PdboHgp(PdboHgp),
-    /// Paper 004's SRB.
-    Srb(Srb),
-}
-
-impl<A: Averager<f64>> Observed<A> {
-    fn run<C: ClientObjective<f64>>(
-        &mut self,
-        (clients, x, lambda): (&[C], &ClientBuffer<f64>, &PerClient<f64>),
-        observer: &mut dyn HgpObserver<f64>,
-    ) -> Result<HyperGradEstimate<f64>, HypergradError> {
-        match self {
-            Self::Hgp(e) => e.estimate_observed(clients, x, lambda, observer),
-            Self::PdboHgp(e) => e.estimate_observed(clients, x, lambda, observer),
-            Self::Srb(e) => e.estimate_observed(clients, x, lambda, observer),
-        }
-    }
-}
+use hgp_averaging::ClientBuffer;
+use hgp_hypergrad::{HyperGradient, HypergradError, OnIterate};
+use hgp_models::{L2Logistic, PerClient};
 
 /// One run: the relative error after every term m = 0, …, M, and v^(m) at the terms `keep`
 /// selects (for the error of the mean over runs).
@@ -41,8 +17,8 @@ pub struct Curve {
 
 /// The relative error of `estimator`'s estimate after every term m = 0, …, M against
 /// `exact`, calling `progress` after each term m ≥ 1 and keeping v^(m) where `keep(m)`.
-pub fn error_curve<A: Averager<f64>>(
-    mut estimator: Observed<A>,
+pub fn error_curve(
+    mut estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>>,
     problem: (&[L2Logistic<f64>], &ClientBuffer<f64>, &PerClient<f64>),
     exact: &PerClient<f64>,
     progress: &dyn Fn(),
@@ -51,7 +27,7 @@ pub fn error_curve<A: Averager<f64>>(
     let scale = exact.norm();
     let mut errors = Vec::new();
     let mut kept = Vec::new();
-    let mut observe = |m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
+    let mut observe = OnIterate(|m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
         errors.push(v.distance(exact) / scale);
         if keep(m) {
             kept.push((m, v.as_slice().to_vec()));
@@ -59,8 +35,9 @@ pub fn error_curve<A: Averager<f64>>(
         if m > 0 {
             progress();
         }
-    };
-    estimator.run(problem, &mut observe)?;
+    });
+    let (clients, x, lambda) = problem;
+    estimator.estimate_observed(clients, x, lambda, &mut observe)?;
     Ok(Curve { errors, kept })
 }
 
@@ -97,6 +74,7 @@ pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64
 mod tests {
     use super::*;
     use hgp_averaging::ExactAverage;
+    use hgp_hypergrad::Hgp;
     use hgp_hypergrad::{Eta, Exact, HgpOptions, HyperGradient};
     use hgp_models::L2Logistic;
     use hgp_models::data::{SyntheticConfig, generate_synthetic};
@@ -118,7 +96,7 @@ mod tests {
             eta: Eta::Fixed(1.0),
             ..HgpOptions::default()
         };
-        let hgp = Observed::Hgp(Hgp::new(ExactAverage::new(3).unwrap(), options).unwrap());
+        let hgp = Box::new(Hgp::new(ExactAverage::new(3).unwrap(), options).unwrap());
         let calls = std::cell::Cell::new(0);
         let curve = error_curve(
             hgp,

@@ -379,8 +379,7 @@ impl Settings {
                         .context(format!("{method}, outer iteration {}", k + 1)))
                 }
             };
-            let joint = match estimator.solve_and_estimate(clients, &lambda, &x, &mut |_, _, _| {})
-            {
+            let joint = match estimator.solve_and_estimate(clients, &lambda, &x, &mut ()) {
                 Ok(j) => j,
                 Err(e) => return Ok((last, diverged(e)?)),
             };

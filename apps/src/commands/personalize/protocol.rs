@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, PushSum};
 use hgp_graphs::{FmmcOptions, fastest_mixing};
+use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
     Adam, Hgp, HgpOptions, HyperGradient, Local, PdboHgp, PdboOptions, SampleMode,
 };
@@ -410,7 +411,7 @@ impl Protocol {
             |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| total_outer_loss(&clients, x, lambda);
         let mut solve = |lambda: &PerClient<f32>| {
             solver
-                .solve_with_progress(&clients, lambda, &x0, &mut |_, _| progress())
+                .solve_observed(&clients, lambda, &x0, &mut OnProgress(|_, _, _| progress()))
                 .map(|s| s.x)
         };
         let mut x = solve(&lambda)?;
