@@ -1855,7 +1855,6 @@ impl<'a> Pipeline<'a> {
             }
         });
         let result = joint.solve_and_estimate(clients, lambda, x0, &mut progress);
-        drop(progress);
         if let Some((_, stage)) = current.take() {
             stage.finish("");
         }
