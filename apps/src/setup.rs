@@ -21,9 +21,9 @@ use hgp_graphs::{
 };
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
-    AggItd, EXACT_MAX_SIZE, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions,
-    HyperGradEstimate, HyperGradient, JointEstimator, Local, PdboExact, PdboHgp, PdboOptions,
-    Phase, PowerIteration, SampleMode, SolveThenEstimate, Srb,
+    AggItd, Diagnostics, EXACT_MAX_SIZE, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp,
+    HgpOptions, HyperGradEstimate, HyperGradient, JointEstimator, Local, PdboExact, PdboHgp,
+    PdboOptions, Phase, PowerIteration, SampleMode, SolveThenEstimate, Srb,
 };
 use hgp_inner_solvers::{
     ConvergenceReport, ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LocalUpdate,
@@ -1830,8 +1830,7 @@ impl<'a> Pipeline<'a> {
                 solution,
                 convergence,
                 estimate,
-                index: None,
-                q_mean: None,
+                diagnostics: None,
             });
         }
         let mut joint = self.joint::<T, C>(n, defaults)?;
@@ -1876,8 +1875,7 @@ impl<'a> Pipeline<'a> {
             solution: result.solution,
             convergence,
             estimate: result.estimate,
-            index: result.index,
-            q_mean: result.q_mean,
+            diagnostics: result.diagnostics,
         })
     }
 }
@@ -1894,10 +1892,8 @@ pub struct Solved<T: Scalar> {
     pub convergence: ConvergenceReport,
     /// Its estimate of every client's d_λF.
     pub estimate: HyperGradEstimate<T>,
-    /// AggITD's index Q.
-    pub index: Option<usize>,
-    /// AggITD's estimate averaged over Q (the diagnostic of its spread).
-    pub q_mean: Option<PerClient<T>>,
+    /// What the estimator reports beyond the estimate (AggITD's index Q and its mean over Q).
+    pub diagnostics: Option<Diagnostics<T>>,
 }
 
 /// Refuses, before any image is read, `--images N` that leaves nothing for the clients once

@@ -34,15 +34,16 @@ mod network;
 pub use connectivity::{check_assumption1, smallest_window};
 pub use error::{GraphError, Result};
 pub use expected::{
-    ExpectedNetwork, LinkLaw, expected_push_sum, second_eigenvalue_modulus, stationary_weights,
+    ExpectedNetwork, expected_push_sum, second_eigenvalue_modulus, stationary_weights,
 };
 pub use faults::{Crash, Faults, Straggler};
 pub use graph::DiGraph;
 pub use hgp_base::{Describe, Scalar, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
 pub use network::{
-    ExponentialOnePeer, FullyConnected, MAX_ER_ATTEMPTS, Network, RandomDirected, RandomEdges,
-    RandomNetwork, RandomUndirected, Scheduled, StaticUndirected, erdos_renyi_connected,
+    ExponentialOnePeer, FullyConnected, LinkLaw, MAX_ER_ATTEMPTS, Network, RandomDirected,
+    RandomEdges, RandomNetwork, RandomUndirected, Scheduled, StaticUndirected,
+    erdos_renyi_connected,
 };
 
 #[cfg(test)]

@@ -8,9 +8,22 @@ use std::fmt::Debug;
 use rand::RngExt;
 
 use crate::error::{GraphError, Result, check_probability};
-use crate::expected::LinkLaw;
 use crate::graph::DiGraph;
 use crate::rng::{self, domain};
+
+/// How a network's graphs G(s) vary with the step s: what "the expected network" means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkLaw {
+    /// Every step is an independent draw from the same law, and a sender's links to
+    /// different receivers are up independently, link j → i with probability
+    /// `edge_probability(s, j, i)` (the same at every s): RandD and RandU (paper 004 Sec. 2.1).
+    /// The expected Push-Sum weights are [`expected_push_sum`](crate::expected_push_sum)'s closed form.
+    Independent,
+    /// G(s) is deterministic and repeats after this many steps (FC, FixU: 1; the one-peer
+    /// exponential graph: ⌊log2(n − 1)⌋ + 1; a schedule: its length). Expectations are means
+    /// over one period, i.e. over a step drawn uniformly at random.
+    Periodic(u64),
+}
 
 /// A network whose graph G(s) may change at every step s = 1, 2, ....
 pub trait Network: Send + Sync + Debug {

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, check_inputs};
-use crate::joint::{Joint, JointEstimator};
+use crate::joint::{Diagnostics, Joint, JointEstimator};
 use crate::watch::{Growth, NormWatch};
 use hgp_inner_solvers::{Observer, Phase};
 
@@ -495,8 +495,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 curvature: None,
             },
             participants: Some(s),
-            index: Some(q),
-            q_mean,
+            diagnostics: Some(Diagnostics::AggItd { index: q, q_mean }),
         })
     }
 
@@ -717,8 +716,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 curvature: None,
             },
             participants: Some(s),
-            index: None,
-            q_mean: None,
+            diagnostics: None,
         })
     }
 

@@ -23,11 +23,24 @@ pub struct Joint<T> {
     /// The clients that took part (server-based estimators draw them once per call), in
     /// increasing order; `None` when every client did.
     pub participants: Option<Vec<usize>>,
-    /// AggITD: the index Q this estimate started its HessIV recursion from.
-    pub index: Option<usize>,
-    /// AggITD with its diagnostic on: the estimate's mean over Q ∈ {0, …, N} on the same
-    /// trajectory (the iterative-differentiation expression), to show a single Q's spread.
-    pub q_mean: Option<PerClient<T>>,
+    /// What this estimator reports beyond the solution and the estimate, if anything.
+    pub diagnostics: Option<Diagnostics<T>>,
+}
+
+/// What a joint estimator reports beyond the solution and the estimate: one variant per
+/// estimator that has something to say.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Diagnostics<T> {
+    /// AggITD (paper 003, Alg. 1).
+    AggItd {
+        /// The index Q this estimate started its HessIV recursion from.
+        index: usize,
+        /// With its diagnostic on: the estimate's mean over Q ∈ {0, …, N} on the same
+        /// trajectory (the iterative-differentiation expression), to show a single Q's
+        /// spread.
+        q_mean: Option<PerClient<T>>,
+    },
 }
 
 impl<T> Joint<T> {
@@ -89,8 +102,7 @@ where
             solution,
             estimate,
             participants: None,
-            index: None,
-            q_mean: None,
+            diagnostics: None,
         })
     }
 

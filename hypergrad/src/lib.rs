@@ -66,7 +66,7 @@ pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_u
 pub use hgp::{Eta, Hgp, HgpOptions, SampleMode};
 pub use hgp_averaging::Describe;
 pub use hgp_inner_solvers::{Observer, OnIterate, OnProgress, Phase};
-pub use joint::{Joint, JointEstimator, SolveThenEstimate};
+pub use joint::{Diagnostics, Joint, JointEstimator, SolveThenEstimate};
 pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
 pub use watch::GROWTH_CHECK_MIN_TERMS;
 

@@ -3,35 +3,22 @@
 //! reach the exact d_λF on a converged lower level, and the communication rounds per outer
 //! iteration are those of paper 003's Table 1.
 
+mod common;
+use common::random_clients;
 use hgp_averaging::{Central, ClientBuffer};
 use hgp_graphs::rng;
 use hgp_hypergrad::{
-    AggItd, Exact, FedNest, FederatedOptions, HessianScope, HyperGradient, JointEstimator,
-    one_round_upper,
+    AggItd, Diagnostics, Exact, FedNest, FederatedOptions, HessianScope, HyperGradient,
+    JointEstimator, one_round_upper,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LocalUpdate, total_gradient, total_hessian};
-use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{Batch, InnerCrossJvp, L2Logistic, OuterCost, PerClient};
 use nalgebra::{DMatrix, DVector};
-use rand::RngExt;
 
 fn clients(n: usize, m: usize, d: usize, seed: u64) -> Vec<L2Logistic<f64>> {
-    let mut r = rng::stream(seed, 31, 0);
-    let mut set = |k: usize| Dataset {
-        features: (0..k * d).map(|_| r.random_range(-1.0..1.0)).collect(),
-        labels: (0..k)
-            .map(|_| f64::from(u8::from(r.random_bool(0.5))))
-            .collect(),
-        dim: d,
-    };
-    (0..n)
-        .map(|_| {
-            let data = ClientData {
-                train: set(m),
-                val: set(m),
-            };
-            L2Logistic::new(&data, false).unwrap()
-        })
+    random_clients(&mut rng::stream(seed, 31, 0), n, (m, m), d)
+        .iter()
+        .map(|data| L2Logistic::new(data, false).unwrap())
         .collect()
 }
 
@@ -144,7 +131,14 @@ fn aggitd_mean_over_q_is_the_itd_expression() {
         .unwrap()
         .with_q_mean();
     let joint = est.solve_and_estimate(&cs, &l, &x0, &mut ()).unwrap();
-    let diag = joint.q_mean.unwrap().distance(&want) / want.norm();
+    let Some(Diagnostics::AggItd {
+        q_mean: Some(q_mean),
+        ..
+    }) = joint.diagnostics
+    else {
+        panic!("AggITD reports its index and mean over Q")
+    };
+    let diag = q_mean.distance(&want) / want.norm();
     assert!(
         diag < 1e-12,
         "one-pass mean over Q: relative error {diag:e}"

@@ -2,32 +2,19 @@
 //! the weight of instance k of client i moves, checked against central differences of F with
 //! the inner problem re-solved exactly.
 
+mod common;
+use common::random_clients;
 use hgp_averaging::{ClientBuffer, ExactAverage};
 use hgp_graphs::rng;
 use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
-use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{InnerCost, OuterCost, PerClient, WeightedLogistic};
 use proptest::prelude::*;
-use rand::RngExt;
 
 fn clients(n: usize, m: usize, d: usize, gamma: f64, seed: u64) -> Vec<WeightedLogistic<f64>> {
-    let mut r = rng::stream(seed, 12, 0);
-    let set = |k: usize, r: &mut rand_chacha::ChaCha8Rng| Dataset {
-        features: (0..k * d).map(|_| r.random_range(-1.0..1.0)).collect(),
-        labels: (0..k)
-            .map(|_| f64::from(u8::from(r.random_bool(0.5))))
-            .collect(),
-        dim: d,
-    };
-    (0..n)
-        .map(|_| {
-            let data = ClientData {
-                train: set(m, &mut r),
-                val: set(m, &mut r),
-            };
-            WeightedLogistic::new(&data, gamma, true).unwrap()
-        })
+    random_clients(&mut rng::stream(seed, 12, 0), n, (m, m), d)
+        .iter()
+        .map(|data| WeightedLogistic::new(data, gamma, true).unwrap())
         .collect()
 }
 

@@ -4,6 +4,8 @@
 //! expectation (eq. 12's unbiasedness) on random directed networks, the γ → 0 limit (the
 //! NeurIPS paper's d_λF), and bad γ and networks refused.
 
+mod common;
+use common::random_clients;
 use std::sync::Arc;
 
 use hgp_averaging::ClientBuffer;
@@ -16,27 +18,12 @@ use hgp_hypergrad::{
     Srb,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
-use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{Batch, BatchSize, InnerCost, L2Logistic, OuterCost, PerClient};
-use rand::RngExt;
 
 fn clients(n: usize, m: usize, d: usize, seed: u64) -> Vec<L2Logistic<f64>> {
-    let mut r = rng::stream(seed, 41, 0);
-    let mut set = |k: usize| Dataset {
-        features: (0..k * d).map(|_| r.random_range(-1.0..1.0)).collect(),
-        labels: (0..k)
-            .map(|_| f64::from(u8::from(r.random_bool(0.5))))
-            .collect(),
-        dim: d,
-    };
-    (0..n)
-        .map(|_| {
-            let data = ClientData {
-                train: set(m),
-                val: set(m),
-            };
-            L2Logistic::new(&data, false).unwrap()
-        })
+    random_clients(&mut rng::stream(seed, 41, 0), n, (m, m), d)
+        .iter()
+        .map(|data| L2Logistic::new(data, false).unwrap())
         .collect()
 }
 

@@ -1,6 +1,8 @@
 //! Properties of the hyper-gradient estimators (HGP paper: Lemma 1, eqs. 9–10, Alg. 2,
 //! Theorem 1's shape), checked on random logistic problems (eq. 11) in f64.
 
+mod common;
+use common::random_clients;
 use std::sync::Arc;
 
 use hgp_averaging::{Averager, Central, ClientBuffer, ExactAverage, Gossip, PushSum, Scalar};
@@ -10,7 +12,7 @@ use hgp_hypergrad::{
     PowerIteration, SampleMode, estimate_curvature,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, total_gradient, total_hessian};
-use hgp_models::data::{ClientData, Dataset};
+
 use hgp_models::{Batch, BatchSize, InnerCost, InnerCrossJvp, L2Logistic, OuterCost, PerClient};
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use proptest::prelude::*;
@@ -31,21 +33,9 @@ fn problem(n: usize, d: usize, seed: u64) -> Problem {
 /// f64).
 fn draw<T: Scalar>(n: usize, d: usize, seed: u64) -> (Vec<L2Logistic<T>>, PerClient<T>) {
     let mut r = rng::stream(seed, 42, 0);
-    let set = |m: usize, r: &mut rand_chacha::ChaCha8Rng| Dataset {
-        features: (0..m * d).map(|_| r.random_range(-1.0..1.0)).collect(),
-        labels: (0..m)
-            .map(|_| f64::from(u8::from(r.random_bool(0.5))))
-            .collect(),
-        dim: d,
-    };
-    let clients = (0..n)
-        .map(|_| {
-            let data = ClientData {
-                train: set(20, &mut r),
-                val: set(15, &mut r),
-            };
-            L2Logistic::new(&data, false).unwrap()
-        })
+    let clients = random_clients(&mut r, n, (20, 15), d)
+        .iter()
+        .map(|data| L2Logistic::new(data, false).unwrap())
         .collect();
     let lambda = PerClient::from_rows(
         (0..n)

@@ -14,6 +14,7 @@ use crate::setup::{
     DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
     newton_step_json, total_outer_loss_on,
 };
+use hgp_hypergrad::Diagnostics;
 use hgp_inner_solvers::ConvergenceTest;
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
@@ -121,8 +122,7 @@ impl Hypergrad {
             solution,
             convergence,
             estimate,
-            index,
-            q_mean,
+            diagnostics,
         } = pipeline.solve_and_estimate(
             (&clients, &lambda, &ClientBuffer::zeros(n, d)),
             &defaults,
@@ -137,7 +137,10 @@ impl Hypergrad {
             return Ok(());
         }
         let xbar = solution.mean();
-        // AggITD: how far this single-Q estimate is from its mean over Q (relative).
+        let (index, q_mean) = match diagnostics {
+            Some(Diagnostics::AggItd { index, q_mean }) => (Some(index), q_mean),
+            _ => (None, None),
+        };
         let central_spread = central_mean
             .as_ref()
             .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
@@ -149,7 +152,8 @@ impl Hypergrad {
         .then_some(
             "--estimator local is ∂_λ f_i, each client's outer gradient without cooperation; this model's f_i does not depend on λ, so it is identically 0 here: the dependence of F on λ runs through x*(λ), which only the cooperative estimators see",
         );
-        // (None where it is not a number: a mean over Q that overflowed is no diagnostic.)
+        // AggITD: how far this single-Q estimate is from its mean over Q (relative); None
+        // where it is not a number (a mean over Q that overflowed is no diagnostic).
         let spread = q_mean
             .as_ref()
             .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
