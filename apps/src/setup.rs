@@ -1083,35 +1083,149 @@ pub enum EstimatorKind {
     PdboExact,
 }
 
-impl EstimatorKind {
+/// What the command line knows of an estimator: its shape and the options it reads.
+///
+/// Adding an estimator to the `hgp` program is one variant of [`EstimatorKind`] (its doc line
+/// is its `--help`), its arm in [`EstimatorKind::spec`], and its arm in
+/// [`EstimatorArgs::construct`]; the checks of every option follow from `reads` (an option
+/// an estimator does not read is refused, naming those it does), and the shape decides the
+/// rest (a server-based estimator refuses the inner solver's options, only HGP averages
+/// with `--averager`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EstimatorSpec {
     /// The name on the command line.
-    pub fn name(self) -> &'static str {
+    pub name: &'static str,
+    /// Runs its own lower level over a server (paper 003), instead of estimating after the
+    /// inner solver.
+    pub joint: bool,
+    /// Averages with `--averager` (HGP, Alg. 2).
+    pub averages: bool,
+    /// Differentiates the SGP iteration with its step γ (paper 004: `--pdbo-lr`).
+    pub sgp_step: bool,
+    /// Forms dense systems of n·d_x unknowns (at most [`EXACT_MAX_SIZE`]).
+    pub dense: bool,
+    /// Runs with the clients spread over MPI ranks (`--engine mpi`).
+    pub over_ranks: bool,
+    /// The estimator options it reads (flags as typed); the others are refused for it.
+    pub reads: &'static [&'static str],
+    /// Why it reads no more, said when an option is refused ("" for nothing to add).
+    pub note: &'static str,
+}
+
+impl EstimatorKind {
+    /// The estimator's shape and options (the one place that describes it; see
+    /// [`EstimatorSpec`]).
+    pub fn spec(self) -> EstimatorSpec {
+        const POST_HOC: EstimatorSpec = EstimatorSpec {
+            name: "",
+            joint: false,
+            averages: false,
+            sgp_step: false,
+            dense: false,
+            over_ranks: false,
+            reads: &[],
+            note: "",
+        };
         match self {
-            Self::Hgp => "hgp",
-            Self::Exact => "exact",
-            Self::Local => "local",
-            Self::Aggitd => "aggitd",
-            Self::Fednest => "fednest",
-            Self::Srb => "srb",
-            Self::PdboHgp => "pdbo-hgp",
-            Self::PdboExact => "pdbo-exact",
+            Self::Hgp => EstimatorSpec {
+                name: "hgp",
+                averages: true,
+                over_ranks: true,
+                reads: &[
+                    "--neumann-terms",
+                    "--eta",
+                    "--power-iterations",
+                    "--batch",
+                    "--shared-samples",
+                ],
+                ..POST_HOC
+            },
+            Self::Exact => EstimatorSpec {
+                name: "exact",
+                dense: true,
+                note: "it solves the dense fixed-point system: no series, step or batch",
+                ..POST_HOC
+            },
+            Self::Local => EstimatorSpec {
+                name: "local",
+                ..POST_HOC
+            },
+            Self::Aggitd => EstimatorSpec {
+                name: "aggitd",
+                joint: true,
+                reads: &[
+                    "--inner-steps",
+                    "--inner-lr",
+                    "--neumann-step",
+                    "--local-steps",
+                    "--batch",
+                    "--aggitd-index",
+                ],
+                note: "its HessIV recursion runs over its N lower rounds, --inner-steps",
+                ..POST_HOC
+            },
+            Self::Fednest => EstimatorSpec {
+                name: "fednest",
+                joint: true,
+                reads: &[
+                    "--inner-steps",
+                    "--inner-lr",
+                    "--neumann-step",
+                    "--local-steps",
+                    "--batch",
+                    "--neumann-terms",
+                ],
+                ..POST_HOC
+            },
+            Self::Srb => EstimatorSpec {
+                name: "srb",
+                sgp_step: true,
+                reads: &[
+                    "--neumann-terms",
+                    "--batch",
+                    "--shared-samples",
+                    "--pdbo-lr",
+                ],
+                ..POST_HOC
+            },
+            Self::PdboHgp => EstimatorSpec {
+                name: "pdbo-hgp",
+                sgp_step: true,
+                reads: &["--neumann-terms", "--batch", "--pdbo-lr"],
+                note: "Alg. 2 of paper 004 always uses one draw for both products",
+                ..POST_HOC
+            },
+            Self::PdboExact => EstimatorSpec {
+                name: "pdbo-exact",
+                sgp_step: true,
+                dense: true,
+                reads: &["--pdbo-lr"],
+                note: "it solves densely: no series to truncate or sample",
+                ..POST_HOC
+            },
         }
+    }
+
+    /// The name on the command line (clap's, checked by a test).
+    pub fn name(self) -> &'static str {
+        self.spec().name
     }
 
     /// Whether the estimator differentiates the SGP iteration (paper 004: uses γ).
     pub fn pdbo(self) -> bool {
-        matches!(self, Self::Srb | Self::PdboHgp | Self::PdboExact)
+        self.spec().sgp_step
     }
 
-    /// Whether the estimator runs a Neumann series with mini-batches (--neumann-terms,
-    /// --batch).
+    /// Whether the estimator runs a series on mini-batches (reads --neumann-terms and
+    /// --batch after the inner solver).
     pub fn iterative(self) -> bool {
-        matches!(self, Self::Hgp | Self::Srb | Self::PdboHgp)
+        let s = self.spec();
+        !s.joint && s.reads.contains(&"--batch")
     }
 
     /// Whether the estimator runs its own lower level (server-based, paper 003).
     pub fn federated(self) -> bool {
-        matches!(self, Self::Aggitd | Self::Fednest)
+        self.spec().joint
     }
 }
 
@@ -1189,146 +1303,96 @@ pub struct EstimatorArgs {
 }
 
 impl EstimatorArgs {
-    /// Checks the options (before any work).
-    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
-        let name = self.estimator.name();
+    /// The estimator options given on the command line, by flag (`--fraction` is the
+    /// averager's, checked by the pipeline).
+    fn given(&self) -> [(&'static str, bool); 11] {
         let f = &self.federated;
-        refuse_unused(self.pdbo_lr.is_some() && !self.estimator.pdbo(), || {
-            format!(
-                "--pdbo-lr sets the SGP step of --estimator srb / pdbo-hgp / pdbo-exact, not --estimator {name}"
-            )
-        })?;
-        if let Some(g) = self.pdbo_lr
-            && !(g.is_finite() && g > 0.0)
-        {
-            bail!("--pdbo-lr must be a positive number (got {g})");
+        [
+            ("--neumann-terms", self.neumann_terms.is_some()),
+            ("--eta", self.eta.is_some()),
+            ("--power-iterations", self.power_iterations.is_some()),
+            ("--batch", self.batch.is_some()),
+            ("--shared-samples", self.shared_samples),
+            ("--pdbo-lr", self.pdbo_lr.is_some()),
+            ("--inner-steps", f.inner_steps.is_some()),
+            ("--inner-lr", f.inner_lr.is_some()),
+            ("--neumann-step", f.neumann_step.is_some()),
+            ("--local-steps", f.local_steps.is_some()),
+            ("--aggitd-index", f.aggitd_index.is_some()),
+        ]
+    }
+
+    /// Checks the options (before any work): every option given must be one the estimator
+    /// reads ([`EstimatorKind::spec`]), and every value in its range.
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        let spec = self.estimator.spec();
+        let name = spec.name;
+        for (flag, given) in self.given() {
+            refuse_unused(given && !spec.reads.contains(&flag), || {
+                let readers: Vec<&str> = EstimatorKind::value_variants()
+                    .iter()
+                    .map(|k| k.spec())
+                    .filter(|s| s.reads.contains(&flag))
+                    .map(|s| s.name)
+                    .collect();
+                let its = if spec.reads.is_empty() {
+                    "which has no options of its own".to_string()
+                } else {
+                    format!("which reads {}", spec.reads.join(", "))
+                };
+                let note = if spec.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", spec.note)
+                };
+                format!(
+                    "{flag} sets --estimator {}, not --estimator {name}, {its}{note}",
+                    readers.join(" / ")
+                )
+            })?;
         }
-        if !self.estimator.federated() {
-            for (flag, given) in [
-                ("--inner-steps", f.inner_steps.is_some()),
-                ("--inner-lr", f.inner_lr.is_some()),
-                ("--neumann-step", f.neumann_step.is_some()),
-                ("--local-steps", f.local_steps.is_some()),
-            ] {
-                refuse_unused(given, || {
-                    format!("{flag} sets --estimator aggitd / fednest, not --estimator {name}")
-                })?;
+        let f = &self.federated;
+        for (flag, v) in [
+            ("--neumann-terms", self.neumann_terms),
+            ("--power-iterations", self.power_iterations),
+            ("--inner-steps", f.inner_steps),
+            ("--local-steps", f.local_steps),
+        ] {
+            if v == Some(0) {
+                bail!("{flag} must be at least 1");
             }
         }
-        refuse_unused(
-            f.aggitd_index.is_some() && self.estimator != EstimatorKind::Aggitd,
-            || format!("--aggitd-index sets --estimator aggitd, not --estimator {name}"),
-        )?;
-        if self.estimator.federated() {
-            for (flag, given) in [
-                ("--eta", self.eta.is_some()),
-                ("--power-iterations", self.power_iterations.is_some()),
-                ("--shared-samples", self.shared_samples),
-            ] {
-                refuse_unused(given, || {
-                    format!("{flag} sets HGP; --estimator {name} has its own step (--neumann-step)")
-                })?;
-            }
-            refuse_unused(
-                self.neumann_terms.is_some() && self.estimator == EstimatorKind::Aggitd,
-                || {
-                    "--neumann-terms sets HGP and FedNest; AggITD's HessIV runs over its N lower rounds (--inner-steps)".to_string()
-                },
-            )?;
-            for (flag, v) in [
-                ("--inner-steps", f.inner_steps),
-                ("--local-steps", f.local_steps),
-                ("--neumann-terms", self.neumann_terms),
-            ] {
-                if v == Some(0) {
-                    bail!("{flag} must be at least 1");
-                }
-            }
-            for (flag, v) in [
-                ("--inner-lr", f.inner_lr),
-                ("--neumann-step", f.neumann_step),
-            ] {
-                if let Some(v) = v
-                    && !(v.is_finite() && v > 0.0)
-                {
-                    bail!("{flag} must be a positive number (got {v})");
-                }
-            }
-            let n = f.inner_steps.unwrap_or(FED_INNER_STEPS);
-            if let Some(q) = f.aggitd_index
-                && q > n
+        for (flag, v) in [
+            ("--pdbo-lr", self.pdbo_lr),
+            ("--inner-lr", f.inner_lr),
+            ("--neumann-step", f.neumann_step),
+        ] {
+            if let Some(v) = v
+                && !(v.is_finite() && v > 0.0)
             {
-                bail!("--aggitd-index {q} is beyond the N = {n} lower rounds: Q ∈ {{0, …, {n}}}");
+                bail!("{flag} must be a positive number (got {v})");
             }
-            return Ok(());
         }
-        if self.estimator.pdbo() {
-            for (flag, given) in [
-                ("--eta", self.eta.is_some()),
-                ("--power-iterations", self.power_iterations.is_some()),
-            ] {
-                refuse_unused(given, || {
-                    format!(
-                        "{flag} sets the Neumann step of HGP; --estimator {name} steps by the SGP step γ (--pdbo-lr)"
-                    )
-                })?;
-            }
-            if self.estimator == EstimatorKind::PdboExact {
-                for (flag, given) in [
-                    ("--neumann-terms", self.neumann_terms.is_some()),
-                    ("--batch", self.batch.is_some()),
-                    ("--shared-samples", self.shared_samples),
-                ] {
-                    refuse_unused(given, || {
-                        format!(
-                            "{flag} sets an iterative estimator; --estimator pdbo-exact solves densely"
-                        )
-                    })?;
-                }
-            }
+        if spec.reads.contains(&"--eta") {
+            let eta = self.eta.unwrap_or(defaults.eta);
+            eta.resolve(1)?;
             refuse_unused(
-                self.shared_samples && self.estimator == EstimatorKind::PdboHgp,
-                || {
-                    "--shared-samples: --estimator pdbo-hgp always uses one draw for both products (Alg. 2 of paper 004)".to_string()
-                },
+                self.power_iterations.is_some() && eta != EtaArg::Auto,
+                || "--power-iterations applies to --eta auto".to_string(),
             )?;
-            if self.neumann_terms == Some(0) {
-                bail!("--neumann-terms must be at least 1");
-            }
-            return Ok(());
-        }
-        if self.estimator != EstimatorKind::Hgp {
-            for (flag, given) in [
-                ("--neumann-terms", self.neumann_terms.is_some()),
-                ("--eta", self.eta.is_some()),
-                ("--power-iterations", self.power_iterations.is_some()),
-                ("--batch", self.batch.is_some()),
-                ("--shared-samples", self.shared_samples),
-            ] {
-                refuse_unused(given, || {
-                    format!("{flag} sets HGP; --estimator {name} does not use it")
-                })?;
-            }
-            return Ok(());
-        }
-        if self.neumann_terms == Some(0) {
-            bail!("--neumann-terms must be at least 1");
-        }
-        let eta = self.eta.unwrap_or(defaults.eta);
-        eta.resolve(1)?;
-        refuse_unused(
-            self.power_iterations.is_some() && eta != EtaArg::Auto,
-            || "--power-iterations applies to --eta auto".to_string(),
-        )?;
-        if self.power_iterations == Some(0) {
-            bail!("--power-iterations must be at least 1");
         }
         refuse_unused(
-            self.shared_samples && self.batch.unwrap_or(defaults.batch) == BatchSize::Full,
+            self.shared_samples && self.batch(defaults) == BatchSize::Full,
             || {
                 "--shared-samples needs mini-batches (--batch B): with full batches both products already use every instance".to_string()
             },
         )?;
+        let n = f.inner_steps.unwrap_or(FED_INNER_STEPS);
+        if let Some(q) = f.aggitd_index
+            && q > n
+        {
+            bail!("--aggitd-index {q} is beyond the N = {n} lower rounds: Q ∈ {{0, …, {n}}}");
+        }
         Ok(())
     }
 
@@ -1367,40 +1431,54 @@ impl EstimatorArgs {
         }
     }
 
-    /// Builds the estimator; HGP uses `averager`, paper 004's estimators `net` and the SGP
-    /// step `gamma`.
-    pub fn build<T: Scalar, C: ClientObjective<T> + 'static>(
+    /// Builds the estimator from what its kind needs (the one place an estimator is
+    /// constructed; see [`EstimatorSpec`]): HGP the averager, paper 004's estimators the
+    /// network and the SGP step γ, the server-based ones their options with C = `fraction`.
+    pub fn construct<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
-        (averager, net): (Box<dyn Averager<T>>, &BuiltNetwork),
-        gamma: f64,
-        seed: u64,
+        parts: &Parts<'_, T>,
         defaults: &Defaults,
-    ) -> Result<Box<dyn HyperGradient<T, C>>> {
+    ) -> Result<Built<T, C>> {
+        let (net, gamma, seed) = (parts.network, parts.gamma, parts.seed);
         let network = || net.network.clone();
-        Ok(match self.estimator {
-            EstimatorKind::Hgp => Box::new(
-                Hgp::new(averager, self.hgp_options(seed, defaults)?).context("HGP settings")?,
-            ),
-            EstimatorKind::Srb => Box::new(
+        let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
+        match self.estimator {
+            EstimatorKind::Hgp => post_hoc(Box::new(
+                Hgp::new((parts.averager)()?, self.hgp_options(seed, defaults)?)
+                    .context("HGP settings")?,
+            )),
+            EstimatorKind::Srb => post_hoc(Box::new(
                 Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
                     .context("SRB settings")?,
-            ),
-            EstimatorKind::PdboHgp => Box::new(
+            )),
+            EstimatorKind::PdboHgp => post_hoc(Box::new(
                 PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
                     .context("--estimator pdbo-hgp")?,
-            ),
-            EstimatorKind::PdboExact => Box::new(
+            )),
+            EstimatorKind::PdboExact => post_hoc(Box::new(
                 PdboExact::new(net.network.as_ref(), gamma).context("--estimator pdbo-exact")?,
-            ),
-            EstimatorKind::Exact => Box::new(Exact::new()),
-            EstimatorKind::Local => Box::new(Local),
-            EstimatorKind::Aggitd | EstimatorKind::Fednest => {
-                bail!(
-                    "--estimator {} runs its own lower level",
-                    self.estimator.name()
-                )
+            )),
+            EstimatorKind::Exact => post_hoc(Box::new(Exact::new())),
+            EstimatorKind::Local => post_hoc(Box::new(Local)),
+            EstimatorKind::Aggitd => {
+                let options = self.federated_options(parts.fraction, seed, defaults);
+                let mut e = AggItd::new(options)
+                    .context("AggITD settings")?
+                    .with_q_mean();
+                if let Some(q) = self.federated.aggitd_index {
+                    e = e.with_index(q);
+                }
+                Ok(Built::Joint(Box::new(e)))
             }
-        })
+            EstimatorKind::Fednest => {
+                let options = self.federated_options(parts.fraction, seed, defaults);
+                let terms = self.neumann_terms.unwrap_or(defaults.neumann_terms);
+                Ok(Built::Joint(Box::new(
+                    FedNest::new(options, terms, HessianScope::Global)
+                        .context("FedNest settings")?,
+                )))
+            }
+        }
     }
 
     /// The options of the federated estimators, with C = `fraction`.
@@ -1423,6 +1501,29 @@ impl EstimatorArgs {
             participants_only: false,
         }
     }
+}
+
+/// What an estimator may be built from ([`EstimatorArgs::construct`]).
+pub struct Parts<'a, T> {
+    /// HGP's averager, built when asked for.
+    pub averager: &'a dyn Fn() -> Result<Box<dyn Averager<T>>>,
+    /// The estimator's network (paper 004's estimators take its expectations).
+    pub network: &'a BuiltNetwork,
+    /// The SGP step γ of paper 004's estimators.
+    pub gamma: f64,
+    /// The participation C of a server.
+    pub fraction: f64,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// An estimator as built: one that estimates after the inner solver, or one that runs its
+/// own lower level.
+pub enum Built<T: Scalar, C: ClientObjective<T>> {
+    /// Post hoc, handed the inner solution.
+    PostHoc(Box<dyn HyperGradient<T, C>>),
+    /// Joint, handed the lower level's starting point.
+    Joint(Box<dyn JointEstimator<T, C>>),
 }
 
 /// The options of everything between the data and the hyper-gradient.
@@ -1493,9 +1594,15 @@ impl<'a> Pipeline<'a> {
             return Ok(());
         }
         let kind = self.estimator.estimator;
-        if kind != EstimatorKind::Hgp {
+        if !kind.spec().over_ranks {
+            let over: Vec<&str> = EstimatorKind::value_variants()
+                .iter()
+                .filter(|k| k.spec().over_ranks)
+                .map(|k| k.name())
+                .collect();
             bail!(
-                "--engine mpi runs --estimator hgp (with any --averager); --estimator {} runs in one process: use --engine local",
+                "--engine mpi runs --estimator {} (with any --averager); --estimator {} runs in one process: use --engine local",
+                over.join(" / "),
                 kind.name()
             );
         }
@@ -1587,11 +1694,7 @@ impl<'a> Pipeline<'a> {
             );
         }
         let size = clients.len() * d;
-        if matches!(
-            self.estimator.estimator,
-            EstimatorKind::Exact | EstimatorKind::PdboExact
-        ) && size > EXACT_MAX_SIZE
-        {
+        if self.estimator.estimator.spec().dense && size > EXACT_MAX_SIZE {
             bail!(
                 "--estimator {} solves a dense system of n·d_x = {size} unknowns; at most {EXACT_MAX_SIZE}: use --estimator hgp or pdbo-hgp",
                 self.estimator.estimator.name()
@@ -1618,61 +1721,56 @@ impl<'a> Pipeline<'a> {
     }
 
     /// The estimator for `n` clients (its network steps drawn from the estimator domain).
+    fn built<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        n: usize,
+        defaults: &Defaults,
+    ) -> Result<Built<T, C>> {
+        let net = self
+            .network
+            .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+        let averager = || {
+            self.averager
+                .build_on::<T>(&net, self.seed, &self.placement)
+        };
+        let parts = Parts {
+            averager: &averager,
+            network: &net,
+            gamma: self.pdbo_gamma(defaults)?,
+            fraction: self.averager.fraction.unwrap_or(FRACTION),
+            seed: self.seed,
+        };
+        self.estimator.construct(&parts, defaults)
+    }
+
+    /// The post-hoc estimator for `n` clients.
     pub fn estimator<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         n: usize,
         defaults: &Defaults,
     ) -> Result<Box<dyn HyperGradient<T, C>>> {
-        let net = self
-            .network
-            .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
-        let averager = self
-            .averager
-            .build_on::<T>(&net, self.seed, &self.placement)?;
-        let gamma = self.pdbo_gamma(defaults)?;
-        self.estimator
-            .build::<T, C>((averager, &net), gamma, self.seed, defaults)
+        match self.built(n, defaults)? {
+            Built::PostHoc(e) => Ok(e),
+            Built::Joint(_) => bail!(
+                "--estimator {} runs its own lower level",
+                self.estimator.estimator.name()
+            ),
+        }
     }
 
-    /// The joint estimator: the inner solver then the post-hoc estimator, or a federated
-    /// estimator that runs its own lower level.
+    /// The joint estimator: the inner solver then the post-hoc estimator, or an estimator
+    /// that runs its own lower level.
     pub fn joint<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         n: usize,
         defaults: &Defaults,
     ) -> Result<Box<dyn JointEstimator<T, C>>> {
-        let kind = self.estimator.estimator;
-        if !kind.federated() {
-            return Ok(Box::new(SolveThenEstimate {
+        Ok(match self.built(n, defaults)? {
+            Built::PostHoc(estimator) => Box::new(SolveThenEstimate {
                 solver: self.solver::<T, C>(n, defaults)?,
-                estimator: self.estimator::<T, C>(n, defaults)?,
-            }));
-        }
-        let options = self.estimator.federated_options(
-            self.averager.fraction.unwrap_or(FRACTION),
-            self.seed,
-            defaults,
-        );
-        Ok(match kind {
-            EstimatorKind::Aggitd => {
-                let mut e = AggItd::new(options)
-                    .context("AggITD settings")?
-                    .with_q_mean();
-                if let Some(q) = self.estimator.federated.aggitd_index {
-                    e = e.with_index(q);
-                }
-                Box::new(e)
-            }
-            _ => Box::new(
-                FedNest::new(
-                    options,
-                    self.estimator
-                        .neumann_terms
-                        .unwrap_or(defaults.neumann_terms),
-                    HessianScope::Global,
-                )
-                .context("FedNest settings")?,
-            ),
+                estimator,
+            }),
+            Built::Joint(e) => e,
         })
     }
 
@@ -1700,10 +1798,7 @@ impl<'a> Pipeline<'a> {
                 2.0 * 2.0 * n * n * (d + 1.0) * F64,
             );
         }
-        if matches!(
-            self.estimator.estimator,
-            EstimatorKind::Exact | EstimatorKind::PdboExact
-        ) {
+        if self.estimator.estimator.spec().dense {
             plan = plan.add(
                 "the dense system of the exact estimator ((n·d)² entries)",
                 3.0 * (n * d) * (n * d) * F64,
@@ -1982,6 +2077,36 @@ mod tests {
             vec![300, 400, 450, 460, 470, 480, 490, 495, 499]
         );
         assert!(scaled_milestones(1).is_empty());
+    }
+
+    /// The estimators' names in their specs are clap's, and every option an estimator
+    /// reads is one the command line has.
+    #[test]
+    fn every_estimator_spec_agrees_with_the_command_line() {
+        let args = EstimatorArgs {
+            estimator: EstimatorKind::Hgp,
+            neumann_terms: None,
+            eta: None,
+            power_iterations: None,
+            batch: None,
+            shared_samples: false,
+            pdbo_lr: None,
+            federated: FederatedArgs {
+                inner_steps: None,
+                inner_lr: None,
+                neumann_step: None,
+                local_steps: None,
+                aggitd_index: None,
+            },
+        };
+        let flags: Vec<&str> = args.given().iter().map(|(f, _)| *f).collect();
+        for &k in EstimatorKind::value_variants() {
+            let clap = k.to_possible_value().unwrap();
+            assert_eq!(k.spec().name, clap.get_name());
+            for flag in k.spec().reads {
+                assert!(flags.contains(flag), "{} reads {flag}", k.name());
+            }
+        }
     }
 
     #[test]

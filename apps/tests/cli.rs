@@ -558,7 +558,7 @@ fn every_argument_is_checked_before_any_work() {
         ),
         (
             vec!["hypergrad", "--estimator", "exact", "--eta", "1"],
-            "--eta sets HGP",
+            "--eta sets --estimator hgp, not --estimator exact",
         ),
         (
             vec!["hypergrad", "--inner", "exact", "--lr", "1"],

@@ -8,11 +8,8 @@
 //! fixed-point formula gives at any x (see `Exact`). Run with
 //! `cargo run --release -p hgp-hypergrad --example central_cg`.
 
-use hgp_averaging::Describe;
-use hgp_averaging::{ClientBuffer, CommCost, Scalar};
-use hgp_hypergrad::{Exact, HyperGradEstimate, HyperGradient, HypergradError};
+use hgp_hypergrad::prelude::*;
 use hgp_models::data::{SyntheticConfig, generate_synthetic};
-use hgp_models::{Batch, ClientObjective, L2Logistic, PerClient};
 
 /// Conjugate gradients on the summed Hessian, run by a server.
 struct CentralCg {

@@ -3,6 +3,14 @@
 //! Notation of the HGP paper: x ∈ R^{d_x} inner parameters, λ_i ∈ R^{d_λ} hyper-parameters of
 //! client i. One small trait per capability (value and gradient; Hessian-vector product;
 //! cross Jacobian-vector product; outer cost), so an estimator bounds only on what it uses.
+//!
+//! **The `out` contract.** Every method that takes an `out` (or `hvp`, `cross`, `grad_x`,
+//! `grad_lambda`) slice *overwrites* all of it with the result — never adds to it — and the
+//! slice has exactly the length stated (d_x or d_λ). Callers reuse scratch buffers, so an
+//! implementation must not rely on what the slice holds on entry. A [`Batch::Indices`]
+//! estimate is the *mean* over those instances (so a full batch and a batch of every
+//! instance agree), and every method is a pure function of its arguments: the same inputs
+//! give the same bits from any thread.
 
 use hgp_base::Scalar;
 
