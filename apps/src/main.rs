@@ -67,7 +67,7 @@ enum Command {
     Faults(commands::faults::FaultsCmd),
     /// Describe the network the other subcommands build from the same flags: link
     /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of
-    /// E[P] and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
+    /// `E[P]` and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
     #[command(allow_negative_numbers = true)]
     Network(commands::network::NetworkCmd),
     /// Write the synthetic data of the HGP paper (FedEM-style mixture) as a client CSV

@@ -309,7 +309,7 @@ pub fn newton_step_json(report: &ConvergenceReport) -> serde_json::Value {
 #[derive(Args, Clone, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct DataArgs {
-    /// Directory with client_<i>_train.csv and client_<i>_val.csv (i = 0, 1, …; no header;
+    /// Directory with `client_<i>_train.csv` and `client_<i>_val.csv` (i = 0, 1, …; no header;
     /// features then a 0/1 label per row). Without it, the synthetic data of the HGP paper's
     /// Fig. 1 are generated from --seed.
     #[arg(long, value_name = "DIR")]

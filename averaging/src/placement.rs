@@ -43,7 +43,7 @@ pub struct Incoming<'a> {
     pub bytes: &'a mut [u8],
 }
 
-/// Moves bytes between the ranks of a job. Implementations: [`MpiComm`](crate::MpiComm)
+/// Moves bytes between the ranks of a job. Implementations: `MpiComm`
 /// (feature `mpi`) and [`ThreadRanks`].
 ///
 /// Messages between the same two ranks with the same tag arrive in the order they were sent
@@ -56,7 +56,7 @@ pub trait Comm: Send + Sync + fmt::Debug {
     /// Sends every message of `sends` and receives every message of `receives`; returns when
     /// all have completed (sends do not block each other, so any pattern completes).
     fn exchange(&self, sends: &[Outgoing<'_>], receives: &mut [Incoming<'_>]);
-    /// Rank r's `mine` (of `counts[r]` bytes) lands at offset Σ_{q<r} counts[q] of `out`, on
+    /// Rank r's `mine` (of `counts[r]` bytes) lands at offset `Σ_{q<r} counts[q]` of `out`, on
     /// every rank (`MPI_Allgatherv`).
     fn all_gather(&self, mine: &[u8], counts: &[usize], out: &mut [u8]);
 }

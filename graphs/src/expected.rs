@@ -31,9 +31,9 @@ pub struct ExpectedNetwork {
     pub edge_probability: DMatrix<f64>,
     /// p̄_{j→i} = E[p_{j→i}(δ_j)], the expected Push-Sum weight (eq. 3); rows sum to 1.
     pub expected_mixing: DMatrix<f64>,
-    /// w* = E[P] w* with Σ w* = n, E[P] = `expected_mixing`ᵀ (Sec. 3).
+    /// w* = `E[P]` w* with Σ w* = n, `E[P]` = `expected_mixing`ᵀ (Sec. 3).
     pub stationary_weight: Vec<f64>,
-    /// The second-largest eigenvalue modulus of E[P]: how fast expected Push-Sum forgets its
+    /// The second-largest eigenvalue modulus of `E[P]`: how fast expected Push-Sum forgets its
     /// start (1 − slem is the spectral gap).
     pub slem: f64,
 }
@@ -223,8 +223,8 @@ fn remove_bernoulli(all: &[f64], r: f64, out: &mut [f64]) {
     }
 }
 
-/// The stationary weights w* = E[P] w* with Σ_i w*_i = n, where `expected` is
-/// [`expected_push_sum`]'s matrix (row j = the sender), so E[P] = expectedᵀ (column-stochastic).
+/// The stationary weights w* = `E[P]` w* with Σ_i w*_i = n, where `expected` is
+/// [`expected_push_sum`]'s matrix (row j = the sender), so `E[P]` = expectedᵀ (column-stochastic).
 ///
 /// # Errors
 ///

@@ -26,6 +26,52 @@ pub enum LinkLaw {
 }
 
 /// A network whose graph G(s) may change at every step s = 1, 2, ....
+///
+/// A new network is one implementation; G(s) must be a pure function of (network, s), and
+/// `edge_probability` and `law` exact (paper 004's estimators take expectations with them).
+/// A ring whose clients send to the next client on odd steps and to the previous one on
+/// even steps (each G(s) a directed cycle, their union strongly connected over any two
+/// steps):
+///
+/// ```
+/// use hgp_graphs::{DiGraph, LinkLaw, Network, check_assumption1};
+///
+/// #[derive(Debug)]
+/// struct AlternatingRing(usize);
+///
+/// impl AlternatingRing {
+///     /// The receiver of `from` at step s.
+///     fn next(&self, s: u64, from: usize) -> usize {
+///         let n = self.0;
+///         if s % 2 == 1 { (from + 1) % n } else { (from + n - 1) % n }
+///     }
+/// }
+///
+/// impl Network for AlternatingRing {
+///     fn n(&self) -> usize {
+///         self.0
+///     }
+///     fn write_graph(&self, s: u64, out: &mut DiGraph) {
+///         // rebuild asks (receiver, sender); self-loops are always present.
+///         out.rebuild(self.0, |to, from| self.next(s, from) == to);
+///     }
+///     fn edge_probability(&self, s: u64, from: usize, to: usize) -> f64 {
+///         f64::from(u8::from(from == to || self.next(s, from) == to))
+///     }
+///     fn law(&self) -> LinkLaw {
+///         LinkLaw::Periodic(2)
+///     }
+///     fn describe(&self) -> String {
+///         format!("alternating ring, n = {}", self.0)
+///     }
+/// }
+///
+/// let ring = AlternatingRing(5);
+/// assert!(ring.graph(1).has_edge(0, 1) && ring.graph(2).has_edge(1, 0));
+/// // Assumption 1 of the HGP paper: every window of 1 step is strongly connected.
+/// check_assumption1(&ring, 1, 10)?;
+/// # Ok::<(), hgp_graphs::GraphError>(())
+/// ```
 pub trait Network: Send + Sync + Debug {
     /// Number of clients n.
     fn n(&self) -> usize;

@@ -44,6 +44,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
 mod adam;
 mod curvature;
 mod error;

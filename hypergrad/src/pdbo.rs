@@ -337,7 +337,7 @@ macro_rules! sgp_differentiation_estimator {
 /// with the realized Push-Sum weights of client i's *sending* edges (eq. 11), so that v^(M)
 /// is an unbiased estimate of eq. 8. Client i needs u_j from every j it sends to, which only
 /// an undirected network guarantees (Sec. 4.2): on a directed network the simulator still
-/// computes it, as a centralized reference, and [`describe`](HyperGradient::describe) says
+/// computes it, as a centralized reference, and [`describe`](Describe::describe) says
 /// so. Divergence (γ too large for the expected map to contract) is an error.
 pub struct Srb(SgpDifferentiation);
 

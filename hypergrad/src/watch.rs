@@ -5,7 +5,7 @@
 /// ‖·‖ may grow this much over its first value before the series is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
 /// From this many terms on, the norm is also checked for slow growth: at m = 64, 128, 256, …
-/// and at m = M, ‖u^(m)‖ must not exceed [`GROWTH_FACTOR`] × ‖u^(⌊m/2⌋)‖.
+/// and at m = M, ‖u^(m)‖ must not exceed twice ‖u^(⌊m/2⌋)‖.
 pub const GROWTH_CHECK_MIN_TERMS: usize = 64;
 /// Growth of the norm over the second half of the iterations so far that counts as
 /// divergence.

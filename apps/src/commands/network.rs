@@ -1,6 +1,6 @@
 //! `hgp network`: the network that every other subcommand builds from the same flags, and its
 //! expected quantities (paper 004 eqs. 3, 5, 12): link probabilities δ̄, expected Push-Sum
-//! weights p̄, stationary weights w*, the second-largest eigenvalue modulus of E[P], and the
+//! weights p̄, stationary weights w*, the second-largest eigenvalue modulus of `E[P]`, and the
 //! connectivity assumptions of both papers.
 
 use anyhow::{Context, Result, bail};

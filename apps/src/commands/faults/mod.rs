@@ -73,7 +73,7 @@ pub struct FaultsCmd {
     /// Seed of the data, the network, the lost messages.
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
-    /// Directory with client_<i>_train.csv and client_<i>_val.csv (see `hgp hypergrad
+    /// Directory with `client_<i>_train.csv` and `client_<i>_val.csv` (see `hgp hypergrad
     /// --help`); without it, synthetic data from --seed.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! The protocol of `hgp fbo`: federated hyper-representation learning (paper 003 Sec. 5,
 //! Table 2, Figs. 2–4). One run is one method on one split with one number τ of local upper
 //! steps: outer iterations of a joint estimate (the lower level and the hyper-gradient,
-//! [`JointEstimator`]) and one upper round ([`one_round_upper`]), until the budget of
+//! [`JointEstimator`]) and one upper round ([`one_round_upper`](hgp_hypergrad::one_round_upper)), until the budget of
 //! communication rounds is spent, with the test accuracy after every iteration.
 
 use anyhow::{Context, Result, bail};
