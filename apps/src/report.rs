@@ -438,7 +438,6 @@ pub fn value_name<S: Serializer, V: clap::ValueEnum>(
 
 /// Implements `Serialize` for command-line choices (clap `ValueEnum`s) by their names on the
 /// command line, so recorded settings read like the options that set them.
-#[macro_export]
 macro_rules! serialize_by_value_name {
     ($($t:ty),+ $(,)?) => {$(
         impl serde::Serialize for $t {
@@ -448,6 +447,7 @@ macro_rules! serialize_by_value_name {
         }
     )+};
 }
+pub(crate) use serialize_by_value_name;
 
 /// The rows of a CSV file written under `header` by [`RowWriter`] or [`write_csv`]; an
 /// absent file has none. Every row is checked in full before any is used, and a damaged one

@@ -45,7 +45,7 @@ use crate::memory::MemoryPlan;
 use crate::report::{Reporter, sci};
 use serde::Serialize;
 
-crate::serialize_by_value_name!(
+crate::report::serialize_by_value_name!(
     NetworkKind,
     AveragerKind,
     InnerKind,

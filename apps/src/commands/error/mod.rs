@@ -89,7 +89,7 @@ pub fn after_help() -> String {
     )
 }
 
-crate::serialize_by_value_name!(ErrorEstimator, Panels);
+crate::report::serialize_by_value_name!(ErrorEstimator, Panels);
 
 /// Options of `hgp error`.
 #[derive(Args, Debug, Serialize)]

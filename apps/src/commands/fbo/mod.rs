@@ -54,7 +54,7 @@ const QUICK_ROUNDS: usize = 400;
 /// Local upper steps τ compared (Table 2).
 const TAUS: [usize; 2] = [1, 5];
 
-crate::serialize_by_value_name!(protocol::Method, protocol::Split);
+crate::report::serialize_by_value_name!(protocol::Method, protocol::Split);
 
 /// Options of `hgp fbo`.
 #[derive(Args, Debug, Serialize)]

@@ -59,7 +59,7 @@ pub enum Model {
     Mlp,
 }
 
-crate::serialize_by_value_name!(Model, protocol::Method);
+crate::report::serialize_by_value_name!(Model, protocol::Method);
 
 impl Serialize for protocol::Split {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

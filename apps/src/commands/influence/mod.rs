@@ -35,7 +35,7 @@ use crate::setup::{
 use protocol::{Removal, rank_instances, remove_and_retrain};
 use report::HEADER;
 
-crate::serialize_by_value_name!(ModelKind);
+crate::report::serialize_by_value_name!(ModelKind);
 
 /// The model whose instances are scored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

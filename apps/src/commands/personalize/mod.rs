@@ -129,7 +129,7 @@ pub enum Preset {
     Cpu,
 }
 
-crate::serialize_by_value_name!(ModelKind, Preset, protocol::PersonalizeEstimator);
+crate::report::serialize_by_value_name!(ModelKind, Preset, protocol::PersonalizeEstimator);
 
 /// Options of `hgp personalize`.
 #[derive(Args, Debug, Serialize)]
