@@ -1,0 +1,259 @@
+//! What the option groups share: the seeds of a run's parts, the published schedule, the
+//! parsers of batch sizes and Neumann steps, the help texts built from the constants the code
+//! reads, and a command's [`Defaults`].
+
+use anyhow::{Result, bail};
+use hgp_graphs::rng;
+use hgp_hypergrad::{Eta, PowerIteration};
+use hgp_models::BatchSize;
+use serde::Serialize;
+
+use super::*;
+
+/// The streams of a run, from the workspace's registry.
+pub mod domain {
+    pub use hgp_graphs::rng::domain::{
+        RUN_AVERAGER as AVERAGER, RUN_DATA as DATA, RUN_ESTIMATOR as ESTIMATOR, RUN_INIT as INIT,
+        RUN_INNER as INNER, RUN_NETWORK as NETWORK,
+    };
+}
+
+crate::report::serialize_by_value_name!(
+    NetworkKind,
+    AveragerKind,
+    InnerKind,
+    OrderKind,
+    EstimatorKind
+);
+
+/// A seed for one part of a run, derived from the run's `--seed`.
+pub fn derive(seed: u64, domain: u64) -> u64 {
+    rng::key(seed, domain, 0)
+}
+
+/// The published SGP learning-rate milestones of the HGP paper's Fig. 1 (App. A.1), for
+/// [`FIG1_STEPS`] steps.
+pub const FIG1_MILESTONES: [usize; 10] =
+    [3000, 4000, 4500, 4600, 4700, 4800, 4900, 4950, 4990, 4999];
+/// The number of SGP steps of the published schedule.
+pub const FIG1_STEPS: usize = 5000;
+
+/// The published milestones scaled to `steps` steps (the same fractions of the run;
+/// duplicates and milestones at step 0 dropped).
+pub fn scaled_milestones(steps: usize) -> Vec<usize> {
+    let mut m: Vec<usize> = FIG1_MILESTONES
+        .iter()
+        .map(|&t| t * steps / FIG1_STEPS)
+        .filter(|&t| t > 0)
+        .collect();
+    m.dedup();
+    m
+}
+
+/// Serializes an optional batch size as `"full"`, a number or null (recorded settings).
+pub fn batch_option<S: serde::Serializer>(
+    b: &Option<BatchSize>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match b {
+        None => s.serialize_none(),
+        Some(BatchSize::Full) => s.serialize_str("full"),
+        Some(BatchSize::Size(k)) => s.serialize_u64(*k as u64),
+    }
+}
+
+/// Parses `full` or a positive batch size.
+pub fn parse_batch(s: &str) -> Result<BatchSize, String> {
+    if s.eq_ignore_ascii_case("full") {
+        return Ok(BatchSize::Full);
+    }
+    match s.parse::<usize>() {
+        Ok(0) => Err("a batch size must be at least 1 (or `full`)".to_string()),
+        Ok(b) => Ok(BatchSize::Size(b)),
+        Err(_) => Err(format!("expected `full` or a positive integer, got {s:?}")),
+    }
+}
+
+/// A Neumann step as given on the command line: `auto` or a number (checked later, so a
+/// bad number gets the commands' own one-line message).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EtaArg {
+    /// η = 1/L̂ by power iteration.
+    Auto,
+    /// This η.
+    Value(f64),
+}
+
+/// Parses `auto` or a number.
+pub fn parse_eta(s: &str) -> Result<EtaArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(EtaArg::Auto);
+    }
+    s.parse::<f64>()
+        .map(EtaArg::Value)
+        .map_err(|_| format!("expected `auto` or a number, got {s:?}"))
+}
+
+impl EtaArg {
+    /// The step, with `iterations` power iterations for `auto`; a value must be positive
+    /// and finite.
+    pub fn resolve(self, iterations: usize) -> Result<Eta> {
+        match self {
+            Self::Auto => Ok(Eta::Auto(PowerIteration { iterations })),
+            Self::Value(v) if v.is_finite() && v > 0.0 => Ok(Eta::Fixed(v)),
+            Self::Value(v) => bail!("--eta must be `auto` or a positive number (got {v})"),
+        }
+    }
+}
+
+impl Serialize for EtaArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Value(v) => s.serialize_f64(*v),
+        }
+    }
+}
+
+impl std::fmt::Display for EtaArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => write!(f, "auto"),
+            Self::Value(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// The help text of `--eta`, for commands whose default is `default`.
+pub fn eta_help(default: EtaArg) -> String {
+    format!(
+        "Neumann step η of HGP: `auto`, or a positive number below 2 / the largest \
+         eigenvalue of the clients' mean Hessian (larger values diverge, and are reported). \
+         `auto` sets η = 1/L̂, L̂ the largest curvature of the mean Hessian at x(λ), \
+         estimated by K power iterations (--power-iterations) on averaged Hessian-vector \
+         products: K more HVPs per client and K more averages per estimate \
+         [default: {default}]"
+    )
+}
+
+/// A help line ending in `[default: …]` printed from the constant the code falls back to, so
+/// the help and the behaviour cannot disagree.
+pub fn with_default(text: &str, default: impl std::fmt::Display) -> String {
+    format!("{text} [default: {default}]")
+}
+
+/// Comma-separated values, as `--help` shows a list default.
+pub fn comma_list<T: std::fmt::Display>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The help text of `--power-iterations`.
+pub fn power_help() -> String {
+    with_default(
+        "Power iterations K that estimate L̂ for --eta auto (each one HVP per client and one average)",
+        PowerIteration::default().iterations,
+    )
+}
+
+/// The step of HGP from `--eta` (or the command's `default`) and `--power-iterations`,
+/// checked: a positive η or `auto`, and power iterations only with `auto`, at least 1.
+pub fn resolve_step(eta: Option<EtaArg>, default: EtaArg, power: Option<usize>) -> Result<Eta> {
+    let eta = eta.unwrap_or(default);
+    refuse_unused(power.is_some() && eta != EtaArg::Auto, || {
+        "--power-iterations applies to --eta auto".to_string()
+    })?;
+    if power == Some(0) {
+        bail!("--power-iterations must be at least 1");
+    }
+    eta.resolve(power.unwrap_or(PowerIteration::default().iterations))
+}
+
+/// Fails with `message` when `given` is set: an option that would have no effect.
+pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()> {
+    if given {
+        bail!("{}", message());
+    }
+    Ok(())
+}
+
+/// A command's defaults for the options the user may leave out. The code reads them, and
+/// [`Defaults::help`] prints them at the end of the command's `--help`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Defaults {
+    /// SGP steps.
+    pub sgp_steps: usize,
+    /// SGP learning rate.
+    pub lr: f64,
+    /// SGP batch.
+    pub inner_batch: BatchSize,
+    /// Neumann terms M.
+    pub neumann_terms: usize,
+    /// Neumann step η.
+    pub eta: EtaArg,
+    /// HGP batch.
+    pub batch: BatchSize,
+}
+
+fn batch_name(b: BatchSize) -> String {
+    match b {
+        BatchSize::Full => "full".to_string(),
+        BatchSize::Size(b) => b.to_string(),
+    }
+}
+
+impl Defaults {
+    /// The logistic experiments of the HGP paper (Fig. 1 settings; η from the problem).
+    pub const LOGISTIC: Defaults = Defaults {
+        sgp_steps: FIG1_STEPS,
+        lr: 2.0,
+        inner_batch: BatchSize::Full,
+        neumann_terms: 1000,
+        eta: EtaArg::Auto,
+        batch: BatchSize::Full,
+    };
+
+    /// One line of `--help` listing these defaults, for `label` (e.g. "--model cnn").
+    pub fn help(&self, label: &str) -> String {
+        format!(
+            "  {label}: --sgp-steps {} --lr {} --inner-batch {} --neumann-terms {} --eta {} --batch {}",
+            self.sgp_steps,
+            self.lr,
+            batch_name(self.inner_batch),
+            self.neumann_terms,
+            self.eta,
+            batch_name(self.batch)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milestones_scale_with_the_steps() {
+        assert_eq!(scaled_milestones(FIG1_STEPS), FIG1_MILESTONES.to_vec());
+        assert_eq!(
+            scaled_milestones(500),
+            vec![300, 400, 450, 460, 470, 480, 490, 495, 499]
+        );
+        assert!(scaled_milestones(1).is_empty());
+    }
+
+    #[test]
+    fn eta_parses_auto_and_numbers() {
+        assert_eq!(parse_eta("auto"), Ok(EtaArg::Auto));
+        assert_eq!(parse_eta("0.5"), Ok(EtaArg::Value(0.5)));
+        assert!(parse_eta("fast").is_err());
+        assert!(EtaArg::Value(-1.0).resolve(20).is_err());
+        assert!(EtaArg::Value(f64::NAN).resolve(20).is_err());
+        assert_eq!(
+            EtaArg::Auto.resolve(7).unwrap(),
+            Eta::Auto(PowerIteration { iterations: 7 })
+        );
+    }
+}

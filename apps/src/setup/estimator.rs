@@ -1,0 +1,521 @@
+//! The hyper-gradient estimators of the command line: each one's [`EstimatorSpec`] (the one
+//! place that describes it), the checks of the estimator options that follow from it, and
+//! [`EstimatorArgs::construct`].
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use hgp_averaging::{Averager, Scalar};
+use hgp_hypergrad::{
+    AggItd, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions, HyperGradient,
+    JointEstimator, Local, PdboExact, PdboHgp, PdboOptions, SampleMode, Srb,
+};
+use hgp_inner_solvers::LocalUpdate;
+use hgp_models::{BatchSize, ClientObjective};
+use serde::Serialize;
+
+use super::*;
+
+/// Hyper-gradient estimators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EstimatorKind {
+    /// Hyper-Gradient Push (HGP Alg. 2) with the chosen averager.
+    Hgp,
+    /// The exact hyper-gradient by a dense solve (small problems).
+    Exact,
+    /// The local outer gradient ∂_λ f_i (no cooperation).
+    Local,
+    /// AggITD (Xiao & Ji, ICML 2023, Alg. 1) over a central server: runs its own lower
+    /// level (FedSVRG-type rounds) and builds the estimate during it.
+    Aggitd,
+    /// FedNest's AID estimator (Tarzanagh et al., ICML 2022) over a central server: FedSVRG
+    /// lower rounds, then a Neumann series of the averaged Hessian (T' = --neumann-terms).
+    Fednest,
+    /// SRB of paper 004 (eq. 9): recurrent backpropagation through the SGP iteration along
+    /// sending edges (decentralized on undirected networks only; a centralized reference on
+    /// directed ones).
+    Srb,
+    /// HGP of paper 004 (Alg. 2): SRB along receiving edges, reweighted by the network's
+    /// expected weights (eq. 12); runs on random directed networks.
+    PdboHgp,
+    /// The exact hyper-gradient of paper 004's formulation: the fixed point of the expected
+    /// SGP map with step γ, differentiated densely (small problems).
+    PdboExact,
+}
+
+/// What the command line knows of an estimator: its shape and the options it reads.
+///
+/// Adding an estimator to the `hgp` program is one variant of [`EstimatorKind`] (its doc line
+/// is its `--help`), its arm in [`EstimatorKind::spec`], and its arm in
+/// [`EstimatorArgs::construct`]; the checks of every option follow from `reads` (an option
+/// an estimator does not read is refused, naming those it does), and the shape decides the
+/// rest (a server-based estimator refuses the inner solver's options, only HGP averages
+/// with `--averager`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EstimatorSpec {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// Runs its own lower level over a server (paper 003), instead of estimating after the
+    /// inner solver.
+    pub joint: bool,
+    /// Averages with `--averager` (HGP, Alg. 2).
+    pub averages: bool,
+    /// Differentiates the SGP iteration with its step γ (paper 004: `--pdbo-lr`).
+    pub sgp_step: bool,
+    /// Forms dense systems of n·d_x unknowns (at most [`EXACT_MAX_SIZE`](hgp_hypergrad::EXACT_MAX_SIZE)).
+    pub dense: bool,
+    /// Runs with the clients spread over MPI ranks (`--engine mpi`).
+    pub over_ranks: bool,
+    /// The estimator options it reads (flags as typed); the others are refused for it.
+    pub reads: &'static [&'static str],
+    /// Why it reads no more, said when an option is refused ("" for nothing to add).
+    pub note: &'static str,
+}
+
+impl EstimatorKind {
+    /// The estimator's shape and options (the one place that describes it; see
+    /// [`EstimatorSpec`]).
+    pub fn spec(self) -> EstimatorSpec {
+        const POST_HOC: EstimatorSpec = EstimatorSpec {
+            name: "",
+            joint: false,
+            averages: false,
+            sgp_step: false,
+            dense: false,
+            over_ranks: false,
+            reads: &[],
+            note: "",
+        };
+        match self {
+            Self::Hgp => EstimatorSpec {
+                name: "hgp",
+                averages: true,
+                over_ranks: true,
+                reads: &[
+                    "--neumann-terms",
+                    "--eta",
+                    "--power-iterations",
+                    "--batch",
+                    "--shared-samples",
+                ],
+                ..POST_HOC
+            },
+            Self::Exact => EstimatorSpec {
+                name: "exact",
+                dense: true,
+                note: "it solves the dense fixed-point system: no series, step or batch",
+                ..POST_HOC
+            },
+            Self::Local => EstimatorSpec {
+                name: "local",
+                ..POST_HOC
+            },
+            Self::Aggitd => EstimatorSpec {
+                name: "aggitd",
+                joint: true,
+                reads: &[
+                    "--inner-steps",
+                    "--inner-lr",
+                    "--neumann-step",
+                    "--local-steps",
+                    "--batch",
+                    "--aggitd-index",
+                ],
+                note: "its HessIV recursion runs over its N lower rounds, --inner-steps",
+                ..POST_HOC
+            },
+            Self::Fednest => EstimatorSpec {
+                name: "fednest",
+                joint: true,
+                reads: &[
+                    "--inner-steps",
+                    "--inner-lr",
+                    "--neumann-step",
+                    "--local-steps",
+                    "--batch",
+                    "--neumann-terms",
+                ],
+                ..POST_HOC
+            },
+            Self::Srb => EstimatorSpec {
+                name: "srb",
+                sgp_step: true,
+                reads: &[
+                    "--neumann-terms",
+                    "--batch",
+                    "--shared-samples",
+                    "--pdbo-lr",
+                ],
+                ..POST_HOC
+            },
+            Self::PdboHgp => EstimatorSpec {
+                name: "pdbo-hgp",
+                sgp_step: true,
+                reads: &["--neumann-terms", "--batch", "--pdbo-lr"],
+                note: "Alg. 2 of paper 004 always uses one draw for both products",
+                ..POST_HOC
+            },
+            Self::PdboExact => EstimatorSpec {
+                name: "pdbo-exact",
+                sgp_step: true,
+                dense: true,
+                reads: &["--pdbo-lr"],
+                note: "it solves densely: no series to truncate or sample",
+                ..POST_HOC
+            },
+        }
+    }
+
+    /// The name on the command line (clap's, checked by a test).
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Whether the estimator differentiates the SGP iteration (paper 004: uses γ).
+    pub fn pdbo(self) -> bool {
+        self.spec().sgp_step
+    }
+
+    /// Whether the estimator runs a series on mini-batches (reads --neumann-terms and
+    /// --batch after the inner solver).
+    pub fn iterative(self) -> bool {
+        let s = self.spec();
+        !s.joint && s.reads.contains(&"--batch")
+    }
+
+    /// Whether the estimator runs its own lower level (server-based, paper 003).
+    pub fn federated(self) -> bool {
+        self.spec().joint
+    }
+}
+
+/// Defaults of the federated estimators' lower level and Neumann step (`hgp hypergrad`).
+pub const FED_INNER_STEPS: usize = 1000;
+/// Default lower-level step β of the federated estimators.
+pub const FED_INNER_LR: f64 = 1.0;
+/// Default Neumann step of the federated estimators (paper 003's λ).
+pub const FED_NEUMANN_STEP: f64 = 1.0;
+/// Default local steps τ of a lower round.
+pub const FED_LOCAL_STEPS: usize = 1;
+
+/// The lower level and HessIV of the federated estimators (aggitd, fednest).
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FederatedArgs {
+    #[arg(long, value_name = "N", help = with_default(
+        "Lower-level rounds N of --estimator aggitd / fednest (FedSVRG-type: two communication rounds each)",
+        FED_INNER_STEPS,
+    ))]
+    pub inner_steps: Option<usize>,
+    #[arg(long, value_name = "β", help = with_default(
+        "Lower-level step β of --estimator aggitd / fednest",
+        FED_INNER_LR,
+    ))]
+    pub inner_lr: Option<f64>,
+    #[arg(long, value_name = "λ", help = with_default(
+        "Neumann step of --estimator aggitd / fednest (paper 003's λ; below 2 / the largest eigenvalue of the mean Hessian)",
+        FED_NEUMANN_STEP,
+    ))]
+    pub neumann_step: Option<f64>,
+    #[arg(long, value_name = "τ", help = with_default(
+        "Local steps τ of each lower round of --estimator aggitd / fednest",
+        FED_LOCAL_STEPS,
+    ))]
+    pub local_steps: Option<usize>,
+    /// AggITD's index Q ∈ {0, …, N}, from which the HessIV recursion starts [default: drawn
+    /// uniformly from --seed].
+    #[arg(long, value_name = "Q")]
+    pub aggitd_index: Option<usize>,
+}
+
+/// The hyper-gradient estimator.
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EstimatorArgs {
+    /// Hyper-gradient estimator.
+    #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
+    pub estimator: EstimatorKind,
+    /// Neumann terms M of HGP [default: listed at the end].
+    #[arg(long, value_name = "M")]
+    pub neumann_terms: Option<usize>,
+    /// Neumann step η of HGP: `auto` (η = 1/L̂ from the mean Hessian, by power iteration)
+    /// or a positive number below 2 / its largest eigenvalue [default: listed at the end].
+    #[arg(long, value_parser = parse_eta, value_name = "η")]
+    pub eta: Option<EtaArg>,
+    #[arg(long, value_name = "K", help = power_help())]
+    pub power_iterations: Option<usize>,
+    /// HGP mini-batch size for the Jacobian products, `full` or a number [default: listed
+    /// at the end].
+    #[arg(long, value_parser = parse_batch, value_name = "B")]
+    #[serde(serialize_with = "batch_option")]
+    pub batch: Option<BatchSize>,
+    /// Use one sample for both Jacobian products of an HGP iteration (and, for --estimator
+    /// srb, one network draw: eq. 9 draws ζ̌ and ζ̂ independently; pdbo-hgp always shares
+    /// one draw, as Alg. 2 of paper 004).
+    #[arg(long)]
+    pub shared_samples: bool,
+    /// The SGP step γ that paper 004's estimators differentiate (srb, pdbo-hgp, pdbo-exact:
+    /// φ_j = z_j − γ ∂_x g_j(z_j / w*_j)) [default: the inner SGP's final learning rate].
+    #[arg(long, value_name = "γ")]
+    pub pdbo_lr: Option<f64>,
+    #[command(flatten)]
+    pub federated: FederatedArgs,
+}
+
+impl EstimatorArgs {
+    /// The estimator options given on the command line, by flag (`--fraction` is the
+    /// averager's, checked by the pipeline).
+    fn given(&self) -> [(&'static str, bool); 11] {
+        let f = &self.federated;
+        [
+            ("--neumann-terms", self.neumann_terms.is_some()),
+            ("--eta", self.eta.is_some()),
+            ("--power-iterations", self.power_iterations.is_some()),
+            ("--batch", self.batch.is_some()),
+            ("--shared-samples", self.shared_samples),
+            ("--pdbo-lr", self.pdbo_lr.is_some()),
+            ("--inner-steps", f.inner_steps.is_some()),
+            ("--inner-lr", f.inner_lr.is_some()),
+            ("--neumann-step", f.neumann_step.is_some()),
+            ("--local-steps", f.local_steps.is_some()),
+            ("--aggitd-index", f.aggitd_index.is_some()),
+        ]
+    }
+
+    /// Checks the options (before any work): every option given must be one the estimator
+    /// reads ([`EstimatorKind::spec`]), and every value in its range.
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        let spec = self.estimator.spec();
+        let name = spec.name;
+        for (flag, given) in self.given() {
+            refuse_unused(given && !spec.reads.contains(&flag), || {
+                let readers: Vec<&str> = EstimatorKind::value_variants()
+                    .iter()
+                    .map(|k| k.spec())
+                    .filter(|s| s.reads.contains(&flag))
+                    .map(|s| s.name)
+                    .collect();
+                let its = if spec.reads.is_empty() {
+                    "which has no options of its own".to_string()
+                } else {
+                    format!("which reads {}", spec.reads.join(", "))
+                };
+                let note = if spec.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", spec.note)
+                };
+                format!(
+                    "{flag} sets --estimator {}, not --estimator {name}, {its}{note}",
+                    readers.join(" / ")
+                )
+            })?;
+        }
+        let f = &self.federated;
+        for (flag, v) in [
+            ("--neumann-terms", self.neumann_terms),
+            ("--power-iterations", self.power_iterations),
+            ("--inner-steps", f.inner_steps),
+            ("--local-steps", f.local_steps),
+        ] {
+            if v == Some(0) {
+                bail!("{flag} must be at least 1");
+            }
+        }
+        for (flag, v) in [
+            ("--pdbo-lr", self.pdbo_lr),
+            ("--inner-lr", f.inner_lr),
+            ("--neumann-step", f.neumann_step),
+        ] {
+            if let Some(v) = v
+                && !(v.is_finite() && v > 0.0)
+            {
+                bail!("{flag} must be a positive number (got {v})");
+            }
+        }
+        if spec.reads.contains(&"--eta") {
+            let eta = self.eta.unwrap_or(defaults.eta);
+            eta.resolve(1)?;
+            refuse_unused(
+                self.power_iterations.is_some() && eta != EtaArg::Auto,
+                || "--power-iterations applies to --eta auto".to_string(),
+            )?;
+        }
+        refuse_unused(
+            self.shared_samples && self.batch(defaults) == BatchSize::Full,
+            || {
+                "--shared-samples needs mini-batches (--batch B): with full batches both products already use every instance".to_string()
+            },
+        )?;
+        let n = f.inner_steps.unwrap_or(FED_INNER_STEPS);
+        if let Some(q) = f.aggitd_index
+            && q > n
+        {
+            bail!("--aggitd-index {q} is beyond the N = {n} lower rounds: Q ∈ {{0, …, {n}}}");
+        }
+        Ok(())
+    }
+
+    /// The HGP batch.
+    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
+        self.batch.unwrap_or(defaults.batch)
+    }
+
+    /// HGP's options, with the command's defaults where an option was left out.
+    pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> Result<HgpOptions> {
+        Ok(HgpOptions {
+            neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
+            eta: resolve_step(self.eta, defaults.eta, self.power_iterations)?,
+            batch: self.batch(defaults),
+            samples: if self.shared_samples {
+                SampleMode::Shared
+            } else {
+                SampleMode::Independent
+            },
+            seed: derive(seed, domain::ESTIMATOR),
+        })
+    }
+
+    /// The options of paper 004's iterative estimators with SGP step `gamma`.
+    pub fn pdbo_options(&self, gamma: f64, seed: u64, defaults: &Defaults) -> PdboOptions {
+        PdboOptions {
+            neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
+            gamma,
+            batch: self.batch(defaults),
+            samples: if self.shared_samples || self.estimator == EstimatorKind::PdboHgp {
+                SampleMode::Shared
+            } else {
+                SampleMode::Independent
+            },
+            seed: derive(seed, domain::ESTIMATOR),
+        }
+    }
+
+    /// Builds the estimator from what its kind needs (the one place an estimator is
+    /// constructed; see [`EstimatorSpec`]): HGP the averager, paper 004's estimators the
+    /// network and the SGP step γ, the server-based ones their options with C = `fraction`.
+    pub fn construct<T: Scalar, C: ClientObjective<T> + 'static>(
+        &self,
+        parts: &Parts<'_, T>,
+        defaults: &Defaults,
+    ) -> Result<Built<T, C>> {
+        let (net, gamma, seed) = (parts.network, parts.gamma, parts.seed);
+        let network = || net.network.clone();
+        let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
+        match self.estimator {
+            EstimatorKind::Hgp => post_hoc(Box::new(
+                Hgp::new((parts.averager)()?, self.hgp_options(seed, defaults)?)
+                    .context("HGP settings")?,
+            )),
+            EstimatorKind::Srb => post_hoc(Box::new(
+                Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("SRB settings")?,
+            )),
+            EstimatorKind::PdboHgp => post_hoc(Box::new(
+                PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("--estimator pdbo-hgp")?,
+            )),
+            EstimatorKind::PdboExact => post_hoc(Box::new(
+                PdboExact::new(net.network.as_ref(), gamma).context("--estimator pdbo-exact")?,
+            )),
+            EstimatorKind::Exact => post_hoc(Box::new(Exact::new())),
+            EstimatorKind::Local => post_hoc(Box::new(Local)),
+            EstimatorKind::Aggitd => {
+                let options = self.federated_options(parts.fraction, seed, defaults);
+                let mut e = AggItd::new(options)
+                    .context("AggITD settings")?
+                    .with_q_mean();
+                if let Some(q) = self.federated.aggitd_index {
+                    e = e.with_index(q);
+                }
+                Ok(Built::Joint(Box::new(e)))
+            }
+            EstimatorKind::Fednest => {
+                let options = self.federated_options(parts.fraction, seed, defaults);
+                let terms = self.neumann_terms.unwrap_or(defaults.neumann_terms);
+                Ok(Built::Joint(Box::new(
+                    FedNest::new(options, terms, HessianScope::Global)
+                        .context("FedNest settings")?,
+                )))
+            }
+        }
+    }
+
+    /// The options of the federated estimators, with C = `fraction`.
+    pub fn federated_options(
+        &self,
+        fraction: f64,
+        seed: u64,
+        defaults: &Defaults,
+    ) -> FederatedOptions {
+        let f = &self.federated;
+        FederatedOptions {
+            inner_steps: f.inner_steps.unwrap_or(FED_INNER_STEPS),
+            inner_lr: f.inner_lr.unwrap_or(FED_INNER_LR),
+            local_steps: f.local_steps.unwrap_or(FED_LOCAL_STEPS),
+            update: LocalUpdate::Svrg,
+            neumann_step: f.neumann_step.unwrap_or(FED_NEUMANN_STEP),
+            fraction,
+            batch: self.batch(defaults),
+            seed: derive(seed, domain::ESTIMATOR),
+            participants_only: false,
+        }
+    }
+}
+
+/// What an estimator may be built from ([`EstimatorArgs::construct`]).
+pub struct Parts<'a, T> {
+    /// HGP's averager, built when asked for.
+    pub averager: &'a dyn Fn() -> Result<Box<dyn Averager<T>>>,
+    /// The estimator's network (paper 004's estimators take its expectations).
+    pub network: &'a BuiltNetwork,
+    /// The SGP step γ of paper 004's estimators.
+    pub gamma: f64,
+    /// The participation C of a server.
+    pub fraction: f64,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// An estimator as built: one that estimates after the inner solver, or one that runs its
+/// own lower level.
+pub enum Built<T: Scalar, C: ClientObjective<T>> {
+    /// Post hoc, handed the inner solution.
+    PostHoc(Box<dyn HyperGradient<T, C>>),
+    /// Joint, handed the lower level's starting point.
+    Joint(Box<dyn JointEstimator<T, C>>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The estimators' names in their specs are clap's, and every option an estimator
+    /// reads is one the command line has.
+    #[test]
+    fn every_estimator_spec_agrees_with_the_command_line() {
+        let args = EstimatorArgs {
+            estimator: EstimatorKind::Hgp,
+            neumann_terms: None,
+            eta: None,
+            power_iterations: None,
+            batch: None,
+            shared_samples: false,
+            pdbo_lr: None,
+            federated: FederatedArgs {
+                inner_steps: None,
+                inner_lr: None,
+                neumann_step: None,
+                local_steps: None,
+                aggitd_index: None,
+            },
+        };
+        let flags: Vec<&str> = args.given().iter().map(|(f, _)| *f).collect();
+        for &k in EstimatorKind::value_variants() {
+            let clap = k.to_possible_value().unwrap();
+            assert_eq!(k.spec().name, clap.get_name());
+            for flag in k.spec().reads {
+                assert!(flags.contains(flag), "{} reads {flag}", k.name());
+            }
+        }
+    }
+}

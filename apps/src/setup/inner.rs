@@ -1,0 +1,192 @@
+//! The inner solve x(λ) (`--inner`, SGP's steps, rates and batches) and its builder.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use hgp_averaging::{Placement, PushSumProtocol, Scalar};
+use hgp_graphs::Network;
+use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, Sgp, SgpOrder};
+use hgp_models::{BatchSize, InnerHvp};
+use serde::Serialize;
+
+use super::*;
+
+/// Default SGP learning-rate decay factor at each milestone.
+pub const LR_DECAY: f64 = 0.1;
+
+/// Inner solvers available from the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InnerKind {
+    /// Stochastic gradient push over the network (the papers' solver).
+    Sgp,
+    /// Centralized Newton to machine precision (a reference; logistic models only).
+    Exact,
+}
+
+/// Orders of SGP's local step and exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderKind {
+    /// Local step, then Push-Sum (PDBO Alg. 1).
+    StepThenMix,
+    /// Push-Sum, then local step.
+    MixThenStep,
+}
+
+/// The inner solve x(λ).
+#[derive(Args, Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct InnerArgs {
+    /// How x(λ) is obtained.
+    #[arg(long, value_enum, default_value_t = InnerKind::Sgp)]
+    pub inner: InnerKind,
+    /// SGP steps [default: listed at the end].
+    #[arg(long, value_name = "T")]
+    pub sgp_steps: Option<usize>,
+    /// SGP learning rate before decay [default: listed at the end].
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
+    /// Steps at which the learning rate is multiplied by --lr-decay (comma separated, each
+    /// below --sgp-steps) [default: the published schedule of the HGP paper's Fig. 1, at
+    /// 60, 80, 90, 92, 94, 96, 98, 99, 99.8 and 99.98 % of the steps].
+    #[arg(long, value_delimiter = ',', value_name = "STEPS")]
+    pub lr_milestones: Option<Vec<usize>>,
+    #[arg(long, value_name = "F", help = with_default(
+        "Learning-rate decay factor at each milestone, in (0, 1]",
+        LR_DECAY,
+    ))]
+    pub lr_decay: Option<f64>,
+    /// SGP mini-batch size, `full` or a number [default: listed at the end].
+    #[arg(long, value_parser = parse_batch, value_name = "B")]
+    #[serde(serialize_with = "batch_option")]
+    pub inner_batch: Option<BatchSize>,
+    /// Order of SGP's local step and Push-Sum exchange [default: step-then-mix].
+    #[arg(long, value_enum)]
+    pub sgp_order: Option<OrderKind>,
+}
+
+/// The smallest and largest training sets of the clients.
+pub fn train_sizes<T: Scalar, C: InnerHvp<T>>(clients: &[C]) -> (usize, usize) {
+    clients
+        .iter()
+        .map(|c| c.num_train())
+        .fold((usize::MAX, 0), |(lo, hi), m| (lo.min(m), hi.max(m)))
+}
+
+/// Refuses a batch larger than every client's training set, and says (one line on
+/// stderr, unless `quiet`) when it is larger than some clients' (they use all of theirs).
+pub fn check_batch(
+    flag: &str,
+    batch: BatchSize,
+    (lo, hi): (usize, usize),
+    quiet: bool,
+) -> Result<()> {
+    if let BatchSize::Size(b) = batch {
+        if b > hi {
+            bail!(
+                "{flag} {b} is larger than every client's training set (at most {hi} instances): use {flag} full, or a smaller batch"
+            );
+        }
+        if b > lo && !quiet {
+            eprintln!(
+                "note: {flag} {b} is larger than the smallest client's training set ({lo} instances): such clients use all of theirs"
+            );
+        }
+    }
+    Ok(())
+}
+
+impl InnerArgs {
+    /// Checks the options (before any work).
+    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+        if self.inner == InnerKind::Exact {
+            for (flag, given) in [
+                ("--sgp-steps", self.sgp_steps.is_some()),
+                ("--lr", self.lr.is_some()),
+                ("--lr-milestones", self.lr_milestones.is_some()),
+                ("--lr-decay", self.lr_decay.is_some()),
+                ("--inner-batch", self.inner_batch.is_some()),
+                ("--sgp-order", self.sgp_order.is_some()),
+            ] {
+                refuse_unused(given, || {
+                    format!("{flag} sets SGP; --inner exact solves by Newton's method")
+                })?;
+            }
+            return Ok(());
+        }
+        let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
+        if steps == 0 {
+            bail!("--sgp-steps must be at least 1");
+        }
+        if let Some(lr) = self.lr
+            && !(lr.is_finite() && lr > 0.0)
+        {
+            bail!("--lr must be a positive number (got {lr})");
+        }
+        if let Some(f) = self.lr_decay
+            && !(f > 0.0 && f <= 1.0)
+        {
+            bail!("--lr-decay must be in (0, 1] (got {f})");
+        }
+        if let Some(m) = &self.lr_milestones
+            && let Some(&late) = m.iter().find(|&&t| t >= steps)
+        {
+            bail!(
+                "--lr-milestones has step {late}, not below --sgp-steps {steps}: it would never apply"
+            );
+        }
+        Ok(())
+    }
+
+    /// The learning-rate schedule.
+    pub fn schedule(&self, defaults: &Defaults) -> Result<LrSchedule> {
+        let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
+        let milestones = self
+            .lr_milestones
+            .clone()
+            .unwrap_or_else(|| scaled_milestones(steps));
+        Ok(LrSchedule::multi_step(
+            self.lr.unwrap_or(defaults.lr),
+            milestones,
+            self.lr_decay.unwrap_or(LR_DECAY),
+        )?)
+    }
+
+    /// The SGP batch.
+    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
+        self.inner_batch.unwrap_or(defaults.inner_batch)
+    }
+
+    /// Builds the solver over `network` for clients placed by `placement`, SGP Push-Summing
+    /// by `protocol` (plain shares or running sums, faults).
+    pub fn build_with<T: Scalar, C: InnerHvp<T> + 'static>(
+        &self,
+        network: Arc<dyn Network>,
+        (seed, placement): (u64, &Placement),
+        defaults: &Defaults,
+        protocol: PushSumProtocol,
+    ) -> Result<Box<dyn InnerSolver<T, C>>> {
+        Ok(match self.inner {
+            InnerKind::Exact => {
+                if placement.is_distributed() {
+                    bail!("{}", ENGINE_INNER);
+                }
+                Box::new(ExactNewton::new())
+            }
+            InnerKind::Sgp => {
+                let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
+                    OrderKind::StepThenMix => SgpOrder::StepThenMix,
+                    OrderKind::MixThenStep => SgpOrder::MixThenStep,
+                };
+                let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
+                Box::new(
+                    Sgp::new(network, steps, self.schedule(defaults)?)?
+                        .with_order(order)
+                        .with_batches(self.batch(defaults), derive(seed, domain::INNER))
+                        .with_push_sum(protocol)
+                        .with_placement(placement.clone()),
+                )
+            }
+        })
+    }
+}
