@@ -114,10 +114,8 @@ impl AveragerArgs {
         if self.push_steps == Some(0) {
             bail!("--push-steps must be at least 1");
         }
-        if let Some(c) = self.fraction
-            && !(c > 0.0 && c <= 1.0)
-        {
-            bail!("--fraction must be in (0, 1] (got {c})");
+        if let Some(c) = self.fraction {
+            fraction("--fraction", c)?;
         }
         if kind == AveragerKind::Gossip && matches!(network, NetworkKind::Randd | NetworkKind::Exp)
         {

@@ -172,6 +172,32 @@ pub fn resolve_step(eta: Option<EtaArg>, default: EtaArg, power: Option<usize>) 
     eta.resolve(power.unwrap_or(PowerIteration::default().iterations))
 }
 
+/// Refuses a count of 0 for any of these (flag, count): steps, terms, clients, seeds, ….
+pub fn at_least_one(counts: &[(&str, usize)]) -> Result<()> {
+    match counts.iter().find(|(_, v)| *v == 0) {
+        Some((flag, _)) => bail!("{flag} must be at least 1"),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a value of any of these (flag, value) that is not a positive, finite number
+/// (learning rates, steps, scales).
+pub fn positive(values: &[(&str, f64)]) -> Result<()> {
+    match values.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+        Some((flag, v)) => bail!("{flag} must be a positive number (got {v})"),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a fraction (a participation C, a decay factor) outside (0, 1].
+pub fn fraction(flag: &str, value: f64) -> Result<()> {
+    if value > 0.0 && value <= 1.0 {
+        Ok(())
+    } else {
+        bail!("{flag} must be in (0, 1] (got {value})")
+    }
+}
+
 /// Fails with `message` when `given` is set: an option that would have no effect.
 pub fn refuse_unused(given: bool, message: impl FnOnce() -> String) -> Result<()> {
     if given {

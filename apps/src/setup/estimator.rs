@@ -311,27 +311,24 @@ impl EstimatorArgs {
             })?;
         }
         let f = &self.federated;
-        for (flag, v) in [
+        let given = |v: &[(&'static str, Option<usize>)]| -> Vec<(&'static str, usize)> {
+            v.iter().filter_map(|&(f, x)| Some((f, x?))).collect()
+        };
+        at_least_one(&given(&[
             ("--neumann-terms", self.neumann_terms),
             ("--power-iterations", self.power_iterations),
             ("--inner-steps", f.inner_steps),
             ("--local-steps", f.local_steps),
-        ] {
-            if v == Some(0) {
-                bail!("{flag} must be at least 1");
-            }
-        }
-        for (flag, v) in [
+        ]))?;
+        let rates: Vec<(&str, f64)> = [
             ("--pdbo-lr", self.pdbo_lr),
             ("--inner-lr", f.inner_lr),
             ("--neumann-step", f.neumann_step),
-        ] {
-            if let Some(v) = v
-                && !(v.is_finite() && v > 0.0)
-            {
-                bail!("{flag} must be a positive number (got {v})");
-            }
-        }
+        ]
+        .iter()
+        .filter_map(|&(flag, v)| Some((flag, v?)))
+        .collect();
+        positive(&rates)?;
         if spec.reads.contains(&"--eta") {
             let eta = self.eta.unwrap_or(defaults.eta);
             eta.resolve(1)?;

@@ -115,18 +115,12 @@ impl InnerArgs {
             return Ok(());
         }
         let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
-        if steps == 0 {
-            bail!("--sgp-steps must be at least 1");
+        at_least_one(&[("--sgp-steps", steps)])?;
+        if let Some(lr) = self.lr {
+            positive(&[("--lr", lr)])?;
         }
-        if let Some(lr) = self.lr
-            && !(lr.is_finite() && lr > 0.0)
-        {
-            bail!("--lr must be a positive number (got {lr})");
-        }
-        if let Some(f) = self.lr_decay
-            && !(f > 0.0 && f <= 1.0)
-        {
-            bail!("--lr-decay must be in (0, 1] (got {f})");
+        if let Some(f) = self.lr_decay {
+            fraction("--lr-decay", f)?;
         }
         if let Some(m) = &self.lr_milestones
             && let Some(&late) = m.iter().find(|&&t| t >= steps)

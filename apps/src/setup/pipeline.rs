@@ -132,10 +132,8 @@ impl<'a> Pipeline<'a> {
                     )
                 })?;
             }
-            if let Some(c) = a.fraction
-                && !(c > 0.0 && c <= 1.0)
-            {
-                bail!("--fraction must be in (0, 1] (got {c})");
+            if let Some(c) = a.fraction {
+                fraction("--fraction", c)?;
             }
             return Ok(());
         }

@@ -27,9 +27,9 @@ use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, ConvergenceArgs, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS,
-    FRACTION, InnerKind, L2_LAMBDA, NetworkArgs, SolveContext, check_batch, comma_list, derive,
-    domain, eta_help, l2_lambda, parse_eta, power_help, refuse_unused, resolve_step, train_sizes,
-    with_default,
+    FRACTION, InnerKind, L2_LAMBDA, NetworkArgs, SolveContext, at_least_one, check_batch,
+    comma_list, derive, domain, eta_help, l2_lambda, parse_eta, positive, power_help,
+    refuse_unused, resolve_step, train_sizes, with_default,
 };
 
 use protocol::{Curve, error_curve, error_of_mean};
@@ -212,12 +212,7 @@ impl ErrorCmd {
         let quick = usize::from(self.quick);
         let seeds = self.seeds.unwrap_or(SEEDS[quick]);
         let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
-        if seeds == 0 {
-            bail!("--seeds must be at least 1");
-        }
-        if m_max == 0 {
-            bail!("--neumann-terms must be at least 1");
-        }
+        at_least_one(&[("--seeds", seeds), ("--neumann-terms", m_max)])?;
         self.data.validate()?;
         self.network.validate()?;
         let pdbo = self.estimator.pdbo();
@@ -244,9 +239,7 @@ impl ErrorCmd {
             )?;
         }
         let gamma = self.pdbo_lr.unwrap_or_else(fig1_final_lr);
-        if !(gamma.is_finite() && gamma > 0.0) {
-            bail!("--pdbo-lr must be a positive number (got {gamma})");
-        }
+        positive(&[("--pdbo-lr", gamma)])?;
         let stepped = !pdbo
             && matches!(
                 self.averager.unwrap_or(AveragerKind::PushSum),
@@ -274,9 +267,7 @@ impl ErrorCmd {
         refuse_unused(self.batch.is_some() && self.panels == Panels::Full, || {
             "--batch sets the mini-batch panel (Fig. 1b); --panels full has none".to_string()
         })?;
-        if self.batch == Some(0) {
-            bail!("--batch must be at least 1");
-        }
+        at_least_one(&[("--batch", self.batch.unwrap_or(BATCH))])?;
         let eta = if pdbo {
             Eta::Fixed(1.0)
         } else {

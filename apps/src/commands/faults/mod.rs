@@ -21,6 +21,7 @@ use crate::setup::{
     DataArgs, L2_LAMBDA, LR_DECAY, NetworkArgs, comma_list, derive, domain, l2_lambda,
     scaled_milestones, with_default,
 };
+use crate::setup::{at_least_one, positive};
 
 use protocol::{Config, Problem, Reference, Row, run_row};
 
@@ -163,15 +164,11 @@ impl FaultsCmd {
         };
         data_args.validate()?;
         self.network.validate()?;
-        for (flag, v) in [
+        at_least_one(&[
             ("--sgp-steps", sgp_steps),
             ("--neumann-terms", neumann_terms),
             ("--push-steps", push_steps),
-        ] {
-            if v == 0 {
-                bail!("{flag} must be at least 1");
-            }
-        }
+        ])?;
         if losses.is_empty() {
             bail!("--loss needs at least one probability");
         }
@@ -183,13 +180,10 @@ impl FaultsCmd {
             }
             bail!("--loss {p} is not a probability: each must be in [0, 1)");
         }
-        for (flag, v) in [("--lr", self.lr), ("--eta", self.eta)] {
-            if let Some(v) = v
-                && !(v.is_finite() && v > 0.0)
-            {
-                bail!("{flag} must be a positive number (got {v})");
-            }
-        }
+        positive(&[
+            ("--lr", self.lr.unwrap_or(LR)),
+            ("--eta", self.eta.unwrap_or(ETA)),
+        ])?;
         let crash_at = self.crash_at.unwrap_or((sgp_steps as u64 / 2).max(1));
         if crash_at == 0 || crash_at > sgp_steps as u64 {
             bail!(

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::check_image_counts;
+use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Method, Settings, Split};
 use report::{HEADER, RunRow};
@@ -143,7 +144,7 @@ impl Fbo {
         if self.methods.is_empty() || self.split.is_empty() {
             bail!("--methods and --split need at least one value each");
         }
-        for (name, v) in [
+        at_least_one(&[
             ("--local-steps", self.taus().into_iter().min().unwrap_or(0)),
             ("--rounds", self.rounds.unwrap_or(1)),
             ("--clients", self.clients),
@@ -152,25 +153,15 @@ impl Fbo {
             ("--batch", self.batch),
             ("--hidden", self.hidden),
             ("--images", self.images.unwrap_or(1)),
-        ] {
-            if v == 0 {
-                bail!("{name} must be at least 1");
-            }
-        }
-        for (name, v) in [
+        ])?;
+        positive(&[
             ("--inner-lr", self.inner_lr),
             ("--outer-lr", self.outer_lr),
             ("--neumann-step", self.neumann_step),
             ("--l2", self.l2),
             ("--pixel-std", self.pixel_std),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{name} must be a positive number, got {v}");
-            }
-        }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            bail!("--fraction must be in (0, 1], got {}", self.fraction);
-        }
+        ])?;
+        fraction("--fraction", self.fraction)?;
         let rounds = self
             .rounds
             .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS });

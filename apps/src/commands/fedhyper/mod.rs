@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::check_image_counts;
+use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{load_image_experiment, with_default};
 use protocol::{Method, SchedulerParams, Settings, Split};
 use report::{ROUND_HEADER, RoundRow};
@@ -178,30 +179,20 @@ impl FedHyperCmd {
         if self.methods.is_empty() || self.splits.is_empty() {
             bail!("--methods and --splits need at least one value each");
         }
-        for (name, v) in [
+        at_least_one(&[
             ("--rounds", self.rounds.unwrap_or(1)),
             ("--clients", self.clients),
             ("--local-steps", self.local_steps),
             ("--batch", self.batch),
             ("--images", self.images.unwrap_or(1)),
             ("--test-images", self.test_images),
-        ] {
-            if v == 0 {
-                bail!("{name} must be at least 1");
-            }
-        }
-        if self.seeds == 0 {
-            bail!("--seeds must be at least 1");
-        }
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            bail!("--lr must be a positive number, got {}", self.lr);
-        }
+            ("--seeds", self.seeds as usize),
+        ])?;
+        positive(&[("--lr", self.lr)])?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             bail!("--l2 must be a number ≥ 0, got {}", self.l2);
         }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            bail!("--fraction must be in (0, 1], got {}", self.fraction);
-        }
+        fraction("--fraction", self.fraction)?;
         if !(self.target > 0.0 && self.target <= 1.0) {
             bail!(
                 "--target is a test accuracy in (0, 1], got {} (write 0.9 for 90 %)",

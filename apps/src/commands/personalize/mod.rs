@@ -18,6 +18,7 @@ use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
     write_csv,
 };
+use crate::setup::at_least_one;
 use crate::setup::{
     EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
     resolve_step,
@@ -246,7 +247,7 @@ impl Personalize {
         if self.methods.is_empty() || self.networks.is_empty() {
             bail!("--methods and --networks need at least one value each");
         }
-        for (name, v) in [
+        let counts: Vec<(&str, usize)> = [
             ("--outer-steps", self.outer_steps),
             ("--neumann-terms", Some(self.neumann_terms)),
             ("--push-steps", Some(self.push_steps)),
@@ -255,11 +256,11 @@ impl Personalize {
             ("--clients", self.clients),
             ("--images", self.images),
             ("--seeds", self.seeds),
-        ] {
-            if v == Some(0) {
-                bail!("{name} must be at least 1");
-            }
-        }
+        ]
+        .iter()
+        .filter_map(|&(flag, v)| Some((flag, v?)))
+        .collect();
+        at_least_one(&counts)?;
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
         if self.estimator == PersonalizeEstimator::Pdbo {
             for (flag, given) in [
