@@ -8,6 +8,7 @@ use clap::Args;
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
 use hgp_models::data::{
     ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
+    peek_client_dir,
 };
 use hgp_models::{OuterCost, PerClient};
 use serde::Serialize;
@@ -123,32 +124,11 @@ impl DataArgs {
                 }
             }
             Some(dir) => {
-                let clients = std::fs::read_dir(dir)
-                    .map(|entries| {
-                        entries
-                            .filter_map(|e| e.ok())
-                            .filter(|e| {
-                                let name = e.file_name();
-                                let name = name.to_string_lossy();
-                                name.starts_with("client_") && name.ends_with("_train.csv")
-                            })
-                            .count()
-                    })
-                    .unwrap_or(0);
-                let first = std::fs::File::open(dir.join("client_0_train.csv"))
-                    .ok()
-                    .and_then(|f| {
-                        use std::io::{BufRead, Read};
-                        let mut line = String::new();
-                        std::io::BufReader::new(f.take(1 << 20))
-                            .read_line(&mut line)
-                            .ok()?;
-                        Some(line.split(',').count())
-                    });
+                // Unreadable directories are reported by the loader, after this estimate.
+                let (clients, features) = peek_client_dir(dir).unwrap_or((0, 0));
                 Shape {
                     clients,
-                    // Features are the fields but the label.
-                    dim: first.map_or(0, |k| k.saturating_sub(1)) + bias,
+                    dim: features + bias,
                     data_bytes: 2.0 * crate::memory::dir_bytes(dir),
                 }
             }

@@ -147,11 +147,8 @@ impl<'a> Pipeline<'a> {
                 )
             },
         )?;
-        self.averager.validate(
-            kind == EstimatorKind::Hgp,
-            self.network.network,
-            kind.name(),
-        )
+        self.averager
+            .validate(kind.spec().averages, self.network.network, kind.name())
     }
 
     /// γ of paper 004's estimators: --pdbo-lr, or the inner SGP's learning rate at its last
@@ -311,7 +308,7 @@ impl<'a> Pipeline<'a> {
         defaults: &Defaults,
     ) -> Result<Option<PerClient<T>>> {
         let fraction = self.averager.fraction.unwrap_or(FRACTION);
-        if self.estimator.estimator != EstimatorKind::Hgp
+        if !self.estimator.estimator.spec().averages
             || self.averager.kind() != AveragerKind::Central
             || fraction >= 1.0
         {

@@ -208,6 +208,35 @@ fn check_dir(dir: &Path) -> Result<(), DataError> {
     }
 }
 
+/// The sizes of a client directory without loading it: the number of clients (training files
+/// present) and the features of client 0's first data row (0 if it cannot be read), from the
+/// first 1 MiB of that file only. For estimating a run's size before the loader checks the
+/// files in full.
+///
+/// # Errors
+///
+/// What [`load_client_dir`] reports about the directory itself (missing, not a directory,
+/// an unreadable listing, a client index that does not fit).
+pub fn peek_client_dir(dir: &Path) -> Result<(usize, usize), DataError> {
+    use std::io::Read;
+    check_dir(dir)?;
+    let clients = list_client_files(dir)?
+        .iter()
+        .filter(|(_, split)| *split == Split::Train)
+        .count();
+    let mut head = Vec::new();
+    let features = fs::File::open(dir.join(client_file_name(0, Split::Train)))
+        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+        .ok()
+        .and_then(|_| {
+            let text = String::from_utf8_lossy(&head);
+            let (_, first) = data_lines(&text).next()?;
+            Some(first.split(',').count().saturating_sub(1))
+        })
+        .unwrap_or(0);
+    Ok((clients, features))
+}
+
 /// Loads every client of a client directory.
 ///
 /// # Format
@@ -1043,5 +1072,22 @@ mod tests {
             }
             other => panic!("{other}"),
         }
+    }
+
+    /// The sizes of a directory, from its file names and client 0's first data row.
+    #[test]
+    fn a_directory_is_sized_without_loading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("client_0_train.csv", "# a comment\n\n1,2,3,0\n4,5,6,1\n"),
+            ("client_0_val.csv", "1,2,3,0\n"),
+            ("client_1_train.csv", "1,2,3,1\n"),
+            ("client_1_val.csv", "1,2,3,1\n"),
+            ("notes.txt", "not a client"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        assert_eq!(peek_client_dir(dir.path()).unwrap(), (2, 3));
+        assert!(peek_client_dir(&dir.path().join("absent")).is_err());
     }
 }

@@ -4,7 +4,10 @@ mod csv;
 mod error;
 mod synthetic;
 
-pub use csv::{load_client_dir, load_lambda_csv, write_client_dir, write_client_dir_with_progress};
+pub use csv::{
+    load_client_dir, load_lambda_csv, peek_client_dir, write_client_dir,
+    write_client_dir_with_progress,
+};
 pub use error::DataError;
 pub use synthetic::{SyntheticConfig, generate_synthetic, generate_synthetic_with_progress};
 

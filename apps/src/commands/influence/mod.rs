@@ -235,16 +235,20 @@ impl Influence {
                 if self.images == Some(0) {
                     bail!("--images must be at least 1");
                 }
-                for (flag, reference) in [
-                    ("--inner", self.pipeline.inner.inner == InnerKind::Exact),
+                let estimator = self.pipeline.estimator.estimator;
+                for (flag, dense) in [
                     (
-                        "--estimator",
-                        self.pipeline.estimator.estimator == crate::setup::EstimatorKind::Exact,
+                        "--inner exact",
+                        self.pipeline.inner.inner == InnerKind::Exact,
+                    ),
+                    (
+                        &format!("--estimator {}", estimator.name()),
+                        estimator.spec().dense,
                     ),
                 ] {
-                    refuse_unused(reference, || {
+                    refuse_unused(dense, || {
                         format!(
-                            "{flag} exact forms dense matrices of the network's parameters: only for the logistic model"
+                            "{flag} forms dense matrices of the network's parameters: only for the logistic model"
                         )
                     })?;
                 }
