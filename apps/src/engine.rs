@@ -43,6 +43,7 @@ pub fn silent() -> bool {
 /// A started engine: the placement of the clients, and MPI kept alive while it lives.
 pub struct Engine {
     placement: Placement,
+    started: std::time::Instant,
     #[cfg(feature = "mpi")]
     _universe: Option<mpi::environment::Universe>,
 }
@@ -53,6 +54,7 @@ impl Engine {
         match kind {
             EngineKind::Local => Ok(Self {
                 placement: Placement::local(),
+                started: std::time::Instant::now(),
                 #[cfg(feature = "mpi")]
                 _universe: None,
             }),
@@ -73,6 +75,7 @@ impl Engine {
         SILENT.store(!placement.is_root(), Ordering::Relaxed);
         Ok(Self {
             placement,
+            started: std::time::Instant::now(),
             _universe: Some(universe),
         })
     }
@@ -113,30 +116,33 @@ impl Engine {
     /// Every rank's `result` compared: if any failed, every rank returns the failure of the
     /// lowest failing rank (rank 0 prints it), so all stop together.
     pub fn agree<R>(&self, result: Result<R>) -> Result<R> {
-        if !self.placement.is_distributed() {
-            return result;
-        }
-        let mine = match &result {
-            Ok(_) => Vec::new(),
-            Err(e) => format!("{e:#}").into_bytes(),
+        agree_on(&self.placement, result)
+    }
+
+    /// Rank 0's `value` on every rank (the others pass `None`, or anything: only rank 0's
+    /// is kept); in one process, `value` itself. A collective: every rank calls it.
+    pub fn from_root<V: serde::Serialize + serde::de::DeserializeOwned>(
+        &self,
+        value: Option<V>,
+    ) -> Result<V> {
+        let mine = match (&value, self.is_root()) {
+            (Some(v), true) => serde_json::to_vec(v)?,
+            _ => Vec::new(),
         };
-        let all = self.placement.all_gather_bytes(&mine);
-        match all.iter().position(|m| !m.is_empty()) {
-            None => result,
-            Some(r) => {
-                let message = String::from_utf8_lossy(&all[r]).into_owned();
-                Err(if r == 0 {
-                    anyhow!(message)
-                } else {
-                    anyhow!("rank {r} of {}: {message}", self.placement.ranks())
-                })
-            }
+        if !self.placement.is_distributed() {
+            return value.ok_or_else(|| anyhow!("no value on rank 0"));
         }
+        let all = self.placement.all_gather_bytes(&mine);
+        Ok(serde_json::from_slice(&all[0])?)
     }
 
     /// What went between the ranks, summed over all ranks (a collective: every rank calls
     /// it), as JSON: `{"ranks", "messages", "bytes", "local_links", "collectives",
-    /// "collective_bytes"}`; `None` in one process.
+    /// "collective_bytes", "per_rank"}`, `"per_rank"` a list of `{"rank", "clients",
+    /// "wall_seconds", "comm_seconds", "comm_share", "peak_memory_bytes"}` (the time since
+    /// the engine started, the part of it inside exchanges and collectives — including
+    /// waiting for slower ranks — and the process's peak resident memory, `null` where the
+    /// system does not say); `None` in one process.
     pub fn traffic_json(&self) -> Option<serde_json::Value> {
         if !self.placement.is_distributed() {
             return None;
@@ -148,15 +154,31 @@ impl Engine {
             t.local_links,
             t.collectives,
             t.collective_bytes,
+            t.comm_nanos,
+            u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            crate::memory::peak_resident_bytes().map_or(u64::MAX, |b| b),
         ]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
         let mut total = [0u64; 5];
-        for rank in self.placement.all_gather_bytes(&mine) {
-            for (sum, c) in total.iter_mut().zip(rank.chunks_exact(8)) {
-                *sum += u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        let mut per_rank = Vec::new();
+        for (r, rank) in self.placement.all_gather_bytes(&mine).iter().enumerate() {
+            let values: Vec<u64> = rank
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            for (sum, v) in total.iter_mut().zip(&values) {
+                *sum += v;
             }
+            let (comm, wall, peak) = (values[5] as f64 * 1e-9, values[6] as f64 * 1e-9, values[7]);
+            per_rank.push(serde_json::json!({
+                "rank": r,
+                "wall_seconds": wall,
+                "comm_seconds": comm,
+                "comm_share": if wall > 0.0 { comm / wall } else { 0.0 },
+                "peak_memory_bytes": (peak != u64::MAX).then_some(peak),
+            }));
         }
         Some(serde_json::json!({
             "ranks": self.placement.ranks(),
@@ -165,6 +187,7 @@ impl Engine {
             "local_links": total[2],
             "collectives": total[3],
             "collective_bytes": total[4],
+            "per_rank": per_rank,
         }))
     }
 
@@ -185,5 +208,30 @@ impl Engine {
             ));
         }
         Ok(())
+    }
+}
+
+/// Every rank's `result` compared: if any failed, every rank returns the failure of the
+/// lowest failing rank (rank 0 prints it), so all stop together (a collective when the
+/// clients are spread over ranks; `result` itself in one process).
+pub fn agree_on<R>(placement: &Placement, result: Result<R>) -> Result<R> {
+    if !placement.is_distributed() {
+        return result;
+    }
+    let mine = match &result {
+        Ok(_) => Vec::new(),
+        Err(e) => format!("{e:#}").into_bytes(),
+    };
+    let all = placement.all_gather_bytes(&mine);
+    match all.iter().position(|m| !m.is_empty()) {
+        None => result,
+        Some(r) => {
+            let message = String::from_utf8_lossy(&all[r]).into_owned();
+            Err(if r == 0 {
+                anyhow!(message)
+            } else {
+                anyhow!("rank {r} of {}: {message}", placement.ranks())
+            })
+        }
     }
 }

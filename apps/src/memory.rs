@@ -119,10 +119,24 @@ pub fn available_bytes() -> Option<u64> {
     }
 }
 
+/// The peak resident memory of this process so far (`VmHWM` of /proc/self/status), in
+/// bytes; `None` where it cannot be read (not Linux).
+pub fn peak_resident_bytes() -> Option<u64> {
+    kb_field(
+        &std::fs::read_to_string("/proc/self/status").ok()?,
+        "VmHWM:",
+    )
+}
+
 /// `MemAvailable` of /proc/meminfo, in bytes.
 fn meminfo_available(text: &str) -> Option<u64> {
+    kb_field(text, "MemAvailable:")
+}
+
+/// The field `key` (a size in kB) of a /proc file, in bytes.
+fn kb_field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
-        let rest = line.strip_prefix("MemAvailable:")?;
+        let rest = line.strip_prefix(key)?;
         let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kb.saturating_mul(1024))
     })
@@ -218,6 +232,9 @@ mod tests {
 
     #[test]
     fn the_available_memory_is_read_from_the_system() {
+        // This process has touched memory: its peak is a positive number of pages.
+        let peak = peak_resident_bytes().expect("Linux has VmHWM");
+        assert!(peak > 0 && peak % 1024 == 0, "{peak}");
         let text = "MemTotal:       24000000 kB\nMemAvailable:   22000000 kB\n";
         assert_eq!(meminfo_available(text), Some(22_000_000 * 1024));
         assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);

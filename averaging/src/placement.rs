@@ -76,6 +76,10 @@ pub struct Traffic {
     pub collectives: u64,
     /// Bytes this rank received from other ranks in those collectives.
     pub collective_bytes: u64,
+    /// Nanoseconds this rank spent inside exchanges and collectives (sending, receiving
+    /// and waiting for the other ranks): with the run's wall time, the share of it that
+    /// communication took on this rank.
+    pub comm_nanos: u64,
 }
 
 #[derive(Debug)]
@@ -86,6 +90,18 @@ struct Shared {
     local_links: AtomicU64,
     collectives: AtomicU64,
     collective_bytes: AtomicU64,
+    comm_nanos: AtomicU64,
+}
+
+impl Shared {
+    /// Runs `f` (a call into the comm) and adds its wall time to `comm_nanos`.
+    fn timed<R>(&self, f: impl FnOnce(&dyn Comm) -> R) -> R {
+        let start = std::time::Instant::now();
+        let out = f(self.comm.as_ref());
+        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.comm_nanos.fetch_add(nanos, Ordering::Relaxed);
+        out
+    }
 }
 
 /// Which clients this process computes, and the link to the processes that compute the
@@ -119,6 +135,7 @@ impl Placement {
                 local_links: AtomicU64::new(0),
                 collectives: AtomicU64::new(0),
                 collective_bytes: AtomicU64::new(0),
+                comm_nanos: AtomicU64::new(0),
             })),
         }
     }
@@ -200,6 +217,7 @@ impl Placement {
                 local_links: s.local_links.load(Ordering::Relaxed),
                 collectives: s.collectives.load(Ordering::Relaxed),
                 collective_bytes: s.collective_bytes.load(Ordering::Relaxed),
+                comm_nanos: s.comm_nanos.load(Ordering::Relaxed),
             })
     }
 
@@ -214,7 +232,7 @@ impl Placement {
         let r = s.comm.rank();
         let mine = bytes_of(&data[bounds[r]..bounds[r + 1]]).to_vec();
         let all = &mut data[bounds[0]..bounds[p]];
-        s.comm.all_gather(&mine, &counts, bytes_of_mut(all));
+        s.timed(|c| c.all_gather(&mine, &counts, bytes_of_mut(all)));
         s.collectives.fetch_add(1, Ordering::Relaxed);
         let received = counts.iter().sum::<usize>() - counts[r];
         s.collective_bytes
@@ -279,8 +297,7 @@ impl Placement {
         let Some(s) = &self.shared else { return flag };
         let p = s.comm.size();
         let mut flags = vec![0u8; p];
-        s.comm
-            .all_gather(&[u8::from(flag)], &vec![1; p], &mut flags);
+        s.timed(|c| c.all_gather(&[u8::from(flag)], &vec![1; p], &mut flags));
         s.collectives.fetch_add(1, Ordering::Relaxed);
         s.collective_bytes
             .fetch_add(p as u64 - 1, Ordering::Relaxed);
@@ -294,14 +311,13 @@ impl Placement {
         };
         let p = s.comm.size();
         let mut lens = vec![0u8; 8 * p];
-        s.comm
-            .all_gather(&(mine.len() as u64).to_le_bytes(), &vec![8; p], &mut lens);
+        s.timed(|c| c.all_gather(&(mine.len() as u64).to_le_bytes(), &vec![8; p], &mut lens));
         let counts: Vec<usize> = lens
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
             .collect();
         let mut all = vec![0u8; counts.iter().sum()];
-        s.comm.all_gather(mine, &counts, &mut all);
+        s.timed(|c| c.all_gather(mine, &counts, &mut all));
         s.collectives.fetch_add(2, Ordering::Relaxed);
         let mut out = Vec::with_capacity(p);
         let mut at = 0;
@@ -320,7 +336,7 @@ impl Placement {
         local_links: u64,
     ) {
         let Some(s) = &self.shared else { return };
-        s.comm.exchange(sends, receives);
+        s.timed(|c| c.exchange(sends, receives));
         s.messages.fetch_add(sends.len() as u64, Ordering::Relaxed);
         s.bytes.fetch_add(
             sends.iter().map(|m| m.bytes.len() as u64).sum(),

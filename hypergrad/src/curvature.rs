@@ -92,7 +92,7 @@ where
     let mut w = ClientBuffer::<T>::zeros(n, d);
     let mut comm = CommCost::new(n);
     let mut largest = 0.0f64;
-    let work = d * clients.first().map_or(0, |c| c.num_train());
+    let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
     for k in 1..=power.iterations {
         let product = |(i, w_i): (usize, &mut [T]), idx: &mut Vec<usize>| {
             let c = &clients[i];
@@ -100,7 +100,7 @@ where
             let batch = Batch::from_draw(idx);
             c.inner_hvp(x.row(i), lambda.row(i), q.row(i), batch, w_i);
         };
-        if n > 1 && work >= PARALLEL_MIN_WORK {
+        if owned.len() > 1 && work >= PARALLEL_MIN_WORK {
             w.par_rows_mut()
                 .enumerate()
                 .skip(owned.start)

@@ -1,12 +1,15 @@
 //! The exact hyper-gradient (dense, small problems only) and the local baseline.
 
-use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::Describe;
 use hgp_models::{Batch, ClientObjective, PerClient};
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{HypergradError, Result};
-use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
+use crate::estimator::{
+    HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients,
+    outer_gradients_of,
+};
 
 /// Largest n · d_x for which [`Exact`] forms its dense system.
 pub const EXACT_MAX_SIZE: usize = 2000;
@@ -112,8 +115,24 @@ impl Describe for Exact {
 
 /// The local baseline: v_i = ∂_λ f_i(x_i, λ_i), ignoring how λ_i moves the shared x and the
 /// other clients' costs (no cooperation, no communication).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Local;
+#[derive(Clone, Debug, Default)]
+pub struct Local {
+    placement: Placement,
+}
+
+impl Local {
+    /// The local estimator, every client in this process.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank computes its own
+    /// clients' ∂_λ f_i; the estimate is gathered on every rank.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+}
 
 impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Local {
     fn estimate(
@@ -123,7 +142,10 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Local {
         lambda: &PerClient<T>,
     ) -> Result<HyperGradEstimate<T>> {
         check_inputs(clients, x, lambda)?;
-        let (_, v) = outer_gradients(clients, x, lambda);
+        let n = clients.len();
+        self.placement.check_clients(n)?;
+        let (_, mut v) = outer_gradients_of(clients, x, lambda, self.placement.owned(n));
+        gather_per_client(&self.placement, &mut v);
         Ok(HyperGradEstimate {
             v,
             comm: CommCost::new(clients.len()),

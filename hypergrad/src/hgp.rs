@@ -184,7 +184,7 @@ impl<A> Hgp<A> {
         let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
         observer.iterate(0, &v, &u);
         let d = x.d();
-        let work = d * clients.first().map_or(0, |c| c.num_train());
+        let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
             comm.merge(&self.averager.average(&mut u)?);
             // Client i: v_i −= η J_i ū_i and u_i = ū_i − η H_i ū_i (u holds ū on entry).

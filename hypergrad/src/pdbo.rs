@@ -21,14 +21,17 @@
 use hgp_graphs::Describe;
 use std::sync::Arc;
 
-use hgp_averaging::{ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::rng::domain;
 use hgp_graphs::{DiGraph, ExpectedNetwork, Network};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{HypergradError, Result};
-use crate::estimator::{HyperGradEstimate, HyperGradient, check_inputs, outer_gradients};
+use crate::estimator::{
+    HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients,
+    outer_gradients_of,
+};
 use crate::exact::EXACT_MAX_SIZE;
 use crate::hgp::SampleMode;
 use crate::series::{Input, Scratch, client_term, each_client};
@@ -100,6 +103,8 @@ struct SgpDifferentiation {
     edges: Edges,
     /// The next network step to draw (each estimate uses fresh steps).
     next_step: u64,
+    /// Where the clients live: each rank computes its own clients' terms.
+    placement: Placement,
 }
 
 impl SgpDifferentiation {
@@ -117,6 +122,7 @@ impl SgpDifferentiation {
             options,
             edges,
             next_step: 1,
+            placement: Placement::local(),
         })
     }
 
@@ -127,18 +133,26 @@ impl SgpDifferentiation {
         }
     }
 
-    /// ū = the mix of u along the realized edges of `g`, and the messages it took.
+    /// ū = the mix of u along the realized edges of `g` (the rows `owned`; the messages of
+    /// every client are counted, the same on every rank).
     fn mix<T: Scalar>(
         &self,
         g: &DiGraph,
         u: &ClientBuffer<T>,
         out: &mut ClientBuffer<T>,
         comm: &mut CommCost,
+        owned: &std::ops::Range<usize>,
     ) {
         let d = u.d();
         let e = &self.expected;
+        let mut ignored = vec![T::zero(); d];
         for i in 0..u.n() {
-            let row = out.row_mut(i);
+            let row = if owned.contains(&i) {
+                out.row_mut(i)
+            } else {
+                // Another rank's row: only its messages are counted here.
+                &mut ignored[..]
+            };
             row.iter_mut().for_each(|r| *r = T::zero());
             match self.edges {
                 // ū_i = Σ_j p_{i→j}(δ_i) u_j over i's out-neighbours j (self included): each
@@ -197,6 +211,9 @@ impl SgpDifferentiation {
             seed,
         } = self.options;
         let what = self.what();
+        let placement = self.placement.clone();
+        placement.check_clients(n)?;
+        let owned = placement.owned(n);
         let sampler = BatchSampler::new(batch, seed, domain::PDBO);
         let gamma_t = T::cast(gamma);
         let w: Vec<T> = self
@@ -206,7 +223,7 @@ impl SgpDifferentiation {
             .map(|&w| T::cast(w))
             .collect();
         // u^(0) = ∂_z F̄ = ∂_x f_i / w*_i, v^(0) = ∂_λ F̄ (eq. 9a, Alg. 2 line 1).
-        let (mut u, mut v) = outer_gradients(clients, x, lambda);
+        let (mut u, mut v) = outer_gradients_of(clients, x, lambda, owned.clone());
         for (i, &wi) in w.iter().enumerate() {
             u.row_mut(i).iter_mut().for_each(|uk| *uk /= wi);
         }
@@ -215,20 +232,24 @@ impl SgpDifferentiation {
         let mut mixed_u = ClientBuffer::zeros(n, d);
         let mut mixed_v = ClientBuffer::zeros(n, d);
         let mut g = DiGraph::placeholder();
-        let mut watch = NormWatch::new(u.norm(), neumann_terms);
+        let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
         observer.iterate(0, &v, &u);
-        let work = d * clients.first().map_or(0, |c| c.num_train());
+        let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {
+            // Over MPI ranks every rank receives every row of u (an all-gather; a client
+            // reads only its in- or out-neighbours' rows, but the realized graph changes
+            // every term, so the gather is the simple exact exchange).
+            placement.gather_rows(&mut u);
             // ζ̂^(m) carries u; ζ̌^(m) (independent draws) or the same ζ^(m) carries v.
             self.network.write_graph(self.next_step, &mut g);
             self.next_step += 1;
-            self.mix(&g, &u, &mut mixed_u, &mut comm);
+            self.mix(&g, &u, &mut mixed_u, &mut comm, &owned);
             comm.rounds += 1;
             let independent = samples == SampleMode::Independent;
             if independent {
                 self.network.write_graph(self.next_step, &mut g);
                 self.next_step += 1;
-                self.mix(&g, &u, &mut mixed_v, &mut comm);
+                self.mix(&g, &u, &mut mixed_v, &mut comm, &owned);
                 comm.rounds += 1;
             }
             let mixed_v_ref = if independent { &mixed_v } else { &mixed_u };
@@ -257,7 +278,10 @@ impl SgpDifferentiation {
                     s,
                 )
             };
-            let squares = each_client((&mut u, &mut v), 0..n, work, &term);
+            let own = each_client((&mut u, &mut v), owned.clone(), work, &term);
+            let mut squares = vec![0.0; n];
+            squares[owned.clone()].copy_from_slice(&own);
+            placement.gather_values(&mut squares, 1);
             let current = squares.iter().sum::<f64>().sqrt();
             if let Err(growth) = watch.record(m, current) {
                 let (from, before) = growth.baseline();
@@ -273,6 +297,7 @@ impl SgpDifferentiation {
             observer.iterate(m, &v, &u);
             observer.progress(Phase::Estimate, m, neumann_terms);
         }
+        gather_per_client(&placement, &mut v);
         Ok(HyperGradEstimate {
             v,
             comm,
@@ -355,6 +380,13 @@ impl Srb {
     pub fn expected(&self) -> &ExpectedNetwork {
         &self.0.expected
     }
+
+    /// Spreads the clients over the ranks of `placement`: each rank computes its own
+    /// clients' terms; the estimate (on every rank) has the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.0.placement = placement;
+        self
+    }
 }
 
 sgp_differentiation_estimator!(Srb);
@@ -400,6 +432,13 @@ impl PdboHgp {
     /// The network's expected quantities (p̄, δ̄, w*).
     pub fn expected(&self) -> &ExpectedNetwork {
         &self.0.expected
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank computes its own
+    /// clients' terms; the estimate (on every rank) has the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.0.placement = placement;
+        self
     }
 }
 

@@ -102,9 +102,8 @@ pub(crate) fn each_client<T: Scalar>(
     work: usize,
     term: &ClientTerm<'_, T>,
 ) -> Vec<f64> {
-    let n = u.n();
     let v_rows = v.rows_mut();
-    if n > 1 && work >= PARALLEL_MIN_WORK {
+    if owned.len() > 1 && work >= PARALLEL_MIN_WORK {
         u.par_rows_mut()
             .zip(v_rows.into_par_iter())
             .enumerate()

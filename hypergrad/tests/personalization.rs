@@ -269,7 +269,7 @@ fn local_is_the_partial_gradient_of_the_outer_cost() {
     let lambda = some_lambda();
     let x0 = ARCH.init(3);
     let x = ClientBuffer::from_fn(CLIENTS, x0.len(), |_, k| x0[k]);
-    let v = Local.estimate(&clients, &x, &lambda).unwrap().v;
+    let v = Local::new().estimate(&clients, &x, &lambda).unwrap().v;
     assert!(v.norm() > 1e-3, "∂_λ f is not zero here: {}", v.norm());
     let h = 1e-5;
     for (i, c) in clients.iter().enumerate() {

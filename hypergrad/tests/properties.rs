@@ -437,7 +437,7 @@ fn observer_sees_every_iteration_and_local_is_the_outer_gradient() {
         seen.progress,
         (1..=7).map(|m| (Phase::Estimate, m, 7)).collect::<Vec<_>>()
     );
-    let local = Local.estimate(&p.clients, &x, &p.lambda).unwrap().v;
+    let local = Local::new().estimate(&p.clients, &x, &p.lambda).unwrap().v;
     assert_eq!(local.norm(), 0.0);
 }
 

@@ -1,6 +1,6 @@
 //! The local gradient step every SGD-type solver shares.
 
-use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_averaging::{ClientBuffer, Placement, Scalar};
 use hgp_models::{Batch, BatchSampler, InnerCost, PerClient};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -27,7 +27,8 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     owned: Range<usize>,
 ) {
     let d = target.d();
-    let work = d * clients.first().map_or(0, |c| c.num_train());
+    // The work of one of this rank's own clients (another rank's are stand-ins).
+    let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
     let body = |(i, row): (usize, &mut [T]), grad: &mut Vec<T>, idx: &mut Vec<usize>| {
         let c = &clients[i];
         sampler.draw(i, step, 0, c.num_train(), idx);
@@ -41,7 +42,7 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
             *t -= lr * g;
         }
     };
-    if clients.len() > 1 && work >= PARALLEL_MIN_WORK {
+    if owned.len() > 1 && work >= PARALLEL_MIN_WORK {
         target
             .par_rows_mut()
             .enumerate()
@@ -64,8 +65,9 @@ pub(crate) fn descend<T: Scalar, C: InnerCost<T>>(
     }
 }
 
-/// One local SGD step of every client at its own x_i (step `t` of the schedule), with the
-/// divergence check.
+/// One local SGD step of every client of `placement` at its own x_i (step `t` of the
+/// schedule), with the divergence check (agreed on by every rank).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
     clients: &[C],
     lambda: &PerClient<T>,
@@ -74,9 +76,10 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
     sampler: &BatchSampler,
     t: usize,
     solver: &'static str,
+    placement: &Placement,
 ) -> Result<()> {
     let rate = lr.at(t);
-    let n = clients.len();
+    let owned = placement.owned(clients.len());
     descend(
         clients,
         lambda,
@@ -85,9 +88,9 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
         T::cast(rate),
         sampler,
         t as u64,
-        0..n,
+        owned.clone(),
     );
-    if all_finite(x) {
+    if !placement.any(!rows_finite(x, owned)) {
         Ok(())
     } else {
         Err(InnerError::Diverged {
@@ -96,11 +99,6 @@ pub(crate) fn local_step<T: Scalar, C: InnerCost<T>>(
             lr: rate,
         })
     }
-}
-
-/// Whether every value of the buffer is finite.
-pub(crate) fn all_finite<T: Scalar>(x: &ClientBuffer<T>) -> bool {
-    x.as_slice().iter().all(|v| v.as_f64().is_finite())
 }
 
 /// Whether every value of the rows `owned` is finite.

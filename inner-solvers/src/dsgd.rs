@@ -1,12 +1,12 @@
 //! Decentralized SGD with a doubly-stochastic mixing matrix.
 
-use hgp_averaging::{Averager, ClientBuffer, CommCost, Gossip, Scalar};
+use hgp_averaging::{Averager, ClientBuffer, CommCost, Gossip, Placement, Scalar};
 use hgp_graphs::Describe;
 use hgp_graphs::MixingMatrix;
 use hgp_graphs::rng::domain;
 use hgp_models::{BatchSampler, BatchSize, InnerCost, PerClient};
 
-use crate::descent::{all_finite, descend};
+use crate::descent::{descend, rows_finite};
 use crate::error::{InnerError, Result};
 use crate::observer::{Observer, Phase};
 use crate::schedule::LrSchedule;
@@ -20,6 +20,7 @@ pub struct DecentralizedSgd {
     steps: usize,
     lr: LrSchedule,
     sampler: BatchSampler,
+    placement: Placement,
 }
 
 impl DecentralizedSgd {
@@ -35,7 +36,16 @@ impl DecentralizedSgd {
             steps,
             lr,
             sampler: BatchSampler::new(BatchSize::Full, 0, domain::DSGD),
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank steps its own clients
+    /// and gossips over the ranks; the result (gathered on every rank) has the bits of one
+    /// process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     /// Mini-batches of the given size (drawn from `seed`).
@@ -55,7 +65,8 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
-        let mut gossip = Gossip::<T>::constant(self.matrix.clone(), 1)?;
+        let mut gossip =
+            Gossip::<T>::constant(self.matrix.clone(), 1)?.with_placement(self.placement.clone());
         if gossip.n() != n {
             return Err(InnerError::Shape {
                 what: "clients in the mixing matrix",
@@ -63,6 +74,8 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
                 got: gossip.n(),
             });
         }
+        self.placement.check_clients(n)?;
+        let owned = self.placement.owned(n);
         let mut x = x0.clone();
         let mut step = ClientBuffer::zeros(n, x.d());
         let mut comm = CommCost::new(n);
@@ -78,13 +91,15 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
                 T::cast(lr),
                 &self.sampler,
                 t as u64,
-                0..n,
+                owned.clone(),
             );
             comm.merge(&gossip.average(&mut x)?);
-            for (a, &b) in x.as_mut_slice().iter_mut().zip(step.as_slice()) {
-                *a += b;
+            for i in owned.clone() {
+                for (a, &b) in x.row_mut(i).iter_mut().zip(step.row(i)) {
+                    *a += b;
+                }
             }
-            if !all_finite(&x) {
+            if self.placement.any(!rows_finite(&x, owned.clone())) {
                 return Err(InnerError::Diverged {
                     solver: "decentralized SGD",
                     step: t,
@@ -93,8 +108,15 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for DecentralizedSgd {
             }
             observer.progress(Phase::Lower, t + 1, self.steps);
         }
-        Ok(InnerSolution::measure(
-            clients, lambda, x, None, self.steps, comm,
+        self.placement.gather_rows(&mut x);
+        Ok(InnerSolution::measure_on(
+            &self.placement,
+            clients,
+            lambda,
+            x,
+            None,
+            self.steps,
+            comm,
         ))
     }
 }

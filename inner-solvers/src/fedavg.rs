@@ -1,6 +1,6 @@
 //! FedAvg with learning-rate schedulers on the server and the clients, and local SGD.
 
-use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{Central, ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
@@ -335,6 +335,7 @@ pub struct LocalSgd {
     steps: usize,
     lr: LrSchedule,
     sampler: BatchSampler,
+    placement: Placement,
 }
 
 impl LocalSgd {
@@ -349,7 +350,15 @@ impl LocalSgd {
             steps,
             lr,
             sampler: BatchSampler::new(BatchSize::Full, 0, domain::LOCAL_SGD),
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank steps its own clients;
+    /// the result (gathered on every rank) has the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     /// Mini-batches of the given size (drawn from `seed`).
@@ -368,6 +377,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
         observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
+        self.placement.check_clients(clients.len())?;
         let mut x = x0.clone();
         for t in 0..self.steps {
             local_step(
@@ -378,10 +388,13 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for LocalSgd {
                 &self.sampler,
                 t,
                 "local SGD",
+                &self.placement,
             )?;
             observer.progress(Phase::Lower, t + 1, self.steps);
         }
-        Ok(InnerSolution::measure(
+        self.placement.gather_rows(&mut x);
+        Ok(InnerSolution::measure_on(
+            &self.placement,
             clients,
             lambda,
             x,

@@ -415,7 +415,7 @@ impl EstimatorArgs {
                 PdboExact::new(net.network.as_ref(), gamma).context("--estimator pdbo-exact")?,
             )),
             EstimatorKind::Exact => post_hoc(Box::new(Exact::new())),
-            EstimatorKind::Local => post_hoc(Box::new(Local)),
+            EstimatorKind::Local => post_hoc(Box::new(Local::new())),
             EstimatorKind::Aggitd => {
                 let options = self.federated_options(parts.fraction, seed, defaults);
                 let mut e = AggItd::new(options)

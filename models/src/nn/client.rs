@@ -67,6 +67,9 @@ pub struct NetClient<T> {
     outer: Instances,
     shapes: Vec<Vec<usize>>,
     member_dim: usize,
+    /// Set on a stand-in for a client whose data another rank holds
+    /// ([`NetClient::held_elsewhere`]).
+    elsewhere: bool,
     _scalar: PhantomData<T>,
 }
 
@@ -99,6 +102,25 @@ impl<T: Scalar + WithDType> NetClient<T> {
         train: (&[F], &[u8]),
         outer: (&[F], &[u8]),
     ) -> Result<Self> {
+        Self::check_config(&config)?;
+        let device = default_device();
+        let arch = config.arch;
+        let train = Self::instances(arch, train, "training set", &device)?;
+        let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
+        let specs = arch.params();
+        Ok(Self {
+            config,
+            device,
+            train,
+            outer,
+            shapes: specs.iter().map(|s| s.shape.clone()).collect(),
+            member_dim: arch.dim(),
+            elsewhere: false,
+            _scalar: PhantomData,
+        })
+    }
+
+    fn check_config(config: &NetConfig) -> Result<()> {
         for (name, value) in [
             ("the L2 weight γ", config.l2),
             ("the L2 weight on λ", config.l2_lambda),
@@ -112,20 +134,55 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 what: "ensemble (K = 0)",
             });
         }
-        let device = default_device();
+        Ok(())
+    }
+
+    /// A stand-in for a client whose data another MPI rank holds: it has the client's
+    /// sizes (dim_x, dim_λ, `train` and `outer` instances, what the solvers and estimators
+    /// read of every client) and no data. Evaluating any of its costs is a bug of the
+    /// caller (only the rank that holds a client evaluates it) and panics saying so.
+    ///
+    /// # Errors
+    ///
+    /// As [`NetClient::new`] for the settings and for empty sets.
+    pub fn held_elsewhere(config: NetConfig, train: usize, outer: usize) -> Result<Self> {
         let arch = config.arch;
-        let train = Self::instances(arch, train, "training set", &device)?;
-        let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
-        let specs = arch.params();
+        let nothing = |len: usize, what: &'static str| -> Result<Instances> {
+            if len == 0 {
+                return Err(ModelError::Empty { what });
+            }
+            let device = Device::Cpu;
+            let empty =
+                |cols: usize| Tensor::zeros((0, cols), T::DTYPE, &device).map_err(candle(what));
+            Ok(Instances {
+                features: empty(arch.inputs())?,
+                targets: empty(arch.outputs())?,
+                len,
+            })
+        };
+        Self::check_config(&config)?;
         Ok(Self {
             config,
-            device,
-            train,
-            outer,
-            shapes: specs.iter().map(|s| s.shape.clone()).collect(),
+            device: Device::Cpu,
+            train: nothing(train, "training set")?,
+            outer: nothing(outer, "outer (validation) set")?,
+            shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
+            elsewhere: true,
             _scalar: PhantomData,
         })
+    }
+
+    /// Whether this is a stand-in for a client held by another rank.
+    pub fn is_held_elsewhere(&self) -> bool {
+        self.elsewhere
+    }
+
+    fn assert_held_here(&self) {
+        assert!(
+            !self.elsewhere,
+            "a client held by another MPI rank was evaluated on this one"
+        );
     }
 
     fn instances<F: Copy + Into<f64>>(
@@ -249,6 +306,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
         set: &Instances,
         part: Part<'_>,
     ) -> CandleResult<(Tensor, Option<Tensor>)> {
+        self.assert_held_here();
         let instance_weights = self.config.mode == HyperMode::InstanceWeights;
         let (features, targets, weights) = match part {
             Part::Range(start, len) if start == 0 && len == set.len => {
@@ -656,6 +714,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
     /// Predicted classes of `features` (row-major, m × inputs) for parameters x and λ: the
     /// argmax of the masked logits, or of the ensemble's mixed probabilities.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
+        self.assert_held_here();
         let p = self.config.arch.inputs();
         let run = || -> CandleResult<Vec<u8>> {
             let lt = self.tensor(lambda)?;

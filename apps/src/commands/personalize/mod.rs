@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use hgp_averaging::Placement;
 use hgp_models::images::{ImageClient, SplitConfig, embedded_mnist, load_idx_dir};
 use hgp_models::nn::Architecture;
 use serde::Serialize;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
     write_csv,
@@ -223,6 +225,9 @@ pub struct Personalize {
     #[command(flatten)]
     #[serde(skip)]
     report: ReportArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    engine: EngineArgs,
 }
 
 impl Personalize {
@@ -242,8 +247,9 @@ impl Personalize {
         self.seeds.unwrap_or(self.sizes().seeds)
     }
 
-    /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<hgp_hypergrad::Eta> {
+    /// Checks every option and, on the rank that writes, the output directory (before any
+    /// work).
+    fn validate(&self, engine: &Engine) -> Result<hgp_hypergrad::Eta> {
         if self.methods.is_empty() || self.networks.is_empty() {
             bail!("--methods and --networks need at least one value each");
         }
@@ -289,39 +295,66 @@ impl Personalize {
                 "--resume works on one seed's run: resume each DIR/seed-K with --seed K --out DIR/seed-K"
             );
         }
-        prepare_out(&self.out)?;
+        if engine.is_root() {
+            prepare_out(&self.out)?;
+        }
         Ok(eta)
     }
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let eta = self.validate()?;
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    fn run_on(&self, engine: &Engine) -> Result<()> {
+        engine.check_same_arguments()?;
+        let eta = engine.agree(self.validate(engine))?;
         let seeds = self.seeds();
         if seeds == 1 {
-            self.run_seed(self.seed, &self.out, eta, true)?;
+            let (cells, description) = self.run_seed(self.seed, &self.out, eta, engine)?;
+            let mpi = engine.traffic_json();
+            if engine.is_root() {
+                self.report(&cells, &description, &self.out, true, mpi)?;
+            }
             return Ok(());
         }
         let mut runs = Vec::new();
         for k in 0..seeds as u64 {
             let seed = self.seed + k;
-            let out = prepare_out(&self.out.join(format!("seed-{seed}")))?;
-            if !self.json {
-                eprintln!("seed {seed} ({} of {seeds}): {}", k + 1, out.display());
+            let out = self.out.join(format!("seed-{seed}"));
+            if engine.is_root() {
+                prepare_out(&out)?;
+                if !self.json {
+                    eprintln!("seed {seed} ({} of {seeds}): {}", k + 1, out.display());
+                }
             }
-            runs.push(self.run_seed(seed, &out, eta, false)?);
+            let (cells, description) = self.run_seed(seed, &out, eta, engine)?;
+            if engine.is_root() {
+                self.report(&cells, &description, &out, false, None)?;
+            }
+            runs.push(cells);
         }
-        self.report_seeds(&runs)
+        let mpi = engine.traffic_json();
+        if engine.is_root() {
+            self.report_seeds(&runs, mpi)?;
+        }
+        Ok(())
     }
 
-    /// Runs the table for one seed into `out`; prints the table (or JSON) if `print`.
+    /// Runs the table for one seed, rank 0 writing its rows into `out` as they finish;
+    /// returns the cells in table order and the data's description.
     fn run_seed(
         &self,
         seed: u64,
         out: &std::path::Path,
         eta: hgp_hypergrad::Eta,
-        print: bool,
-    ) -> Result<Vec<Cell>> {
-        let (split, setting, description) = self.data(eta, seed)?;
+        engine: &Engine,
+    ) -> Result<(Vec<Cell>, String)> {
+        let root = engine.is_root();
+        let (split, setting, description) =
+            engine.agree(self.data(eta, seed, engine.placement()))?;
         let protocol = Protocol {
             setting,
             outer_steps: self.outer_steps(),
@@ -329,30 +362,56 @@ impl Personalize {
             push_steps: self.push_steps,
             seed,
             estimator: self.estimator,
+            placement: engine.placement().clone(),
         };
         let csv = out.join("personalize.csv");
-        let mut cells: Vec<Cell> = Vec::new();
-        if self.resume {
-            cells = read_rows::<CellRow>(&csv, HEADER)
-                .context("--resume")?
-                .into_iter()
-                .map(|r| Cell::try_from(r).with_context(|| format!("--resume: {}", csv.display())))
-                .collect::<Result<_>>()?;
-            self.check_resumed(&cells, &csv)?;
-        }
-        // Everything that changes the numbers (--methods and --networks only select rows), and
-        // this table's seed.
-        let mut settings = settings_json("personalize", self)?;
-        settings["seed"] = seed.into();
-        record_settings(out, &settings, self.resume)?;
-        let reporter = Reporter::new(&self.report, Some(out), self.json, self.resume)?;
+        // Rank 0 reads, checks and writes the files; the other ranks learn which rows are
+        // already there.
+        let files = (|| -> Result<_> {
+            if !root {
+                return Ok(None);
+            }
+            let mut cells: Vec<Cell> = Vec::new();
+            if self.resume {
+                cells = read_rows::<CellRow>(&csv, HEADER)
+                    .context("--resume")?
+                    .into_iter()
+                    .map(|r| {
+                        Cell::try_from(r).with_context(|| format!("--resume: {}", csv.display()))
+                    })
+                    .collect::<Result<_>>()?;
+                self.check_resumed(&cells, &csv)?;
+            }
+            // Everything that changes the numbers (--methods and --networks only select rows),
+            // and this table's seed.
+            let mut settings = settings_json("personalize", self)?;
+            settings["seed"] = seed.into();
+            record_settings(out, &settings, self.resume)?;
+            let reporter = Reporter::new(&self.report, Some(out), self.json, self.resume)?;
+            let rows = RowWriter::open(&csv, HEADER, self.resume)?;
+            Ok(Some((cells, reporter, rows)))
+        })();
+        let files = engine.agree(files)?;
+        let done: Vec<(String, String)> = engine.from_root(files.as_ref().map(|(cells, ..)| {
+            cells
+                .iter()
+                .map(|c| (c.method.name().to_string(), c.network.name().to_string()))
+                .collect()
+        }))?;
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        let (mut cells, reporter, rows) = match files {
+            Some(f) => (f.0, f.1, Some(f.2)),
+            None => (Vec::new(), Reporter::new(&quiet, None, true, false)?, None),
+        };
         reporter.line(&format!("data: {description}"));
-        let rows = RowWriter::open(&csv, HEADER, self.resume)?;
         let todo: Vec<(Method, NetworkKind)> = self
             .networks
             .iter()
             .flat_map(|&k| self.methods.iter().map(move |&m| (m, k)))
-            .filter(|&(m, k)| !cells.iter().any(|c| c.method == m && c.network == k))
+            .filter(|&(m, k)| !done.contains(&(m.name().to_string(), k.name().to_string())))
             .collect();
         if !cells.is_empty() {
             reporter.line(&format!(
@@ -381,7 +440,9 @@ impl Personalize {
                 .with_context(|| {
                     format!("{} on {}", method.label(self.estimator), network.name())
                 })?;
-            rows.write(&CellRow::from(&cell))?;
+            if let Some(rows) = &rows {
+                rows.write(&CellRow::from(&cell))?;
+            }
             reporter.line(&format!(
                 "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
                 method.label(self.estimator),
@@ -401,9 +462,10 @@ impl Personalize {
                 }
             }
         }
-        write_csv(&csv, HEADER, ordered.iter().map(CellRow::from))?;
-        self.report(&ordered, &description, out, print)?;
-        Ok(ordered)
+        if root {
+            write_csv(&csv, HEADER, ordered.iter().map(CellRow::from))?;
+        }
+        Ok((ordered, description))
     }
 
     /// A resumed file may only hold rows this run would compute.
@@ -432,11 +494,14 @@ impl Personalize {
         Ok(())
     }
 
-    /// Loads the images and splits them over the clients (HGP App. A.3).
+    /// Loads the images and splits them over the clients (HGP App. A.3); under MPI every
+    /// rank splits the whole set, then keeps the images of its own clients only (and every
+    /// client's labels, a byte per image, from which the sizes and accuracies follow).
     fn data(
         &self,
         eta: hgp_hypergrad::Eta,
         seed: u64,
+        placement: &Placement,
     ) -> Result<(Vec<ImageClient>, Setting, String)> {
         let sizes = self.sizes();
         let (all, source) = match &self.data_dir {
@@ -472,7 +537,7 @@ impl Personalize {
                     set.len()
                 );
             }
-            if empty > 0 && !self.json {
+            if empty > 0 && !self.json && placement.is_root() {
                 eprintln!(
                     "note: {empty} of {clients} clients have no {what} images: they are left out of the {what} accuracies"
                 );
@@ -504,7 +569,22 @@ impl Personalize {
             setting.steps,
             setting.batch
         );
+        placement.check_clients(clients)?;
+        let mut split = split;
+        keep_own_images(&mut split, placement);
         Ok((split, setting, description))
+    }
+}
+
+/// Drops the images of the clients another rank holds (their labels stay: a byte per image).
+fn keep_own_images(split: &mut [ImageClient], placement: &Placement) {
+    let owned = placement.owned(split.len());
+    for (i, c) in split.iter_mut().enumerate() {
+        if !owned.contains(&i) {
+            for set in [&mut c.train, &mut c.val, &mut c.test] {
+                set.images = Vec::new();
+            }
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, PushSum};
+use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, Placement, PushSum};
 use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
@@ -17,8 +17,9 @@ use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConf
 use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
 
+use crate::engine::agree_on;
 use crate::report::percentile;
-use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss};
+use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss_on};
 
 /// The methods of HGP Table 2 and PDBO Table 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -145,6 +146,9 @@ pub struct Protocol {
     pub seed: u64,
     /// The hyper-gradient estimator of the λ-tuning methods.
     pub estimator: PersonalizeEstimator,
+    /// Where the clients live: under `--engine mpi` each rank trains and evaluates its own
+    /// block of clients (and holds only their images); every number is the same bit for bit.
+    pub placement: Placement,
 }
 
 /// One cell of the table: a method on a network.
@@ -192,61 +196,82 @@ pub enum Set {
 }
 
 /// Accuracy of each client on its validation or test set, with the set's size; `None` for
-/// a client whose set is empty.
+/// a client whose set is empty. Each rank evaluates its own clients (`placement`); the
+/// accuracies are gathered to every rank.
 pub fn accuracies(
+    placement: &Placement,
     clients: &[NetClient<f32>],
     split: &[ImageClient],
     x: &ClientBuffer<f32>,
     lambda: &PerClient<f32>,
     which: Set,
 ) -> Result<Vec<Option<(f64, usize)>>> {
-    clients
-        .iter()
-        .zip(split)
-        .enumerate()
-        .map(|(i, (c, data))| {
-            let set = match which {
-                Set::Train => &data.train,
-                Set::Validation => &data.val,
-                Set::Test => &data.test,
-            };
-            if set.is_empty() {
-                return Ok(None);
-            }
-            let predicted = c.predict(x.row(i), lambda.row(i), &set.images)?;
-            let correct = predicted
+    fn set_of(data: &ImageClient, which: Set) -> &hgp_models::images::ImageSet {
+        match which {
+            Set::Train => &data.train,
+            Set::Validation => &data.val,
+            Set::Test => &data.test,
+        }
+    }
+    let n = clients.len();
+    let mut correct = vec![0.0; n];
+    let own = placement.owned(n).try_for_each(|i| -> Result<()> {
+        let set = set_of(&split[i], which);
+        if !set.is_empty() {
+            let predicted = clients[i].predict(x.row(i), lambda.row(i), &set.images)?;
+            correct[i] = predicted
                 .iter()
                 .zip(&set.labels)
                 .filter(|(p, y)| p == y)
-                .count();
-            Ok(Some((correct as f64 / set.len() as f64, set.len())))
+                .count() as f64;
+        }
+        Ok(())
+    });
+    agree_on(placement, own)?;
+    placement.gather_values(&mut correct, 1);
+    // Every rank keeps every client's labels (not its images): the sizes are known here.
+    Ok(split
+        .iter()
+        .zip(correct)
+        .map(|(data, c)| {
+            let set = set_of(data, which);
+            (!set.is_empty()).then(|| (c / set.len() as f64, set.len()))
         })
-        .collect()
+        .collect())
 }
 
-/// The norm of the inner gradient at `x` (full batches; see [`Training`]).
+/// The norm of the inner gradient at `x` (full batches; see [`Training`]), each rank
+/// computing its own clients' gradients.
 fn inner_grad_norm(
+    placement: &Placement,
     method: Method,
     clients: &[NetClient<f32>],
     x: &ClientBuffer<f32>,
     lambda: &PerClient<f32>,
 ) -> f64 {
-    let grads: Vec<Vec<f64>> = clients
-        .par_iter()
+    let n = clients.len();
+    let owned = placement.owned(n);
+    let mut grads = ClientBuffer::<f64>::zeros(n, x.d());
+    grads
+        .par_rows_mut()
         .enumerate()
-        .map(|(i, c)| {
-            let mut g = vec![0.0f32; x.row(i).len()];
-            c.inner_grad(x.row(i), lambda.row(i), Batch::Full, &mut g);
-            g.iter().map(|&v| f64::from(v)).collect()
-        })
-        .collect();
+        .skip(owned.start)
+        .take(owned.len())
+        .for_each(|(i, row)| {
+            let mut g = vec![0.0f32; x.d()];
+            clients[i].inner_grad(x.row(i), lambda.row(i), Batch::Full, &mut g);
+            for (r, v) in row.iter_mut().zip(g) {
+                *r = f64::from(v);
+            }
+        });
+    placement.gather_rows(&mut grads);
     let norm = |g: &[f64]| g.iter().map(|v| v * v).sum::<f64>().sqrt();
-    let n = grads.len() as f64;
+    let n = n as f64;
     if method == Method::Local {
-        return grads.iter().map(|g| norm(g)).sum::<f64>() / n;
+        return grads.rows().map(norm).sum::<f64>() / n;
     }
-    let mut mean = vec![0.0; grads.first().map_or(0, Vec::len)];
-    for g in &grads {
+    let mut mean = vec![0.0; x.d()];
+    for g in grads.rows() {
         for (m, v) in mean.iter_mut().zip(g) {
             *m += v / n;
         }
@@ -289,15 +314,22 @@ impl Protocol {
             l2_lambda,
             derivatives: DerivativeMode::Auto,
         };
+        let owned = self.placement.owned(split.len());
         split
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                NetClient::new(
-                    config,
-                    (&c.train.images, &c.train.labels),
-                    (&c.train.images, &c.train.labels),
-                )
+                if owned.contains(&i) {
+                    NetClient::new(
+                        config,
+                        (&c.train.images, &c.train.labels),
+                        (&c.train.images, &c.train.labels),
+                    )
+                } else {
+                    // Another rank's client: its sizes, not its images.
+                    let m = c.train.labels.len();
+                    NetClient::held_elsewhere(config, m, m)
+                }
                 .with_context(|| format!("client {i}"))
             })
             .collect()
@@ -318,7 +350,9 @@ impl Protocol {
         let seed = derive(self.seed, domain::INNER);
         if method == Method::Local {
             return Ok(Box::new(
-                LocalSgd::new(s.steps, schedule)?.with_batches(batch, seed),
+                LocalSgd::new(s.steps, schedule)?
+                    .with_batches(batch, seed)
+                    .with_placement(self.placement.clone()),
             ));
         }
         let net = NetworkArgs::of(network).build(n, self.seed, seed)?;
@@ -326,18 +360,25 @@ impl Protocol {
             // Paper 004: SGP (Alg. 1, step then mix) on every network, the iteration its HGP
             // differentiates.
             return Ok(Box::new(
-                Sgp::new(net.network, s.steps, schedule)?.with_batches(batch, seed),
+                Sgp::new(net.network, s.steps, schedule)?
+                    .with_batches(batch, seed)
+                    .with_placement(self.placement.clone()),
             ));
         }
         Ok(match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
-                Box::new(DecentralizedSgd::new(w, s.steps, schedule)?.with_batches(batch, seed))
+                Box::new(
+                    DecentralizedSgd::new(w, s.steps, schedule)?
+                        .with_batches(batch, seed)
+                        .with_placement(self.placement.clone()),
+                )
             }
             None => Box::new(
                 Sgp::new(net.network, s.steps, schedule)?
                     .with_order(SgpOrder::MixThenStep)
-                    .with_batches(batch, seed),
+                    .with_batches(batch, seed)
+                    .with_placement(self.placement.clone()),
             ),
         })
     }
@@ -352,7 +393,9 @@ impl Protocol {
         s: &Setting,
     ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
         if method == Method::PdboMtlLocal {
-            return Ok(Box::new(Local));
+            return Ok(Box::new(
+                Local::new().with_placement(self.placement.clone()),
+            ));
         }
         let net =
             NetworkArgs::of(network).build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
@@ -364,15 +407,21 @@ impl Protocol {
                 samples: SampleMode::Shared,
                 seed: derive(self.seed, domain::ESTIMATOR),
             };
-            return Ok(Box::new(PdboHgp::new(net.network, options)?));
+            return Ok(Box::new(
+                PdboHgp::new(net.network, options)?.with_placement(self.placement.clone()),
+            ));
         }
         let averager: Box<dyn Averager<f32>> = match net.fixed {
             Some(graph) => {
                 let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
-                Box::new(Gossip::constant(w, self.push_steps)?)
+                Box::new(
+                    Gossip::constant(w, self.push_steps)?.with_placement(self.placement.clone()),
+                )
             }
             None => Box::new(
-                PushSum::new(net.network, self.push_steps)?.with_debias(DebiasWeights::Kept),
+                PushSum::new(net.network, self.push_steps)?
+                    .with_debias(DebiasWeights::Kept)
+                    .with_placement(self.placement.clone()),
             ),
         };
         let options = HgpOptions {
@@ -407,8 +456,10 @@ impl Protocol {
         let lambda_len = if method.ensemble() { 3 } else { s.classes };
         let mut lambda = PerClient::filled(&vec![lambda_len; n], 0.0f32);
         let mut solver = self.solver(method, network, n, s)?;
-        let outer_loss =
-            |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| total_outer_loss(&clients, x, lambda);
+        let placement = &self.placement;
+        let outer_loss = |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| {
+            total_outer_loss_on(placement, &clients, x, lambda)
+        };
         let mut solve = |lambda: &PerClient<f32>| {
             solver
                 .solve_observed(&clients, lambda, &x0, &mut OnProgress(|_, _, _| progress()))
@@ -416,13 +467,20 @@ impl Protocol {
         };
         let mut x = solve(&lambda)?;
         if !method.tunes_lambda() {
-            let val = weighted_mean(&accuracies(&clients, split, &x, &lambda, Set::Validation)?);
-            let test = accuracies(&clients, split, &x, &lambda, Set::Test)?;
-            let train = accuracies(&clients, split, &x, &lambda, Set::Train)?;
+            let val = weighted_mean(&accuracies(
+                placement,
+                &clients,
+                split,
+                &x,
+                &lambda,
+                Set::Validation,
+            )?);
+            let test = accuracies(placement, &clients, split, &x, &lambda, Set::Test)?;
+            let train = accuracies(placement, &clients, split, &x, &lambda, Set::Train)?;
             let training = Training {
                 accuracy: weighted_mean(&train),
-                grad_norm: inner_grad_norm(method, &clients, &x, &lambda),
-                grad_norm_start: inner_grad_norm(method, &clients, &x0, &lambda),
+                grad_norm: inner_grad_norm(placement, method, &clients, &x, &lambda),
+                grad_norm_start: inner_grad_norm(placement, method, &clients, &x0, &lambda),
             };
             return Ok(Cell {
                 method,
@@ -447,13 +505,21 @@ impl Protocol {
             x = solve(&lambda)?;
             losses.push(outer_loss(&x, &lambda));
             curve.push(weighted_mean(&accuracies(
+                placement,
                 &clients,
                 split,
                 &x,
                 &lambda,
                 Set::Validation,
             )?));
-            tests.push(accuracies(&clients, split, &x, &lambda, Set::Test)?);
+            tests.push(accuracies(
+                placement,
+                &clients,
+                split,
+                &x,
+                &lambda,
+                Set::Test,
+            )?);
         }
         // Never a table of NaN: an outer loss that is not finite (the estimate and the
         // solves are checked, this is the last line of defence) is an error.
@@ -511,6 +577,7 @@ mod tests {
             push_steps: 5,
             seed: 1,
             estimator: PersonalizeEstimator::Hgp,
+            placement: Placement::local(),
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {
@@ -552,5 +619,60 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(Method::HgpMtl.label(PersonalizeEstimator::Pdbo), "pdbo-mtl");
+    }
+
+    /// Every method on a static and a time-varying network, under both estimators, with the
+    /// clients spread over thread ranks (one per client, and blocks of clients), each rank
+    /// holding only its own clients' images: the cells of one process, bit for bit.
+    #[test]
+    fn cells_over_ranks_are_the_cells_of_one_process() {
+        use hgp_averaging::ThreadRanks;
+        let all = embedded_mnist().unwrap();
+        let set = all.subset(&(0..400).collect::<Vec<_>>());
+        let config = SplitConfig {
+            clients: 4,
+            clusters: 3,
+            ..SplitConfig::default()
+        };
+        let split = heterogeneous_split(&set, &config, 2).unwrap();
+        let protocol = |estimator, placement| Protocol {
+            setting: Setting {
+                arch: Architecture::Linear { classes: 10 },
+                steps: 6,
+                batch: 8,
+                classes: 10,
+                eta: Eta::Auto(PowerIteration::default()),
+            },
+            outer_steps: 2,
+            neumann_terms: 3,
+            push_steps: 3,
+            seed: 4,
+            estimator,
+            placement,
+        };
+        let cases: Vec<(PersonalizeEstimator, NetworkKind)> = vec![
+            (PersonalizeEstimator::Hgp, NetworkKind::Fixu),
+            (PersonalizeEstimator::Hgp, NetworkKind::Randd),
+            (PersonalizeEstimator::Pdbo, NetworkKind::Randu),
+        ];
+        let run = |placement: Placement| -> Vec<Cell> {
+            let mut mine = split.clone();
+            super::super::keep_own_images(&mut mine, &placement);
+            let mut cells = Vec::new();
+            for &(estimator, network) in &cases {
+                let p = protocol(estimator, placement.clone());
+                for &method in Method::value_variants() {
+                    cells.push(p.cell(method, network, &mine, &|| {}).unwrap());
+                }
+            }
+            cells
+        };
+        let local = run(Placement::local());
+        assert_eq!(local.len(), 15);
+        for ranks in [4, 3] {
+            for (rank, cells) in ThreadRanks::spawn(ranks, &run).into_iter().enumerate() {
+                assert_eq!(cells, local, "rank {rank} of {ranks}");
+            }
+        }
     }
 }

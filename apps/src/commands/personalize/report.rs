@@ -166,7 +166,11 @@ impl Personalize {
 
     /// The mean ± sd over seeds of each cell: personalize.md and personalize-seeds.csv in
     /// --out, printed as a table or JSON.
-    pub(super) fn report_seeds(&self, runs: &[Vec<Cell>]) -> Result<()> {
+    pub(super) fn report_seeds(
+        &self,
+        runs: &[Vec<Cell>],
+        mpi: Option<serde_json::Value>,
+    ) -> Result<()> {
         let seeds = runs.len();
         let of = |m: Method, k: NetworkKind| -> Vec<&Cell> {
             runs.iter()
@@ -241,10 +245,11 @@ impl Personalize {
         let csv = self.out.join("personalize-seeds.csv");
         write_csv(&csv, SEED_HEADER, rows.iter())?;
         if self.json {
-            println!(
-                "{}",
-                serde_json::to_string(&json!({ "rows": rows, "seeds": seeds }))?
-            );
+            let mut out = json!({ "rows": rows, "seeds": seeds });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("{caption}\n\n{}", table.terminal());
@@ -267,6 +272,7 @@ impl Personalize {
         description: &str,
         out: &Path,
         print: bool,
+        mpi: Option<serde_json::Value>,
     ) -> Result<()> {
         let find =
             |m: Method, k: NetworkKind| cells.iter().find(|c| c.method == m && c.network == k);
@@ -338,7 +344,11 @@ impl Personalize {
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string(&json!({ "rows": rows }))?);
+            let mut out = json!({ "rows": rows });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("{description}");
