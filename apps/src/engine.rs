@@ -235,3 +235,18 @@ pub fn agree_on<R>(placement: &Placement, result: Result<R>) -> Result<R> {
         }
     }
 }
+
+/// Every rank's rows of `v` (its own clients') sent to every rank (a no-op in one process).
+pub fn gather_per_client<T: hgp_averaging::Scalar>(
+    placement: &Placement,
+    v: &mut hgp_models::PerClient<T>,
+) {
+    if !placement.is_distributed() {
+        return;
+    }
+    let n = v.n();
+    let bounds: Vec<usize> = (0..=placement.ranks())
+        .map(|r| v.offset(placement.clients_of(n, r).start))
+        .collect();
+    placement.gather_blocks(v.as_mut_slice(), &bounds);
+}

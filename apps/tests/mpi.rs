@@ -204,3 +204,302 @@ fn one_rank_without_mpirun_gives_the_simulators_numbers() {
     single.as_object_mut().unwrap().remove("mpi");
     assert_eq!(local.to_string(), single.to_string());
 }
+
+/// The JSON of `args` under `mpirun -n ranks … --engine mpi`, with its "mpi" object taken
+/// out (it must be there, one entry per rank, with a communication share and a peak memory).
+fn distributed(ranks: usize, args: &[&str]) -> Value {
+    let mut program = vec![HGP];
+    program.extend(args);
+    program.extend(["--engine", "mpi"]);
+    let mut distributed = json(&mpirun(ranks, &program));
+    let traffic = distributed
+        .as_object_mut()
+        .unwrap()
+        .remove("mpi")
+        .expect("an \"mpi\" object");
+    assert_eq!(traffic["ranks"], ranks);
+    let per_rank = traffic["per_rank"].as_array().expect("per_rank");
+    assert_eq!(per_rank.len(), ranks);
+    for r in per_rank {
+        let share = r["comm_share"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{r}");
+        assert!(r["peak_memory_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+    distributed
+}
+
+#[test]
+fn personalize_over_ranks_gives_the_simulators_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let small = [
+        "personalize",
+        "--json",
+        "--model",
+        "mlp",
+        "--images",
+        "400",
+        "--sgp-steps",
+        "4",
+        "--batch",
+        "8",
+        "--outer-steps",
+        "2",
+        "--neumann-terms",
+        "2",
+        "--seed",
+        "5",
+    ];
+    for (ranks, extra) in [
+        // One client per rank, the NeurIPS paper's HGP on a static and a directed network.
+        (
+            4,
+            &[
+                "--clients",
+                "4",
+                "--networks",
+                "fixu,randd",
+                "--push-steps",
+                "2",
+            ][..],
+        ),
+        // Blocks of clients, paper 004's HGP.
+        (
+            3,
+            &[
+                "--clients",
+                "5",
+                "--networks",
+                "randu",
+                "--estimator",
+                "pdbo",
+            ][..],
+        ),
+    ] {
+        let (local_dir, mpi_dir) = (out(&format!("l{ranks}")), out(&format!("m{ranks}")));
+        let mut args: Vec<&str> = small.iter().chain(extra).copied().collect();
+        let mut local_args = args.clone();
+        local_args.extend(["--out", &local_dir]);
+        args.extend(["--out", &mpi_dir]);
+        let local = json(&hgp(&local_args));
+        let over_ranks = distributed(ranks, &args);
+        assert_eq!(local.to_string(), over_ranks.to_string(), "{extra:?}");
+        assert_eq!(
+            local["rows"].as_array().unwrap().len(),
+            5 * extra[3].split(',').count()
+        );
+        // The files rank 0 wrote are the simulator's.
+        for file in ["personalize.csv", "personalize.md"] {
+            let read = |d: &str| std::fs::read_to_string(format!("{d}/{file}")).unwrap();
+            assert_eq!(read(&local_dir), read(&mpi_dir), "{file}");
+        }
+    }
+    // --resume under MPI: the rows of an interrupted run (only SGP) are kept and the rest
+    // computed over the ranks, as one process computes them.
+    let resumed = out("resumed");
+    let mut first: Vec<&str> = small.to_vec();
+    first.extend(["--clients", "4", "--networks", "randd", "--methods", "sgp"]);
+    first.extend(["--out", &resumed]);
+    json(&hgp(&first));
+    let mut rest: Vec<&str> = small.to_vec();
+    rest.extend([
+        "--clients",
+        "4",
+        "--networks",
+        "randd",
+        "--resume",
+        "--out",
+        &resumed,
+    ]);
+    let resumed_over_ranks = distributed(2, &rest);
+    let whole = out("whole");
+    let mut all: Vec<&str> = small.to_vec();
+    all.extend(["--clients", "4", "--networks", "randd", "--out", &whole]);
+    assert_eq!(json(&hgp(&all)).to_string(), resumed_over_ranks.to_string());
+}
+
+/// `value` without the fields that measure time (never the same twice).
+fn without_times(mut value: Value) -> Value {
+    if let Some(rows) = value.get_mut("rows").and_then(Value::as_array_mut) {
+        for row in rows {
+            if let Some(row) = row.as_object_mut() {
+                row.remove("seconds_per_round");
+                row.remove("overhead_vs_fedavg_percent");
+            }
+        }
+    }
+    value
+}
+
+/// `args` (a subcommand and its flags, without --out) in one process and over `ranks`
+/// ranks: every number of the JSON, and the files `files` that rank 0 wrote, the same.
+fn same_over_ranks(ranks: usize, args: &[&str], files: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (l, m) = (dir.path().join("local"), dir.path().join("mpi"));
+    let mut local_args = args.to_vec();
+    local_args.extend(["--out", l.to_str().unwrap()]);
+    let mut mpi_args = args.to_vec();
+    mpi_args.extend(["--out", m.to_str().unwrap()]);
+    let local = json(&hgp(&local_args));
+    let distributed = distributed(ranks, &mpi_args);
+    assert_eq!(
+        without_times(local).to_string(),
+        without_times(distributed).to_string(),
+        "{ranks} ranks: {args:?}"
+    );
+    for file in files {
+        let read = |d: &std::path::Path| std::fs::read_to_string(d.join(file)).unwrap();
+        assert_eq!(read(&l), read(&m), "{file} of {args:?}");
+    }
+}
+
+#[test]
+fn error_over_ranks_gives_the_simulators_bits() {
+    let common = ["error", "--json", "--seeds", "2", "--neumann-terms", "40"];
+    // One client per rank, two Push-Sum S, both panels.
+    let mut a = common.to_vec();
+    a.extend(["--clients", "4", "--push-steps", "1,5"]);
+    same_over_ranks(4, &a, &["error.csv"]);
+    // Blocks of clients, paper 004's HGP (with the error of the mean over seeds).
+    let mut b = common.to_vec();
+    b.extend([
+        "--clients",
+        "5",
+        "--estimator",
+        "pdbo-hgp",
+        "--pdbo-lr",
+        "0.5",
+        "--panels",
+        "mini",
+        "--network",
+        "randu",
+    ]);
+    same_over_ranks(3, &b, &["error.csv", "error_of_mean.csv"]);
+}
+
+#[test]
+fn faults_over_ranks_give_the_simulators_bits() {
+    let common = [
+        "faults",
+        "--json",
+        "--sgp-steps",
+        "300",
+        "--neumann-terms",
+        "40",
+        "--push-steps",
+        "20",
+        "--loss",
+        "0,0.3",
+    ];
+    let mut a = common.to_vec();
+    a.extend(["--clients", "4"]);
+    same_over_ranks(4, &a, &["faults.csv"]);
+    let mut b = common.to_vec();
+    b.extend(["--clients", "7", "--crash-client", "2"]);
+    same_over_ranks(3, &b, &["faults.csv"]);
+}
+
+#[test]
+fn influence_over_ranks_gives_the_simulators_bits() {
+    same_over_ranks(
+        4,
+        &[
+            "influence",
+            "--json",
+            "--quick",
+            "--clients",
+            "5",
+            "--top",
+            "4",
+            "--sgp-steps",
+            "600",
+            "--neumann-terms",
+            "100",
+        ],
+        &["influence.csv"],
+    );
+    // The CNN, each rank holding its own clients' digits.
+    same_over_ranks(
+        3,
+        &[
+            "influence",
+            "--json",
+            "--model",
+            "cnn",
+            "--quick",
+            "--clients",
+            "3",
+            "--images",
+            "150",
+            "--sgp-steps",
+            "3",
+            "--neumann-terms",
+            "3",
+            "--top",
+            "2",
+            "--allow-unconverged",
+        ],
+        &["influence.csv"],
+    );
+}
+
+#[test]
+fn fedhyper_over_ranks_gives_the_simulators_bits() {
+    same_over_ranks(
+        3,
+        &[
+            "fedhyper",
+            "--json",
+            "--quick",
+            "--rounds",
+            "3",
+            "--clients",
+            "8",
+            "--fraction",
+            "0.5",
+            "--images",
+            "600",
+            "--test-images",
+            "100",
+            "--batch",
+            "16",
+            "--local-steps",
+            "3",
+            "--splits",
+            "iid,0.25",
+            "--methods",
+            "fedavg,fedhyper-cl,fedadam",
+        ],
+        &[],
+    );
+}
+
+#[test]
+fn fbo_over_ranks_gives_the_simulators_bits() {
+    same_over_ranks(
+        4,
+        &[
+            "fbo",
+            "--json",
+            "--clients",
+            "6",
+            "--images",
+            "300",
+            "--test-images",
+            "100",
+            "--hidden",
+            "8",
+            "--rounds",
+            "30",
+            "--inner-steps",
+            "2",
+            "--neumann-terms",
+            "2",
+            "--batch",
+            "8",
+            "--fraction",
+            "0.5",
+        ],
+        &["fbo.csv"],
+    );
+}

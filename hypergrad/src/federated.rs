@@ -11,16 +11,18 @@
 //! −∂²_{λ_i x} g_i H⁻¹ Σ_k ∂_x f_k plus the direct part. When every client holds the same λ
 //! (the federated problem of paper 003), the mean of the rows is its hyper-gradient ∇f(x).
 
-use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::Describe;
 use hgp_graphs::rng::{self, domain};
-use hgp_inner_solvers::{FedLower, InnerSolution, LocalUpdate, LrSchedule, ServerState};
+use hgp_inner_solvers::{
+    FedLower, InnerSolution, LocalUpdate, LrSchedule, ServerState, own_participants,
+};
 use hgp_models::{Batch, BatchSampler, BatchSize, ClientObjective, PerClient};
 use rand::RngExt;
 use rayon::prelude::*;
 
 use crate::error::{HypergradError, Result};
-use crate::estimator::{HyperGradEstimate, check_inputs};
+use crate::estimator::{HyperGradEstimate, check_inputs, gather_per_client};
 use crate::joint::{Diagnostics, Joint, JointEstimator};
 use crate::watch::{Growth, NormWatch};
 use hgp_inner_solvers::{Observer, Phase};
@@ -119,13 +121,21 @@ impl<T: Scalar> Server<T> {
     }
 
     /// This call's server and participants.
-    fn start(&mut self, n: usize, options: &FederatedOptions) -> Result<(Central<T>, Vec<usize>)> {
+    fn start(
+        &mut self,
+        n: usize,
+        options: &FederatedOptions,
+        placement: &Placement,
+    ) -> Result<(Central<T>, Vec<usize>)> {
+        placement.check_clients(n)?;
         if self
             .central
             .as_ref()
             .is_none_or(|c| <Central<T> as hgp_averaging::Averager<T>>::n(c) != n)
         {
-            self.central = Some(Central::new(n, options.fraction, options.seed)?);
+            self.central = Some(
+                Central::new(n, options.fraction, options.seed)?.with_placement(placement.clone()),
+            );
         }
         let central = self.central.as_mut().expect("set above");
         let participants = central.draw();
@@ -246,8 +256,10 @@ fn norm<T: Scalar>(v: &[T]) -> f64 {
     v.iter().map(|x| x.as_f64().powi(2)).sum::<f64>().sqrt()
 }
 
-/// ‖mean_{i∈S} rows_i‖: the norm of what the server will aggregate.
-fn mean_norm<T: Scalar>(rows: &ClientBuffer<T>, s: &[usize]) -> f64 {
+/// ‖mean_{i∈S} rows_i‖: the norm of what the server will aggregate (every rank's rows
+/// gathered first).
+fn mean_norm<T: Scalar>(placement: &Placement, rows: &mut ClientBuffer<T>, s: &[usize]) -> f64 {
+    placement.gather_rows(rows);
     let mut mean = vec![0.0; rows.d()];
     for &i in s {
         for (m, &v) in mean.iter_mut().zip(rows.row(i)) {
@@ -299,6 +311,7 @@ pub struct AggItd<T> {
     hvp: BatchSampler,
     server: Server<T>,
     q_mean: bool,
+    placement: Placement,
 }
 
 impl<T: Scalar> AggItd<T> {
@@ -317,7 +330,18 @@ impl<T: Scalar> AggItd<T> {
             lower,
             server: Server::new(),
             q_mean: false,
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank computes its own
+    /// participants' rows (lower steps, HessIV pieces, h_i); the server's aggregates gather
+    /// them and sum in client order on every rank, so S, Q and the estimate are the same on
+    /// all ranks, with the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.lower = self.lower.with_placement(placement.clone());
+        self.placement = placement;
+        self
     }
 
     /// Fixes Q (checked against N at every call).
@@ -349,7 +373,10 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         let n = clients.len();
         let big_n = self.options.inner_steps;
         let call = self.server.calls;
-        let (server, s) = self.server.start(n, &self.options)?;
+        let placement = self.placement.clone();
+        let (server, s) = self.server.start(n, &self.options, &placement)?;
+        // The participants whose rows this rank computes.
+        let mine = own_participants(&placement, n, &s);
         let q = match self.index {
             Some(q) if q > big_n => {
                 return Err(HypergradError::Index { q, n: big_n });
@@ -375,7 +402,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                     neumann_rows(
                         clients,
                         lambda,
-                        &s,
+                        &mine,
                         &state.y,
                         &|_| zbar.as_slice(),
                         eta,
@@ -385,7 +412,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                     );
                 }
                 let mut r = ClientBuffer::zeros(n, d);
-                outer_x_rows(clients, lambda, &s, &state.y, &mut r);
+                outer_x_rows(clients, lambda, &mine, &state.y, &mut r);
+                placement.gather_rows(&mut next);
+                placement.gather_rows(&mut r);
                 zbar.iter_mut().for_each(|v| *v = T::zero());
                 for &i in &s {
                     for ((a, &b), &c) in zbar.iter_mut().zip(next.row(i)).zip(r.row(i)) {
@@ -397,12 +426,12 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
             let mut pieces = ClientBuffer::zeros(n, d);
             let step = call * (big_n as u64 + 1) + t as u64;
             if t == q {
-                outer_x_rows(clients, lambda, &s, &state.y, &mut pieces);
+                outer_x_rows(clients, lambda, &mine, &state.y, &mut pieces);
             } else if t > q {
                 neumann_rows(
                     clients,
                     lambda,
-                    &s,
+                    &mine,
                     &state.y,
                     &|_| z.as_slice(),
                     eta,
@@ -413,13 +442,13 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
             }
             if t > q {
                 // z^t = mean_i (I − λH_i(y^t)) z^{t−1} must shrink like FedNest's terms.
-                let size = mean_norm(&pieces, &s);
+                let size = mean_norm(&placement, &mut pieces, &s);
                 watch
                     .get_or_insert_with(|| NormWatch::new(initial_z, big_n - q))
                     .record(t - q, size)
                     .map_err(|g| growing("AggITD", g, t - q, size, self.options.neumann_step))?;
             } else if t == q {
-                initial_z = mean_norm(&pieces, &s);
+                initial_z = mean_norm(&placement, &mut pieces, &s);
             }
             if t < big_n {
                 let control = match self.options.update {
@@ -454,8 +483,8 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
         // p = λ (N + 1) z^N.
         let scale = eta * T::cast((big_n + 1) as f64);
         let p: Vec<T> = z.iter().map(|&v| v * scale).collect();
-        let computed = self.options.computed(n, &s);
-        let (v, h_cost) = hyper_rows(
+        let computed = own_participants(&placement, n, &self.options.computed(n, &s));
+        let (mut v, h_cost) = hyper_rows(
             clients,
             lambda,
             &s,
@@ -465,11 +494,12 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
             &self.hvp,
             call * (big_n as u64 + 1) + big_n as u64 + 1,
         );
+        gather_per_client(&placement, &mut v);
         estimate_comm.merge(&h_cost);
         check_finite(&v, "AggITD's hyper-gradient")?;
         let q_mean = if self.q_mean {
             let pbar: Vec<T> = zbar.iter().map(|&v| v * eta).collect();
-            let (mean, _) = hyper_rows(
+            let (mut mean, _) = hyper_rows(
                 clients,
                 lambda,
                 &s,
@@ -479,13 +509,15 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 &self.hvp,
                 call * (big_n as u64 + 1) + big_n as u64 + 1,
             );
+            gather_per_client(&placement, &mut mean);
             Some(mean)
         } else {
             None
         };
         observer.progress(Phase::Estimate, 1, 1);
         let x = broadcast(n, &state.y);
-        let solution = InnerSolution::measure(clients, lambda, x, None, big_n, state.comm);
+        let solution =
+            InnerSolution::measure_on(&placement, clients, lambda, x, None, big_n, state.comm);
         Ok(Joint {
             solution,
             estimate: HyperGradEstimate {
@@ -573,6 +605,7 @@ pub struct FedNest<T> {
     lower: FedLower,
     hvp: BatchSampler,
     server: Server<T>,
+    placement: Placement,
 }
 
 impl<T: Scalar> FedNest<T> {
@@ -591,7 +624,15 @@ impl<T: Scalar> FedNest<T> {
             scope,
             lower,
             server: Server::new(),
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement` (as [`AggItd::with_placement`]).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.lower = self.lower.with_placement(placement.clone());
+        self.placement = placement;
+        self
     }
 }
 
@@ -607,7 +648,9 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         let n = clients.len();
         let big_n = self.options.inner_steps;
         let call = self.server.calls;
-        let (server, s) = self.server.start(n, &self.options)?;
+        let placement = self.placement.clone();
+        let (server, s) = self.server.start(n, &self.options, &placement)?;
+        let mine = own_participants(&placement, n, &s);
         let mut state: ServerState<T> = self.lower.start(x0);
         state.round = (call as usize) * big_n;
         for r in 0..big_n {
@@ -621,12 +664,12 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         let steps = self.terms as u64 + 2;
         let step = |t: usize| call * steps + t as u64;
         let shared: Vec<T>;
-        let computed = self.options.computed(n, &s);
+        let computed = own_participants(&placement, n, &self.options.computed(n, &s));
         let mut local = ClientBuffer::zeros(n, d);
         match self.scope {
             HessianScope::Global => {
                 let mut p = ClientBuffer::zeros(n, d);
-                outer_x_rows(clients, lambda, &s, &y, &mut p);
+                outer_x_rows(clients, lambda, &mine, &y, &mut p);
                 comm.merge(&server.aggregate(&mut p, &s)?);
                 let mut current = p.row(0).to_vec();
                 let mut sum = current.clone();
@@ -635,7 +678,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                     neumann_rows(
                         clients,
                         lambda,
-                        &s,
+                        &mine,
                         &y,
                         &|_| current.as_slice(),
                         eta,
@@ -692,7 +735,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 HessianScope::Local => local.row(i),
             }
         };
-        let (v, h_cost) = hyper_rows(
+        let (mut v, h_cost) = hyper_rows(
             clients,
             lambda,
             &s,
@@ -702,11 +745,19 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
             &self.hvp,
             step(self.terms + 1),
         );
+        gather_per_client(&placement, &mut v);
         comm.merge(&h_cost);
         check_finite(&v, "FedNest's hyper-gradient")?;
         observer.progress(Phase::Estimate, self.terms.max(1), self.terms.max(1));
-        let solution =
-            InnerSolution::measure(clients, lambda, broadcast(n, &y), None, big_n, state.comm);
+        let solution = InnerSolution::measure_on(
+            &placement,
+            clients,
+            lambda,
+            broadcast(n, &y),
+            None,
+            big_n,
+            state.comm,
+        );
         Ok(Joint {
             solution,
             estimate: HyperGradEstimate {
@@ -794,40 +845,39 @@ pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
     }
     let start = lambda.row(participants[0]).to_vec();
     let mut models = ClientBuffer::zeros(n, d);
-    models
-        .rows_of_mut(participants)
-        .par_iter_mut()
-        .for_each_init(
-            || {
-                (
-                    vec![T::zero(); y.len()],
-                    vec![T::zero(); d],
-                    vec![T::zero(); d],
-                )
-            },
-            |(gx, anchor, g), (i, row)| {
-                let c = &clients[*i];
-                row.copy_from_slice(&start);
-                if local_steps > 1 {
-                    c.outer_grads(y, &start, gx, anchor);
-                }
-                for v in 0..local_steps {
-                    if v == 0 {
-                        // At λ_i = λ the correction vanishes.
-                        for (r, &hb) in row.iter_mut().zip(&hbar) {
-                            *r -= alpha * hb;
-                        }
-                        continue;
+    // The participants on this rank (the server's placement); the aggregate gathers the rest.
+    let mine = own_participants(&server.placement(), n, participants);
+    models.rows_of_mut(&mine).par_iter_mut().for_each_init(
+        || {
+            (
+                vec![T::zero(); y.len()],
+                vec![T::zero(); d],
+                vec![T::zero(); d],
+            )
+        },
+        |(gx, anchor, g), (i, row)| {
+            let c = &clients[*i];
+            row.copy_from_slice(&start);
+            if local_steps > 1 {
+                c.outer_grads(y, &start, gx, anchor);
+            }
+            for v in 0..local_steps {
+                if v == 0 {
+                    // At λ_i = λ the correction vanishes.
+                    for (r, &hb) in row.iter_mut().zip(&hbar) {
+                        *r -= alpha * hb;
                     }
-                    c.outer_grads(y, row, gx, g);
-                    for (((r, &hb), &a), &gk) in
-                        row.iter_mut().zip(&hbar).zip(anchor.iter()).zip(g.iter())
-                    {
-                        *r -= alpha * (hb - a + gk);
-                    }
+                    continue;
                 }
-            },
-        );
+                c.outer_grads(y, row, gx, g);
+                for (((r, &hb), &a), &gk) in
+                    row.iter_mut().zip(&hbar).zip(anchor.iter()).zip(g.iter())
+                {
+                    *r -= alpha * (hb - a + gk);
+                }
+            }
+        },
+    );
     let cost = server.aggregate(&mut models, participants)?;
     let new = models.row(0);
     if new.iter().any(|v| !v.as_f64().is_finite()) {

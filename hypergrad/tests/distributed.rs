@@ -194,3 +194,131 @@ fn faults_over_ranks_and_threads_have_the_bits_of_one_process() {
         assert_eq!(sent, want.messages - want.lost, "{exchange:?}");
     }
 }
+
+/// What the server-based estimators and FedAvg compute, as bits: AggITD's index Q and its
+/// estimate (with the mean over Q), FedNest's and LFedNest's, the participants, the lower
+/// level's solution, and FedAvg's server model and rates under FedHyper's schedulers.
+#[derive(Debug, PartialEq)]
+struct Federated {
+    q: usize,
+    participants: Vec<usize>,
+    aggitd: Vec<u64>,
+    q_mean: Vec<u64>,
+    y: Vec<u64>,
+    fednest: Vec<u64>,
+    lfednest: Vec<u64>,
+    upper: Vec<u64>,
+    fedavg: Vec<u64>,
+    rates: Vec<u64>,
+    messages: u64,
+}
+
+fn federated(placement: Placement, n: usize) -> Federated {
+    use hgp_hypergrad::{AggItd, Diagnostics, FedNest, FederatedOptions, HessianScope};
+    use hgp_hypergrad::{JointEstimator, one_round_upper};
+    use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG};
+    use hgp_inner_solvers::{FedAvg, LocalUpdate};
+    let clients = clients(n);
+    let d = 5;
+    let lambda = PerClient::filled(&vec![d; n], 0.01);
+    let x0 = ClientBuffer::zeros(n, d);
+    let options = |update| FederatedOptions {
+        inner_steps: 40,
+        inner_lr: 0.5,
+        local_steps: 3,
+        update,
+        neumann_step: 0.5,
+        fraction: 0.6,
+        batch: BatchSize::Size(15),
+        seed: 11,
+        participants_only: false,
+    };
+    // Two calls: the server's draws of S and of Q advance between them.
+    let mut aggitd = AggItd::new(options(LocalUpdate::Svrg))
+        .unwrap()
+        .with_q_mean()
+        .with_placement(placement.clone());
+    aggitd
+        .solve_and_estimate(&clients, &lambda, &x0, &mut ())
+        .unwrap();
+    let joint = aggitd
+        .solve_and_estimate(&clients, &lambda, &x0, &mut ())
+        .unwrap();
+    let Some(Diagnostics::AggItd { index, q_mean }) = joint.diagnostics.clone() else {
+        panic!("AggITD reports its index");
+    };
+    let participants = joint.participants.clone().unwrap();
+    let mut fednest = FedNest::new(options(LocalUpdate::Svrg), 30, HessianScope::Global)
+        .unwrap()
+        .with_placement(placement.clone());
+    let global = fednest
+        .solve_and_estimate(&clients, &lambda, &x0, &mut ())
+        .unwrap();
+    let mut lfednest = FedNest::new(options(LocalUpdate::Sgd), 30, HessianScope::Local)
+        .unwrap()
+        .with_placement(placement.clone());
+    let local = lfednest
+        .solve_and_estimate(&clients, &lambda, &x0, &mut ())
+        .unwrap();
+    // One-Round-Upper with the AggITD estimate, over a server on the same placement.
+    let server = hgp_averaging::Central::new(n, 0.6, 2)
+        .unwrap()
+        .with_placement(placement.clone());
+    let mut upper = lambda.clone();
+    one_round_upper(
+        &clients,
+        &mut upper,
+        joint.solution.x.row(0),
+        &joint.estimate.v,
+        &participants,
+        &server,
+        0.1,
+        3,
+    )
+    .unwrap();
+    // FedAvg with FedHyper-G + CL on the server and the clients.
+    let mut fedavg = FedAvg::new(20, 4, 0.5, LrSchedule::constant(0.3).unwrap(), 7)
+        .unwrap()
+        .with_batches(BatchSize::Size(10))
+        .with_schedulers(
+            Box::new(FedHyperG::new(0.01, 2.0).unwrap()),
+            Box::new(FedHyperCl::new(0.01, 2.0, 0.5).unwrap()),
+        )
+        .with_placement(placement.clone());
+    let mut state = fedavg.start(n, vec![0.0; d]).unwrap();
+    let mut rates = Vec::new();
+    for _ in 0..20 {
+        let r = fedavg.round(&clients, &lambda, &mut state).unwrap();
+        rates.extend([r.global, r.broadcast, r.mean_local]);
+    }
+    Federated {
+        q: index,
+        participants,
+        aggitd: bits(joint.estimate.v.as_slice()),
+        q_mean: bits(q_mean.unwrap().as_slice()),
+        y: bits(joint.solution.x.as_slice()),
+        fednest: bits(global.estimate.v.as_slice()),
+        lfednest: bits(local.estimate.v.as_slice()),
+        upper: bits(upper.as_slice()),
+        fedavg: bits(&state.model),
+        rates: bits(&rates),
+        messages: joint.total_comm().messages + state.comm.messages,
+    }
+}
+
+/// The server path over ranks: the participation draws, AggITD's Q, the schedulers' rates
+/// and every number of AggITD, FedNest, LFedNest, One-Round-Upper and FedAvg are those of
+/// one process, with one client per rank and with blocks of clients.
+#[test]
+fn the_server_path_over_ranks_has_the_bits_of_one_process() {
+    let local = federated(Placement::local(), 6);
+    assert!(local.participants.len() < 6, "C < 1 draws a subset");
+    for ranks in [6, 4, 2] {
+        for (rank, r) in ThreadRanks::spawn(ranks, |p| federated(p, 6))
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(r, local, "rank {rank} of {ranks}");
+        }
+    }
+}

@@ -34,6 +34,7 @@ pub struct FedAvg {
     sampler: BatchSampler,
     server: Box<dyn LrScheduler>,
     client: Box<dyn LrScheduler>,
+    placement: Placement,
 }
 
 /// The state of [`FedAvg`] between rounds: the server model W^t, the last global update
@@ -97,7 +98,17 @@ impl FedAvg {
             sampler: BatchSampler::new(BatchSize::Full, seed, domain::FEDAVG),
             server: Box::new(Constant),
             client: Box::new(Constant),
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank runs the local steps
+    /// of its own participants; their updates are gathered to every rank and summed in
+    /// client order there, so the participation draws, the schedulers and the server model
+    /// are the same on every rank, with the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     /// Mini-batches of the given size.
@@ -183,7 +194,14 @@ impl FedAvg {
         let client = &*self.client;
         let (model, last_update) = (&state.model, &state.last_update);
         let (k_steps, sampler) = (self.local_steps, &self.sampler);
-        let local: Vec<(Vec<f64>, f64)> = participants
+        self.placement.check_clients(n)?;
+        let owned = self.placement.owned(n);
+        let mine: Vec<usize> = participants
+            .iter()
+            .copied()
+            .filter(|i| owned.contains(i))
+            .collect();
+        let local: Vec<(Vec<f64>, f64)> = mine
             .par_iter()
             .map(|&i| {
                 let c = &clients[i];
@@ -225,6 +243,7 @@ impl FedAvg {
                 (delta, rate_sum / k_steps as f64)
             })
             .collect();
+        let local = gather_participants(&self.placement, n, &participants, local, d);
         let finite = local
             .iter()
             .all(|(delta, _)| delta.iter().all(|v| v.is_finite()));
@@ -288,6 +307,39 @@ impl FedAvg {
     }
 }
 
+/// Every participant's (Δ_m, mean local rate), in participant order, on every rank: each
+/// rank computed those of its own participants (`mine`, in order); a no-op in one process.
+/// The participants are sorted, so each rank's are one block of the list.
+fn gather_participants(
+    placement: &Placement,
+    n: usize,
+    participants: &[usize],
+    mine: Vec<(Vec<f64>, f64)>,
+    d: usize,
+) -> Vec<(Vec<f64>, f64)> {
+    if !placement.is_distributed() {
+        return mine;
+    }
+    let width = d + 1;
+    let bounds: Vec<usize> = (0..=placement.ranks())
+        .map(|r| {
+            let first = placement.clients_of(n, r).start;
+            participants.partition_point(|&i| i < first) * width
+        })
+        .collect();
+    let mut all = vec![0.0; participants.len() * width];
+    let start = bounds[placement.rank()];
+    for (k, (delta, rate)) in mine.iter().enumerate() {
+        let row = &mut all[start + k * width..start + (k + 1) * width];
+        row[..d].copy_from_slice(delta);
+        row[d] = *rate;
+    }
+    placement.gather_blocks(&mut all, &bounds);
+    all.chunks_exact(width)
+        .map(|row| (row[..d].to_vec(), row[d]))
+        .collect()
+}
+
 /// Σ a_k b_k in f64.
 fn dot_t<T: Scalar>(a: &[T], b: &[T]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x.as_f64() * y.as_f64()).sum()
@@ -312,8 +364,14 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedAvg {
         let steps = self.rounds * self.local_steps;
         let model = state.model;
         let x = ClientBuffer::from_fn(n, x0.d(), |_, k| model[k]);
-        Ok(InnerSolution::measure(
-            clients, lambda, x, None, steps, state.comm,
+        Ok(InnerSolution::measure_on(
+            &self.placement,
+            clients,
+            lambda,
+            x,
+            None,
+            steps,
+            state.comm,
         ))
     }
 }

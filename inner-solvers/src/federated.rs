@@ -11,7 +11,7 @@
 //! estimator that runs the lower level itself (AggITD builds its hyper-gradient during these
 //! rounds) performs exactly the same steps as [`FedLower::round`].
 
-use hgp_averaging::{Central, ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{Central, ClientBuffer, CommCost, Placement, Scalar};
 use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
@@ -149,6 +149,18 @@ pub struct FedLower {
     seed: u64,
     sampler: BatchSampler,
     control: BatchSampler,
+    placement: Placement,
+}
+
+/// The participants among the clients `placement` puts on this rank (all of them in one
+/// process): the rows this rank computes before a server aggregates every participant's.
+pub fn own_participants(placement: &Placement, n: usize, participants: &[usize]) -> Vec<usize> {
+    let owned = placement.owned(n);
+    participants
+        .iter()
+        .copied()
+        .filter(|i| owned.contains(i))
+        .collect()
 }
 
 impl FedLower {
@@ -186,7 +198,23 @@ impl FedLower {
             // The control variate's draws have their own index (CONTROL_DRAW) in the same
             // domain.
             control: BatchSampler::new(BatchSize::Full, seed, domain::FEDSVRG),
+            placement: Placement::local(),
         })
+    }
+
+    /// Spreads the clients over the ranks of `placement`: each rank computes its own
+    /// participants' gradients and local models, and the server's aggregate (a
+    /// [`Central`] on the same placement, from [`FedLower::server`]) gathers every
+    /// participant's row and sums in client order on every rank, so the participants, the
+    /// server model and every round are the same on all ranks, with the bits of one process.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Where the clients live.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// Mini-batches of `size` for the local steps; the control variate q̄ is always the full
@@ -229,7 +257,7 @@ impl FedLower {
         participant_gradients(
             clients,
             lambda,
-            participants,
+            &own_participants(&self.placement, clients.len(), participants),
             &state.y,
             &self.control,
             state.round as u64,
@@ -255,10 +283,10 @@ impl FedLower {
         control: Option<&[T]>,
         out: &mut ClientBuffer<T>,
     ) -> Result<()> {
-        local_steps(
+        let result = local_steps(
             clients,
             lambda,
-            participants,
+            &own_participants(&self.placement, clients.len(), participants),
             &state.y,
             control,
             self.local_steps,
@@ -266,7 +294,16 @@ impl FedLower {
             &self.sampler,
             state.round as u64,
             out,
-        )
+        );
+        // Every rank stops if any rank's local model diverged.
+        if self.placement.any(result.is_err()) {
+            return Err(result.err().unwrap_or(InnerError::Diverged {
+                solver: "the federated lower level",
+                step: state.round,
+                lr: self.lr.at(state.round),
+            }));
+        }
+        Ok(())
     }
 
     /// One lower-level round (state in, state out): for FedSVRG the control-variate round,
@@ -312,7 +349,8 @@ impl FedLower {
     ///
     /// Averaging errors (no clients).
     pub fn server<T: Scalar>(&self, n: usize) -> Result<Central<T>> {
-        Ok(Central::new(n, self.fraction, self.seed)?)
+        self.placement.check_clients(n)?;
+        Ok(Central::new(n, self.fraction, self.seed)?.with_placement(self.placement.clone()))
     }
 }
 
@@ -334,7 +372,8 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedLower {
             observer.progress(Phase::Lower, r + 1, self.rounds);
         }
         let x = ClientBuffer::from_fn(n, state.y.len(), |_, k| state.y[k]);
-        Ok(InnerSolution::measure(
+        Ok(InnerSolution::measure_on(
+            &self.placement,
             clients,
             lambda,
             x,

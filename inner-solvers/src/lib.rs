@@ -50,7 +50,9 @@ pub use convergence::{ConvergenceReport, ConvergenceTest, NewtonStep, Unconverge
 pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
 pub use fedavg::{FedAvg, FedAvgState, LocalSgd, RoundRates};
-pub use federated::{FedLower, LocalUpdate, ServerState, local_steps, participant_gradients};
+pub use federated::{
+    FedLower, LocalUpdate, ServerState, local_steps, own_participants, participant_gradients,
+};
 pub use hgp_averaging::Describe;
 pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use observer::{Observer, OnIterate, OnProgress, Phase};

@@ -217,9 +217,50 @@ pub struct HyperRep<T> {
     hidden: usize,
     classes: usize,
     beta: T,
+    /// A stand-in for a client another MPI rank holds ([`HyperRep::held_elsewhere`]).
+    elsewhere: bool,
 }
 
 impl<T: Scalar> HyperRep<T> {
+    /// A stand-in for a client whose images another MPI rank holds: the sizes a solver or
+    /// estimator reads of every client (d_x, d_λ, the `train` and `val` counts) and no
+    /// images. Evaluating it is a bug of the caller (only the rank that holds a client
+    /// evaluates it) and panics saying so.
+    ///
+    /// # Errors
+    ///
+    /// As [`HyperRep::new`] for the settings, the pixels and empty sets.
+    pub fn held_elsewhere(
+        config: HyperRepConfig,
+        pixels: usize,
+        train: usize,
+        val: usize,
+    ) -> Result<Self> {
+        let none = |len: usize, what: &'static str| -> Result<SparseImages<T>> {
+            if len == 0 {
+                return Err(ModelError::Empty { what });
+            }
+            Ok(SparseImages {
+                start: vec![0; len + 1],
+                pixel: Vec::new(),
+                value: Vec::new(),
+                labels: vec![0; len],
+            })
+        };
+        let images = ImageSet {
+            images: vec![0.0; pixels],
+            labels: vec![0],
+            rows: 1,
+            cols: pixels,
+        };
+        // The settings checked as for a client with one blank image.
+        let mut client = Self::new(&images, &images, config)?;
+        client.train = none(train, "training set")?;
+        client.val = none(val, "validation set")?;
+        client.elsewhere = true;
+        Ok(client)
+    }
+
     /// A client fitting its head on `train` and scoring the representation on `val`.
     ///
     /// # Errors
@@ -311,6 +352,7 @@ impl<T: Scalar> HyperRep<T> {
             hidden,
             classes,
             beta: T::cast(beta),
+            elsewhere: false,
         })
     }
 
@@ -384,8 +426,12 @@ impl<T: Scalar> HyperRep<T> {
         self.val.len()
     }
 
-    /// Panics unless x and λ have the sizes of the layout.
+    /// Panics unless x and λ have the sizes of the layout (and for a stand-in).
     fn check_point(&self, x: &[T], lambda: &[T]) {
+        assert!(
+            !self.elsewhere,
+            "a client held by another MPI rank was evaluated on this one"
+        );
         assert_eq!(x.len(), self.dim_x(), "length of the head x");
         assert_eq!(
             lambda.len(),

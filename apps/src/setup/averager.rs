@@ -127,11 +127,6 @@ impl AveragerArgs {
         Ok(())
     }
 
-    /// Builds the averager over `net`.
-    pub fn build<T: Scalar>(&self, net: &BuiltNetwork, seed: u64) -> Result<Box<dyn Averager<T>>> {
-        self.build_on(net, seed, &Placement::local())
-    }
-
     /// Builds the averager over `net` for clients placed by `placement`.
     pub fn build_on<T: Scalar>(
         &self,

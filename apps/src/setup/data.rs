@@ -61,21 +61,9 @@ pub fn l2_lambda(path: Option<&Path>, n: usize, d: usize) -> Result<PerClient<f6
     Ok(PerClient::from_rows(rows))
 }
 
-/// The outer loss F = Σ_k f_k(x_k, λ_k) of the clients at `x` (one row each), summed in f64.
-pub fn total_outer_loss<T: Scalar, C: OuterCost<T>>(
-    clients: &[C],
-    x: &ClientBuffer<T>,
-    lambda: &PerClient<T>,
-) -> f64 {
-    clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| c.outer_value(x.row(i), lambda.row(i)).as_f64())
-        .sum()
-}
-
-/// [`total_outer_loss`] with each rank computing its own clients' f_k, gathered and summed
-/// in client order (the bits of one process).
+/// The outer loss F = Σ_k f_k(x_k, λ_k) of the clients at `x` (one row each), in f64, each
+/// rank computing its own clients' f_k, gathered and summed in client order (the bits of
+/// one process).
 pub fn total_outer_loss_on<T: Scalar, C: OuterCost<T>>(
     placement: &Placement,
     clients: &[C],

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{Averager, Scalar};
+use hgp_averaging::{Averager, Placement, Scalar};
 use hgp_hypergrad::{
     AggItd, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions, HyperGradient,
     JointEstimator, Local, PdboExact, PdboHgp, PdboOptions, SampleMode, Srb,
@@ -107,6 +107,7 @@ impl EstimatorKind {
             },
             Self::Local => EstimatorSpec {
                 name: "local",
+                over_ranks: true,
                 ..POST_HOC
             },
             Self::Aggitd => EstimatorSpec {
@@ -139,6 +140,7 @@ impl EstimatorKind {
             Self::Srb => EstimatorSpec {
                 name: "srb",
                 sgp_step: true,
+                over_ranks: true,
                 reads: &[
                     "--neumann-terms",
                     "--batch",
@@ -150,6 +152,7 @@ impl EstimatorKind {
             Self::PdboHgp => EstimatorSpec {
                 name: "pdbo-hgp",
                 sgp_step: true,
+                over_ranks: true,
                 reads: &["--neumann-terms", "--batch", "--pdbo-lr"],
                 note: "Alg. 2 of paper 004 always uses one draw for both products",
                 ..POST_HOC
@@ -396,6 +399,7 @@ impl EstimatorArgs {
         defaults: &Defaults,
     ) -> Result<Built<T, C>> {
         let (net, gamma, seed) = (parts.network, parts.gamma, parts.seed);
+        let on = parts.placement.clone();
         let network = || net.network.clone();
         let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
         match self.estimator {
@@ -405,17 +409,19 @@ impl EstimatorArgs {
             )),
             EstimatorKind::Srb => post_hoc(Box::new(
                 Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
-                    .context("SRB settings")?,
+                    .context("SRB settings")?
+                    .with_placement(on),
             )),
             EstimatorKind::PdboHgp => post_hoc(Box::new(
                 PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
-                    .context("--estimator pdbo-hgp")?,
+                    .context("--estimator pdbo-hgp")?
+                    .with_placement(on),
             )),
             EstimatorKind::PdboExact => post_hoc(Box::new(
                 PdboExact::new(net.network.as_ref(), gamma).context("--estimator pdbo-exact")?,
             )),
             EstimatorKind::Exact => post_hoc(Box::new(Exact::new())),
-            EstimatorKind::Local => post_hoc(Box::new(Local::new())),
+            EstimatorKind::Local => post_hoc(Box::new(Local::new().with_placement(on))),
             EstimatorKind::Aggitd => {
                 let options = self.federated_options(parts.fraction, seed, defaults);
                 let mut e = AggItd::new(options)
@@ -471,6 +477,9 @@ pub struct Parts<'a, T> {
     pub fraction: f64,
     /// The run's seed.
     pub seed: u64,
+    /// Where the clients live (the estimators that run over ranks compute their own
+    /// clients' terms there).
+    pub placement: &'a Placement,
 }
 
 /// An estimator as built: one that estimates after the inner solver, or one that runs its

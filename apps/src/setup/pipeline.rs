@@ -228,6 +228,7 @@ impl<'a> Pipeline<'a> {
             gamma: self.pdbo_gamma(defaults)?,
             fraction: self.averager.fraction.unwrap_or(FRACTION),
             seed: self.seed,
+            placement: &self.placement,
         };
         self.estimator.construct(&parts, defaults)
     }

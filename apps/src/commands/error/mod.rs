@@ -23,6 +23,7 @@ use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
@@ -172,13 +173,17 @@ pub struct ErrorCmd {
     /// Print one JSON object {"settings", "panels": [{"batch", "consensus_error",
     /// "stationarity", "m", "rows": [{"curve", "S", "error"}], "error_of_mean"}]} instead of
     /// the tables: each row's mean error over the seeds at the m listed (error.csv has every
-    /// run and m); "S" is null for an averager without steps, "error_of_mean" null for HGP.
+    /// run and m); "S" is null for an averager without steps, "error_of_mean" null for HGP
+    /// (with --engine mpi also "mpi", as in `hgp hypergrad --json`).
     #[arg(long)]
     #[serde(skip)]
     json: bool,
     #[command(flatten)]
     #[serde(skip)]
     report: ReportArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    engine: EngineArgs,
 }
 
 /// The Push-Sum steps S compared by default (Fig. 1).
@@ -207,8 +212,9 @@ struct PanelSetup {
 }
 
 impl ErrorCmd {
-    /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<Checked> {
+    /// Checks every option and, on the rank that writes, the output directory (before any
+    /// work).
+    fn validate(&self, engine: &Engine) -> Result<Checked> {
         let quick = usize::from(self.quick);
         let seeds = self.seeds.unwrap_or(SEEDS[quick]);
         let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
@@ -300,7 +306,10 @@ impl ErrorCmd {
             check_batch("--batch", b, train_sizes(&clients), false)?;
         }
         let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
-        prepare_out(&self.out)?;
+        engine.placement().check_clients(n)?;
+        if engine.is_root() {
+            prepare_out(&self.out)?;
+        }
         Ok(Checked {
             seeds,
             m_max,
@@ -383,7 +392,18 @@ impl ErrorCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    /// Every rank checks the flags and reads the data (a failure on any rank stops all, rank
+    /// 0 says why); the inner solve and every run are spread over the ranks; rank 0 writes
+    /// and prints.
+    fn run_on(&self, engine: &Engine) -> Result<()> {
         let started = Instant::now();
+        engine.check_same_arguments()?;
+        let placement = engine.placement();
         let Checked {
             seeds,
             m_max,
@@ -393,9 +413,17 @@ impl ErrorCmd {
             clients,
             lambda,
             description,
-        } = self.validate()?;
+        } = engine.agree(self.validate(engine))?;
         let n = clients.len();
-        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        let reporter = if engine.is_root() {
+            Reporter::new(&self.report, Some(&self.out), self.json, false)?
+        } else {
+            Reporter::new(&quiet, None, true, false)?
+        };
         reporter.line(&format!("data: {description}"));
 
         let mut batches = Vec::new();
@@ -409,7 +437,7 @@ impl ErrorCmd {
         let setups: Vec<PanelSetup> = batches
             .into_iter()
             .map(|(label, batch)| {
-                let solution = self.inner_solve(&clients, &lambda, batch, &reporter)?;
+                let solution = self.inner_solve(&clients, &lambda, batch, &reporter, placement)?;
                 let exact = if self.estimator.pdbo() {
                     // Expectations depend on the links' probabilities, not on the
                     // realization of the steps (step seed 0).
@@ -451,52 +479,64 @@ impl ErrorCmd {
         );
         let pdbo = self.estimator.pdbo();
         let keep = |m: usize| pdbo && Self::plotted(m, m_max);
-        let runs: Vec<Curve> = tasks
-            .par_iter()
-            .map(|&(p, s, k)| {
-                let setup = &setups[p];
-                let net =
-                    self.network
-                        .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
-                let seed = rng::key(self.seed, domain::ESTIMATOR, k);
-                let pdbo_options = PdboOptions {
-                    neumann_terms: m_max,
-                    gamma,
-                    batch: setup.batch,
-                    samples: if self.estimator == ErrorEstimator::Srb {
-                        SampleMode::Independent
-                    } else {
-                        SampleMode::Shared
-                    },
-                    seed,
-                };
-                let estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>> = match self.estimator {
-                    ErrorEstimator::PdboHgp => Box::new(PdboHgp::new(net.network, pdbo_options)?),
-                    ErrorEstimator::Srb => Box::new(Srb::new(net.network, pdbo_options)?),
-                    ErrorEstimator::Hgp => {
-                        let averager = self
-                            .averager_args((s > 0).then_some(s))
-                            .build::<f64>(&net, rng::key(self.seed, domain::AVERAGER, k))?;
-                        let options = HgpOptions {
-                            neumann_terms: m_max,
-                            eta,
-                            batch: setup.batch,
-                            samples: SampleMode::Independent,
-                            seed,
-                        };
-                        Box::new(Hgp::new(averager, options)?)
-                    }
-                };
-                error_curve(
-                    estimator,
-                    (&clients, &setup.solution.x, &lambda),
-                    &setup.exact,
-                    &|| stage.inc(1),
-                    &keep,
-                )
-                .map_err(anyhow::Error::from)
-            })
-            .collect::<Result<_>>()?;
+        let run = |&(p, s, k): &(usize, usize, u64)| -> Result<Curve> {
+            let setup = &setups[p];
+            let net =
+                self.network
+                    .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
+            let seed = rng::key(self.seed, domain::ESTIMATOR, k);
+            let pdbo_options = PdboOptions {
+                neumann_terms: m_max,
+                gamma,
+                batch: setup.batch,
+                samples: if self.estimator == ErrorEstimator::Srb {
+                    SampleMode::Independent
+                } else {
+                    SampleMode::Shared
+                },
+                seed,
+            };
+            let on = placement.clone();
+            let estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>> = match self.estimator {
+                ErrorEstimator::PdboHgp => {
+                    Box::new(PdboHgp::new(net.network, pdbo_options)?.with_placement(on))
+                }
+                ErrorEstimator::Srb => {
+                    Box::new(Srb::new(net.network, pdbo_options)?.with_placement(on))
+                }
+                ErrorEstimator::Hgp => {
+                    let averager = self.averager_args((s > 0).then_some(s)).build_on::<f64>(
+                        &net,
+                        rng::key(self.seed, domain::AVERAGER, k),
+                        &on,
+                    )?;
+                    let options = HgpOptions {
+                        neumann_terms: m_max,
+                        eta,
+                        batch: setup.batch,
+                        samples: SampleMode::Independent,
+                        seed,
+                    };
+                    Box::new(Hgp::new(averager, options)?)
+                }
+            };
+            error_curve(
+                estimator,
+                (&clients, &setup.solution.x, &lambda),
+                &setup.exact,
+                placement,
+                &|| stage.inc(1),
+                &keep,
+            )
+            .map_err(anyhow::Error::from)
+        };
+        // In one process the runs go in parallel (each on one thread: the curves do not
+        // depend on the thread count); over ranks one after another, each over the ranks.
+        let runs: Vec<Curve> = if placement.is_distributed() {
+            tasks.iter().map(run).collect::<Result<_>>()?
+        } else {
+            tasks.par_iter().map(run).collect::<Result<_>>()?
+        };
         stage.finish("");
         // Paper 004's estimators are unbiased for eq. 8 truncated at m: the error of their
         // mean over the seeds, per panel.
@@ -516,6 +556,10 @@ impl ErrorCmd {
             })
             .collect();
         let curves: Vec<Vec<f64>> = runs.into_iter().map(|c| c.errors).collect();
+        let mpi = engine.traffic_json();
+        if !engine.is_root() {
+            return Ok(());
+        }
         if pdbo {
             write_mean_rows(&self.out.join("error_of_mean.csv"), &setups, &means)?;
         }
@@ -540,12 +584,15 @@ impl ErrorCmd {
         self.figure(&setups, (&tasks, &curves, &means), m_max, (&steps, n))
             .write(&svg)?;
         if self.json {
-            let out = self.json_summary(
+            let mut out = self.json_summary(
                 &setups,
                 (&tasks, &curves, &means),
                 (seeds, m_max, gamma),
                 &steps,
             )?;
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
@@ -578,6 +625,7 @@ impl ErrorCmd {
         lambda: &PerClient<f64>,
         batch: BatchSize,
         reporter: &Reporter,
+        placement: &Placement,
     ) -> Result<InnerSolution<f64>> {
         let x0 = ClientBuffer::zeros(clients.len(), lambda.row(0).len());
         let mut solver: Box<dyn InnerSolver<f64, L2Logistic<f64>>> = match self.inner {
@@ -590,7 +638,8 @@ impl ErrorCmd {
                 let lr = LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?;
                 Box::new(
                     Sgp::new(net, FIG1_STEPS, lr)?
-                        .with_batches(batch, derive(self.seed, domain::INNER)),
+                        .with_batches(batch, derive(self.seed, domain::INNER))
+                        .with_placement(placement.clone()),
                 )
             }
         };
@@ -619,13 +668,13 @@ impl ErrorCmd {
             }
         };
         self.convergence.check(
-            &Placement::local(),
+            placement,
             (clients, lambda, &x0),
             &solution,
             &SolveContext {
                 what: &format!("the inner solve ({})", solver.describe()),
                 advice,
-                speak: true,
+                speak: placement.is_root(),
                 test: ConvergenceTest::default(),
                 members: None,
             },

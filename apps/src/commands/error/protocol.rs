@@ -2,7 +2,9 @@
 //! ‖v^(m) − d_λF‖ / ‖d_λF‖ at every Neumann term m, against the exact hyper-gradient at the
 //! same inner solution (the NeurIPS paper's for HGP, paper 004's eq. 8 for its SRB and HGP).
 
-use hgp_averaging::ClientBuffer;
+use hgp_averaging::{ClientBuffer, Placement};
+
+use crate::engine::gather_per_client;
 use hgp_hypergrad::{HyperGradient, HypergradError, OnIterate};
 use hgp_models::{L2Logistic, PerClient};
 
@@ -15,22 +17,42 @@ pub struct Curve {
     pub kept: Vec<(usize, Vec<f64>)>,
 }
 
+/// ‖v − exact‖ as the square root of the clients' squared distances summed in client
+/// order, each computed by the rank that holds the client's row of v (the same bits on any
+/// number of ranks).
+fn distance_on(placement: &Placement, v: &PerClient<f64>, exact: &PerClient<f64>) -> f64 {
+    placement
+        .sum_over_clients(v.n(), |i| {
+            v.row(i)
+                .iter()
+                .zip(exact.row(i))
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+        })
+        .sqrt()
+}
+
 /// The relative error of `estimator`'s estimate after every term m = 0, …, M against
 /// `exact`, calling `progress` after each term m ≥ 1 and keeping v^(m) where `keep(m)`.
+/// With the clients spread over `placement`'s ranks (the estimator's own placement), every
+/// rank gets every number.
 pub fn error_curve(
     mut estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>>,
     problem: (&[L2Logistic<f64>], &ClientBuffer<f64>, &PerClient<f64>),
     exact: &PerClient<f64>,
+    placement: &Placement,
     progress: &dyn Fn(),
     keep: &dyn Fn(usize) -> bool,
 ) -> Result<Curve, HypergradError> {
-    let scale = exact.norm();
+    let scale = distance_on(&Placement::local(), exact, &exact.zeros_like());
     let mut errors = Vec::new();
     let mut kept = Vec::new();
     let mut observe = OnIterate(|m: usize, v: &PerClient<f64>, _u: &ClientBuffer<f64>| {
-        errors.push(v.distance(exact) / scale);
+        errors.push(distance_on(placement, v, exact) / scale);
         if keep(m) {
-            kept.push((m, v.as_slice().to_vec()));
+            let mut all = v.clone();
+            gather_per_client(placement, &mut all);
+            kept.push((m, all.as_slice().to_vec()));
         }
         if m > 0 {
             progress();
@@ -102,6 +124,7 @@ mod tests {
             hgp,
             (&clients, &x, &lambda),
             &exact,
+            &Placement::local(),
             &|| calls.set(calls.get() + 1),
             &|m| m % 500 == 0,
         )

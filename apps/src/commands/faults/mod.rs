@@ -15,6 +15,7 @@ use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule};
 use hgp_models::{InnerCost, L2Logistic};
 use rayon::prelude::*;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out};
 use crate::setup::{
@@ -122,11 +123,14 @@ pub struct FaultsCmd {
     eta: Option<f64>,
     /// Print {"rows": [{"averager", "loss", "crashed", "hypergrad_error", "consensus_error",
     /// "survivors_error", "inner_error", "survivors_inner_error", "messages", "lost",
-    /// "failure"}]} instead of the table (errors are null where a run failed).
+    /// "failure"}]} instead of the table (errors are null where a run failed; with --engine
+    /// mpi also "mpi": {"ranks", "messages", "bytes", "per_rank", …} as `hgp hypergrad`'s).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     report: ReportArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 impl FaultsCmd {
@@ -151,6 +155,108 @@ impl FaultsCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    /// Every rank checks the flags and reads the data (a failure on any stops all, rank 0
+    /// says why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
+    fn run_on(&self, engine: &Engine) -> Result<()> {
+        engine.check_same_arguments()?;
+        let setup = engine.agree(self.setup(engine));
+        let (out, description, clients, lambda, config, net) = setup?;
+        let n = clients.len();
+        let d = clients[0].dim_x();
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        let reporter = if engine.is_root() {
+            Reporter::new(&self.report, Some(&out), self.json, false)?
+        } else {
+            Reporter::new(&quiet, None, true, false)?
+        };
+        reporter.line(&format!("data: {description}"));
+        let problem = Problem {
+            clients: &clients,
+            lambda: &lambda,
+            network: net.network.clone(),
+            placement: engine.placement().clone(),
+        };
+        // x* and the references are dense and exact: every rank computes them.
+        let x_star = ExactNewton::new()
+            .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
+            .context("the exact inner solution x* (Newton)")?
+            .mean();
+        let crash_client = config.crash_client;
+        let references = [
+            Reference::new(&problem, &x_star, (0..n).collect())?,
+            Reference::new(
+                &problem,
+                &x_star,
+                (0..n).filter(|&i| i != crash_client).collect(),
+            )?,
+        ];
+        let losses = self.loss.clone().unwrap_or_else(|| LOSSES.to_vec());
+        let mut settings: Vec<(usize, MassExchange, f64)> = Vec::new();
+        for crashed in [0, 1] {
+            for exchange in [MassExchange::Plain, MassExchange::RunningSums] {
+                settings.extend(losses.iter().map(|&p| (crashed, exchange, p)));
+            }
+        }
+        let stage = reporter.stage(
+            format!(
+                "{} settings: SGP {} steps, HGP M = {}, S = {}",
+                settings.len(),
+                config.sgp_steps,
+                config.neumann_terms,
+                config.push_steps
+            ),
+            settings.len() as u64,
+            "settings",
+        );
+        let run = |&(crashed, exchange, p): &(usize, MassExchange, f64)| {
+            let row = run_row(&problem, &references[crashed], &config, exchange, p);
+            stage.inc(1);
+            row
+        };
+        // In one process the settings are independent and each is sequential: the rows do
+        // not depend on the number of threads. Over ranks they run one after another, each
+        // spread over the ranks.
+        let rows: Vec<Row> = if engine.placement().is_distributed() {
+            settings.iter().map(run).collect::<Result<_>>()?
+        } else {
+            settings.par_iter().map(run).collect::<Result<_>>()?
+        };
+        stage.finish("done");
+        let mpi = engine.traffic_json();
+        if !engine.is_root() {
+            return Ok(());
+        }
+        self.report(
+            &rows,
+            &out,
+            &description,
+            &config,
+            net.network.describe(),
+            mpi,
+        )
+    }
+
+    /// The checked flags, the data and what is built from them, before any work.
+    #[allow(clippy::type_complexity)]
+    fn setup(
+        &self,
+        engine: &Engine,
+    ) -> Result<(
+        std::path::PathBuf,
+        String,
+        Vec<L2Logistic<f64>>,
+        hgp_models::PerClient<f64>,
+        Config,
+        crate::setup::BuiltNetwork,
+    )> {
         let q = usize::from(self.quick);
         let sgp_steps = self.sgp_steps.unwrap_or(SGP_STEPS[q]);
         let neumann_terms = self.neumann_terms.unwrap_or(TERMS[q]);
@@ -205,7 +311,11 @@ impl FaultsCmd {
             );
         }
         self.memory_plan(shape).check()?;
-        let out = prepare_out(&self.out)?;
+        let out = if engine.is_root() {
+            prepare_out(&self.out)?
+        } else {
+            self.out.clone()
+        };
         let (data, description) = data_args.load(self.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
@@ -244,50 +354,7 @@ impl FaultsCmd {
             fault_seed: rng::key(self.seed, rng::domain::RUN_FAULTS, 0),
         };
 
-        let reporter = Reporter::new(&self.report, Some(&out), self.json, false)?;
-        reporter.line(&format!("data: {description}"));
-        let problem = Problem {
-            clients: &clients,
-            lambda: &lambda,
-            network: net.network.clone(),
-        };
-        let x_star = ExactNewton::new()
-            .solve(&clients, &lambda, &ClientBuffer::zeros(n, d))
-            .context("the exact inner solution x* (Newton)")?
-            .mean();
-        let references = [
-            Reference::new(&problem, &x_star, (0..n).collect())?,
-            Reference::new(
-                &problem,
-                &x_star,
-                (0..n).filter(|&i| i != crash_client).collect(),
-            )?,
-        ];
-        let mut settings: Vec<(usize, MassExchange, f64)> = Vec::new();
-        for crashed in [0, 1] {
-            for exchange in [MassExchange::Plain, MassExchange::RunningSums] {
-                settings.extend(losses.iter().map(|&p| (crashed, exchange, p)));
-            }
-        }
-        let stage = reporter.stage(
-            format!(
-                "{} settings: SGP {sgp_steps} steps, HGP M = {neumann_terms}, S = {push_steps}",
-                settings.len()
-            ),
-            settings.len() as u64,
-            "settings",
-        );
-        // Settings are independent and each is sequential: the rows do not depend on the
-        // number of threads.
-        let rows: Vec<Row> = settings
-            .par_iter()
-            .map(|&(crashed, exchange, p)| {
-                let row = run_row(&problem, &references[crashed], &config, exchange, p);
-                stage.inc(1);
-                row
-            })
-            .collect::<Result<_>>()?;
-        stage.finish("done");
-        self.report(&rows, &out, &description, &config, net.network.describe())
+        engine.placement().check_clients(n)?;
+        Ok((out, description, clients, lambda, config, net))
     }
 }

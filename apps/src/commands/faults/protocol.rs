@@ -16,7 +16,9 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use hgp_averaging::{ClientBuffer, Crash, Faults, MassExchange, PushSum, PushSumProtocol};
+use hgp_averaging::{
+    ClientBuffer, Crash, Faults, MassExchange, Placement, PushSum, PushSumProtocol,
+};
 use hgp_graphs::Network;
 use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, Sgp};
@@ -52,6 +54,9 @@ pub struct Problem<'a> {
     pub lambda: &'a PerClient<f64>,
     /// The communication network.
     pub network: Arc<dyn Network>,
+    /// Where the clients live (`--engine mpi`: each rank steps and averages its own block of
+    /// clients; the rows are the same bit for bit).
+    pub placement: Placement,
 }
 
 /// Exact values the rows are measured against, for one set of survivors.
@@ -201,13 +206,19 @@ pub fn run_row(
     };
     let mut failures = Vec::new();
     // SGP from x = 0 under the faults.
-    let mut sgp = Sgp::new(
+    let sgp = Sgp::new(
         problem.network.clone(),
         config.sgp_steps,
         config.schedule.clone(),
     )?
-    .with_push_sum(protocol(faults(0, config.crash_at)?))
-    .sequential();
+    .with_push_sum(protocol(faults(0, config.crash_at)?));
+    // In one process the settings run in parallel and each run on one thread; over ranks
+    // each run is spread over the ranks.
+    let mut sgp = if problem.placement.is_distributed() {
+        sgp.with_placement(problem.placement.clone())
+    } else {
+        sgp.sequential()
+    };
     match sgp.solve(problem.clients, problem.lambda, &ClientBuffer::zeros(n, d)) {
         Ok(sol) => {
             let mut mean = vec![0.0; d];
@@ -231,7 +242,8 @@ pub fn run_row(
     }
     // HGP at x* under the faults, the crashed client down from the first step.
     let averager = PushSum::new(problem.network.clone(), config.push_steps)?
-        .with_protocol(protocol(faults(1, 1)?));
+        .with_protocol(protocol(faults(1, 1)?))
+        .with_placement(problem.placement.clone());
     let options = HgpOptions {
         neumann_terms: config.neumann_terms,
         eta: config.eta.into(),
@@ -317,6 +329,7 @@ mod tests {
             clients: &clients,
             lambda: &lambda,
             network,
+            placement: Placement::local(),
         };
         let reference = Reference::new(&problem, &x_star, vec![0, 1, 2, 4]).unwrap();
         for exchange in [MassExchange::Plain, MassExchange::RunningSums] {
@@ -341,6 +354,7 @@ mod tests {
             clients: &clients,
             lambda: &lambda,
             network,
+            placement: Placement::local(),
         };
         let reference = Reference::new(&problem, &x_star, (0..5).collect()).unwrap();
         let robust = run_row(

@@ -38,6 +38,7 @@ impl FaultsCmd {
         description: &str,
         config: &Config,
         network: String,
+        mpi: Option<serde_json::Value>,
     ) -> Result<()> {
         write_csv(&out.join("faults.csv"), HEADER, rows)?;
         let mut table = Table::new([
@@ -98,7 +99,11 @@ impl FaultsCmd {
         self.figure(rows)?.write(&out.join("faults.svg"))?;
 
         if self.json {
-            println!("{}", serde_json::to_string(&json!({ "rows": rows }))?);
+            let mut out = json!({ "rows": rows });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("{settings}");

@@ -14,6 +14,7 @@ use hgp_models::HyperRepConfig;
 use hgp_models::images::ImageSet;
 use serde::Serialize;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::check_image_counts;
 use crate::setup::{at_least_one, fraction, positive};
@@ -121,13 +122,17 @@ pub struct Fbo {
     #[serde(skip)]
     out: PathBuf,
     /// Print one JSON object {"rows": [{"method", "split", "tau", "rounds_to_target",
-    /// "final_accuracy", "rounds"}, ...]} (rounds_to_target is null if never reached).
+    /// "final_accuracy", "rounds"}, ...]} (rounds_to_target is null if never reached; with
+    /// --engine mpi also "mpi", as in `hgp hypergrad --json`).
     #[arg(long)]
     #[serde(skip)]
     json: bool,
     #[command(flatten)]
     #[serde(skip)]
     report: ReportArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    engine: EngineArgs,
 }
 
 impl Fbo {
@@ -139,8 +144,9 @@ impl Fbo {
         }
     }
 
-    /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<Settings> {
+    /// Checks every option and, on the rank that writes, the output directory (before any
+    /// work).
+    fn validate(&self, engine: &Engine) -> Result<Settings> {
         if self.methods.is_empty() || self.split.is_empty() {
             bail!("--methods and --split need at least one value each");
         }
@@ -182,7 +188,10 @@ impl Fbo {
                 self.target
             );
         }
-        prepare_out(&self.out)?;
+        engine.placement().check_clients(self.clients)?;
+        if engine.is_root() {
+            prepare_out(&self.out)?;
+        }
         Ok(Settings {
             inner_steps: self.inner_steps,
             inner_lr: self.inner_lr,
@@ -235,26 +244,50 @@ impl Fbo {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let settings = self.validate()?;
-        let (images, test, description) = self.images()?;
-        // Build every split first, so a bad split is reported before any run.
-        let federations = self
-            .split
-            .iter()
-            .map(|&s| settings.federation(&images, &test, self.clients, s))
-            .collect::<Result<Vec<_>>>()?;
-        record_settings(&self.out, &settings_json("fbo", self)?, false)?;
-        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
-        reporter.line(&format!("data: {description}"));
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    /// Every rank checks the flags, reads the images and splits them (a failure on any rank
+    /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and
+    /// prints.
+    fn run_on(&self, engine: &Engine) -> Result<()> {
+        engine.check_same_arguments()?;
+        let root = engine.is_root();
+        let placement = engine.placement();
+        let setup = (|| {
+            let settings = self.validate(engine)?;
+            let (images, test, description) = self.images()?;
+            // Build every split first, so a bad split is reported before any run.
+            let federations = self
+                .split
+                .iter()
+                .map(|&s| settings.federation(&images, &test, self.clients, s, placement))
+                .collect::<Result<Vec<_>>>()?;
+            // Rounds per iteration depend on the method only: one probe each.
+            let budget = self
+                .methods
+                .iter()
+                .map(|&m| Ok((m, settings.iterations(m, &federations[0])?)))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((settings, description, federations, budget))
+        })();
+        let (settings, description, federations, budget) = engine.agree(setup)?;
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
         let csv = self.out.join("fbo.csv");
-        let rows = RowWriter::open(&csv, HEADER, false)?;
+        let (reporter, rows) = if root {
+            record_settings(&self.out, &settings_json("fbo", self)?, false)?;
+            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
+            (reporter, Some(RowWriter::open(&csv, HEADER, false)?))
+        } else {
+            (Reporter::new(&quiet, None, true, false)?, None)
+        };
+        reporter.line(&format!("data: {description}"));
         let taus = self.taus();
-        // Rounds per iteration depend on the method only: one probe each.
-        let budget = self
-            .methods
-            .iter()
-            .map(|&m| Ok((m, settings.iterations(m, &federations[0])?)))
-            .collect::<Result<Vec<_>>>()?;
         let mut todo = Vec::new();
         for f in &federations {
             for &(m, (per, iterations)) in &budget {
@@ -279,7 +312,9 @@ impl Fbo {
             // A run that diverged stops short of its rounds.
             done += planned as u64;
             stage.set(done, total as u64);
-            rows.write(&RunRow::new(&run, settings.target))?;
+            if let Some(rows) = &rows {
+                rows.write(&RunRow::new(&run, settings.target))?;
+            }
             let reached = match run.rounds_to_target(settings.target) {
                 Some(r) => format!("{:.0} % after {r} rounds", 100.0 * settings.target),
                 None => format!(
@@ -302,7 +337,11 @@ impl Fbo {
             runs.push(run);
         }
         stage.finish("");
-        self.report(&runs, &settings, &description)?;
+        let mpi = engine.traffic_json();
+        if !root {
+            return Ok(());
+        }
+        self.report(&runs, &settings, &description, mpi)?;
         // The table is complete; a run that diverged still makes the command fail.
         let diverged: Vec<String> = runs
             .iter()

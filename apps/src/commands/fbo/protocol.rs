@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use hgp_averaging::{Central, ClientBuffer};
+use hgp_averaging::{Central, ClientBuffer, Placement};
 use hgp_hypergrad::{AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator};
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::images::{FedSplit, ImageSet, federated_split};
@@ -154,6 +154,10 @@ pub struct Federation {
     pub clients: Vec<HyperRep<Real>>,
     /// Images no client sees.
     pub test: ImageSet,
+    /// Where the clients live (`--engine mpi`: each rank holds and computes its own block,
+    /// and clients 0 and 1, which every rank needs for the budget's probe and the test
+    /// accuracy).
+    pub placement: Placement,
 }
 
 /// What one run measured.
@@ -216,6 +220,7 @@ impl Settings {
         test: &ImageSet,
         clients: usize,
         split: Split,
+        placement: &Placement,
     ) -> Result<Federation> {
         let parts = federated_split(
             images,
@@ -224,18 +229,32 @@ impl Settings {
             derive(self.seed, domain::DATA),
         )
         .with_context(|| format!("the {} split", split.name()))?;
+        placement.check_clients(parts.len())?;
+        let owned = placement.owned(parts.len());
         let clients = parts
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                HyperRep::new(&c.train, &c.val, self.model)
-                    .with_context(|| format!("client {i} of the {} split", split.name()))
+                let held = owned.contains(&i) || i < 2;
+                if held || c.train.is_empty() || c.val.is_empty() {
+                    HyperRep::new(&c.train, &c.val, self.model)
+                } else {
+                    HyperRep::held_elsewhere(
+                        self.model,
+                        c.train.pixels(),
+                        c.train.len(),
+                        c.val.len(),
+                    )
+                }
+                .with_context(|| format!("client {i} of the {} split", split.name()))
             })
             .collect::<Result<Vec<_>>>()?;
+        drop(parts);
         Ok(Federation {
             split,
             clients,
             test: test.clone(),
+            placement: placement.clone(),
         })
     }
 
@@ -256,20 +275,23 @@ impl Settings {
     }
 
     /// The joint estimator of `method`.
-    fn estimator(&self, method: Method) -> Result<Box<dyn JointEstimator<Real, HyperRep<Real>>>> {
+    fn estimator(
+        &self,
+        method: Method,
+        placement: &Placement,
+    ) -> Result<Box<dyn JointEstimator<Real, HyperRep<Real>>>> {
         let options = self.options(method);
+        let on = placement.clone();
         Ok(match method {
-            Method::FboAggitd | Method::FboAggitdSgd => Box::new(AggItd::new(options)?),
-            Method::Fednest | Method::FednestSgd => Box::new(FedNest::new(
-                options,
-                self.neumann_terms,
-                HessianScope::Global,
-            )?),
-            Method::Lfednest => Box::new(FedNest::new(
-                options,
-                self.neumann_terms,
-                HessianScope::Local,
-            )?),
+            Method::FboAggitd | Method::FboAggitdSgd => {
+                Box::new(AggItd::new(options)?.with_placement(on))
+            }
+            Method::Fednest | Method::FednestSgd => Box::new(
+                FedNest::new(options, self.neumann_terms, HessianScope::Global)?.with_placement(on),
+            ),
+            Method::Lfednest => Box::new(
+                FedNest::new(options, self.neumann_terms, HessianScope::Local)?.with_placement(on),
+            ),
         })
     }
 
@@ -284,7 +306,14 @@ impl Settings {
         let clients = &federation.clients[..federation.clients.len().min(2)];
         let mut probe = self.clone();
         probe.fraction = 1.0;
-        let (per_iteration, diverged) = probe.iterate(method, 1, clients, 1, &mut |_, _, _| {})?;
+        // Every rank holds clients 0 and 1 and runs the probe in-process.
+        let (per_iteration, diverged) = probe.iterate(
+            method,
+            1,
+            (clients, &Placement::local()),
+            1,
+            &mut |_, _, _| {},
+        )?;
         if let Some(d) = diverged {
             bail!("{method}: {}", d.error);
         }
@@ -323,7 +352,7 @@ impl Settings {
         let (_, diverged) = self.iterate(
             method,
             tau,
-            &federation.clients,
+            (&federation.clients, &federation.placement),
             iterations,
             &mut |rounds, y, lambda| {
                 curve.push((rounds, federation.clients[0].accuracy(y, lambda, test)));
@@ -347,7 +376,7 @@ impl Settings {
         &self,
         method: Method,
         tau: usize,
-        clients: &[HyperRep<Real>],
+        (clients, placement): (&[HyperRep<Real>], &Placement),
         iterations: usize,
         observe: &mut Observer<'_>,
     ) -> Result<(usize, Option<Divergence>)> {
@@ -361,9 +390,9 @@ impl Settings {
         );
         let mut lambda = PerClient::from_rows(vec![init; n]);
         let mut x = ClientBuffer::zeros(n, d_x);
-        let mut estimator = self.estimator(method)?;
+        let mut estimator = self.estimator(method, placement)?;
         // The upper round's server only aggregates (the participants come from the estimate).
-        let server = Central::new(n, self.fraction, self.seed)?;
+        let server = Central::new(n, self.fraction, self.seed)?.with_placement(placement.clone());
         let mut rounds = 0;
         let mut last = 0;
         observe(0, x.row(0), lambda.row(0));

@@ -66,6 +66,7 @@ impl Fbo {
         runs: &[Run],
         settings: &Settings,
         description: &str,
+        mpi: Option<serde_json::Value>,
     ) -> Result<()> {
         let target = settings.target;
         let percent = 100.0 * target;
@@ -132,7 +133,11 @@ impl Fbo {
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string(&json!({ "rows": rows }))?);
+            let mut out = json!({ "rows": rows });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("{description}");

@@ -16,6 +16,7 @@ use hgp_models::images::ImageSet;
 use hgp_models::nn::Architecture;
 use serde::Serialize;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
 use crate::setup::check_image_counts;
 use crate::setup::{at_least_one, fraction, positive};
@@ -148,13 +149,17 @@ pub struct FedHyperCmd {
     out: PathBuf,
     /// Print one JSON object {"rows": [{"method", "split", "final_accuracy",
     /// "rounds_to_target", "seconds_per_round", …}], "learning_rates": {method: [α^t …]}}
-    /// (rounds_to_target is null unless every seed reached the target).
+    /// (rounds_to_target is null unless every seed reached the target; with --engine mpi
+    /// also "mpi", as in `hgp hypergrad --json`).
     #[arg(long)]
     #[serde(skip)]
     json: bool,
     #[command(flatten)]
     #[serde(skip)]
     report: ReportArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    engine: EngineArgs,
 }
 
 /// The text after `hgp fedhyper --help`.
@@ -175,7 +180,7 @@ impl FedHyperCmd {
 
     /// Checks every option and the output directory before any image is read, each refusal
     /// naming its flag; returns the schedulers' parameters.
-    fn check_flags(&self) -> Result<SchedulerParams> {
+    fn check_flags(&self, engine: &Engine) -> Result<SchedulerParams> {
         if self.methods.is_empty() || self.splits.is_empty() {
             bail!("--methods and --splits need at least one value each");
         }
@@ -254,7 +259,10 @@ impl FedHyperCmd {
             }
         }
         check_image_counts(self.images, self.test_images, self.clients)?;
-        prepare_out(&self.out)?;
+        engine.placement().check_clients(self.clients)?;
+        if engine.is_root() {
+            prepare_out(&self.out)?;
+        }
         Ok(schedulers)
     }
 
@@ -327,24 +335,49 @@ impl FedHyperCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let schedulers = self.check_flags()?;
-        let (images, test, description) = self.images()?;
-        let settings = self.validate(images.classes().max(test.classes()), schedulers);
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    /// Every rank checks the flags, reads the images and splits them (a failure on any rank
+    /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
+    fn run_on(&self, engine: &Engine) -> Result<()> {
+        engine.check_same_arguments()?;
+        let root = engine.is_root();
+        let placement = engine.placement();
+        let setup = (|| {
+            let schedulers = self.check_flags(engine)?;
+            let (images, test, description) = self.images()?;
+            let settings = self.validate(images.classes().max(test.classes()), schedulers);
+            Ok((images, test, description, settings))
+        })();
+        let (images, test, description, settings) = engine.agree(setup)?;
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
-        let mut first: Vec<Option<protocol::Federation>> = self
+        let first: Result<Vec<Option<protocol::Federation>>> = self
             .splits
             .iter()
             .map(|&split| {
                 settings
-                    .federation(&images, &test, split, seeds[0])
+                    .federation(&images, &test, split, seeds[0], placement)
                     .map(Some)
             })
-            .collect::<Result<_>>()?;
-        record_settings(&self.out, &settings_json("fedhyper", self)?, false)?;
-        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
+            .collect();
+        let mut first = engine.agree(first)?;
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        let (reporter, rows) = if root {
+            record_settings(&self.out, &settings_json("fedhyper", self)?, false)?;
+            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
+            let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;
+            (reporter, Some(rows))
+        } else {
+            (Reporter::new(&quiet, None, true, false)?, None)
+        };
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
-        let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;
         let runs_total = seeds.len() * self.splits.len() * self.methods.len();
         let total = (runs_total * settings.rounds) as u64;
         let stage = reporter.stage(format!("{runs_total} runs"), total, "rounds");
@@ -354,7 +387,9 @@ impl FedHyperCmd {
             for (k, &split) in self.splits.iter().enumerate() {
                 let federation = match first[k].take() {
                     Some(f) if seed == seeds[0] => f,
-                    _ => settings.federation(&images, &test, split, seed)?,
+                    _ => {
+                        engine.agree(settings.federation(&images, &test, split, seed, placement))?
+                    }
                 };
                 for &method in &self.methods {
                     stage.set_label(&format!("{method}, split {}, seed {seed}", split.name()));
@@ -362,8 +397,10 @@ impl FedHyperCmd {
                         .run(method, &federation, &|r| stage.set(done + r as u64, total))?;
                     done += settings.rounds as u64;
                     stage.set(done, total);
-                    for record in &run.records {
-                        rows.write(&RoundRow::new(&run, record))?;
+                    if let Some(rows) = &rows {
+                        for record in &run.records {
+                            rows.write(&RoundRow::new(&run, record))?;
+                        }
                     }
                     let outcome = match (&run.diverged, run.final_accuracy()) {
                         (Some(e), _) => format!("diverged after {} rounds: {e}", run.records.len()),
@@ -383,7 +420,11 @@ impl FedHyperCmd {
             }
         }
         stage.finish("");
-        self.report(&runs, &settings, &description)?;
+        let mpi = engine.traffic_json();
+        if !root {
+            return Ok(());
+        }
+        self.report(&runs, &settings, &description, mpi)?;
         let diverged: Vec<String> = runs
             .iter()
             .filter(|r| r.diverged.is_some())

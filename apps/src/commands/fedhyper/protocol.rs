@@ -15,7 +15,9 @@ use hgp_models::images::{ImageSet, LabelSplit, label_split};
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, PerClient};
 
+use crate::engine::agree_on;
 use crate::setup::{derive, domain};
+use hgp_averaging::Placement;
 
 /// The scalar of the networks: f32, as the papers' PyTorch code.
 pub type Real = f32;
@@ -206,6 +208,8 @@ pub struct Federation {
     evaluator: NetClient<Real>,
     /// Test images' pixels and labels.
     test: ImageSet,
+    /// Where the clients live (`--engine mpi`: each rank holds and trains its own block).
+    placement: Placement,
 }
 
 /// One round's record.
@@ -297,19 +301,32 @@ impl Settings {
         test: &ImageSet,
         split: Split,
         seed: u64,
+        placement: &Placement,
     ) -> Result<Federation> {
         let parts = label_split(images, self.clients, split.0, derive(seed, domain::DATA))
             .with_context(|| format!("split {}", split.name()))?;
         let config = self.net_config();
+        // Under MPI every rank splits the whole set and builds only its own clients (the
+        // others are stand-ins with their sizes).
+        placement.check_clients(parts.len())?;
+        let owned = placement.owned(parts.len());
         let clients = parts
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                // The outer cost is not used; the client's own images stand in for it.
-                NetClient::new(config, (&p.images, &p.labels), (&p.images, &p.labels))
-                    .with_context(|| format!("client {i} of split {}", split.name()))
+                if owned.contains(&i) {
+                    // The outer cost is not used; the client's own images stand in for it.
+                    NetClient::new(config, (&p.images, &p.labels), (&p.images, &p.labels))
+                } else if p.is_empty() {
+                    // The same error as the rank that holds it reports.
+                    NetClient::new(config, (&[0.0f32][..0], &[][..]), (&[0.0f32][..0], &[][..]))
+                } else {
+                    NetClient::held_elsewhere(config, p.len(), p.len())
+                }
+                .with_context(|| format!("client {i} of split {}", split.name()))
             })
             .collect::<Result<Vec<_>>>()?;
+        drop(parts);
         let evaluator = NetClient::new(
             config,
             (&test.images, &test.labels),
@@ -322,6 +339,7 @@ impl Settings {
             clients,
             evaluator,
             test: test.clone(),
+            placement: placement.clone(),
         })
     }
 
@@ -355,7 +373,9 @@ impl Settings {
         progress: &dyn Fn(usize),
     ) -> Result<Run> {
         let seed = federation.seed;
-        let mut solver = self.solver(method, seed)?;
+        let mut solver = self
+            .solver(method, seed)?
+            .with_placement(federation.placement.clone());
         let init: Vec<Real> = self
             .arch
             .init(derive(seed, domain::INIT))
@@ -404,13 +424,30 @@ impl Federation {
     /// # Errors
     ///
     /// A network failure.
+    /// Under MPI each rank classifies one block of the test images and the counts of
+    /// correct ones are summed (exact integers: the same accuracy as one process).
     pub fn accuracy(&self, w: &[Real]) -> Result<f64> {
-        let predicted = self.evaluator.predict(w, &[], &self.test.images)?;
-        let correct = predicted
-            .iter()
-            .zip(&self.test.labels)
-            .filter(|(p, l)| p == l)
-            .count();
-        Ok(correct as f64 / self.test.len().max(1) as f64)
+        let placement = &self.placement;
+        let len = self.test.len();
+        let ranks = placement.ranks();
+        // Rank r's block of the test images (rank order; a block may be empty).
+        let block = (placement.rank() * len / ranks)..((placement.rank() + 1) * len / ranks);
+        let pixels = self.test.rows * self.test.cols;
+        let mine = (|| -> Result<f64> {
+            if block.is_empty() {
+                return Ok(0.0);
+            }
+            let images = &self.test.images[block.start * pixels..block.end * pixels];
+            let predicted = self.evaluator.predict(w, &[], images)?;
+            Ok(predicted
+                .iter()
+                .zip(&self.test.labels[block.clone()])
+                .filter(|(p, l)| p == l)
+                .count() as f64)
+        })();
+        let mut counts = vec![0.0; ranks];
+        counts[placement.rank()] = agree_on(placement, mine)?;
+        placement.gather_values(&mut counts, 1);
+        Ok(counts.iter().sum::<f64>() / len.max(1) as f64)
     }
 }

@@ -166,6 +166,7 @@ impl FedHyperCmd {
         runs: &[Run],
         settings: &Settings,
         description: &str,
+        mpi: Option<serde_json::Value>,
     ) -> Result<()> {
         let target = settings.target;
         let percent = 100.0 * target;
@@ -296,18 +297,19 @@ impl FedHyperCmd {
                 );
             }
             let rows = serde_json::to_value(&summaries)?;
-            println!(
-                "{}",
-                serde_json::to_string(&json!({
-                    "rows": rows,
-                    "learning_rates": rates,
-                    "learning_rates_split": shown.name(),
-                    "learning_rates_seed": first_seed,
-                    "target": target,
-                    "rounds": settings.rounds,
-                    "model": settings.arch.name(),
-                }))?
-            );
+            let mut out = json!({
+                "rows": rows,
+                "learning_rates": rates,
+                "learning_rates_split": shown.name(),
+                "learning_rates_seed": first_seed,
+                "target": target,
+                "rounds": settings.rounds,
+                "model": settings.arch.name(),
+            });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
         println!("{description}");

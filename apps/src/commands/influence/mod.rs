@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_averaging::{ClientBuffer, Placement, Scalar};
 use hgp_inner_solvers::{ConvergenceTest, InnerSolution};
 use hgp_models::images::{SplitConfig, embedded_mnist, load_idx_dir};
 use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
@@ -23,13 +23,14 @@ use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogis
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::engine::{Engine, EngineArgs};
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
     write_csv,
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, Solved, derive, domain,
-    refuse_unused, total_outer_loss,
+    refuse_unused, total_outer_loss_on,
 };
 
 use protocol::{Removal, rank_instances, remove_and_retrain};
@@ -148,13 +149,17 @@ pub struct Influence {
     seed: u64,
     /// Print one JSON object {"r2", "f1", "top": [[client, instance, predicted, actual], ...]}
     /// instead of text (r2 and f1 are null where they are undefined: R² without spread in
-    /// the rows, F1 where no removal is predicted to lower F and none does).
+    /// the rows, F1 where no removal is predicted to lower F and none does; with --engine mpi
+    /// also "mpi", as in `hgp hypergrad --json`).
     #[arg(long)]
     #[serde(skip)]
     json: bool,
     #[command(flatten)]
     #[serde(skip)]
     report: ReportArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    engine: EngineArgs,
 }
 
 /// The clients of one model, their starting point and the run's defaults.
@@ -166,8 +171,8 @@ struct Problem<T, C> {
 }
 
 impl Influence {
-    fn pipeline(&self) -> Pipeline<'_> {
-        let pipeline = Pipeline::new(&self.pipeline, self.seed);
+    fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
+        let pipeline = Pipeline::new(&self.pipeline, self.seed).with_placement(placement.clone());
         match self.model {
             ModelKind::Logistic => pipeline,
             // A network's loss is not convex: its solves are judged by their progress only.
@@ -193,8 +198,10 @@ impl Influence {
         })
     }
 
-    /// Checks every option and the output directory (before any work).
-    fn validate(&self) -> Result<()> {
+    /// Checks every option and, on the rank that writes, the output directory (before any
+    /// work).
+    fn validate(&self, engine: &Engine) -> Result<()> {
+        let local = Placement::local();
         if !(self.gamma.is_finite() && self.gamma >= 0.0) {
             bail!(
                 "--gamma must be finite and non-negative (got {})",
@@ -260,32 +267,48 @@ impl Influence {
                 self.pipeline.estimator.estimator.name()
             );
         }
-        self.pipeline().validate(&self.defaults())?;
+        let pipeline = self.pipeline(engine.placement());
+        pipeline.validate(&self.defaults())?;
+        pipeline.validate_engine()?;
         if self.model == ModelKind::Logistic {
             // The retrainings run in parallel, each with its own solver and network.
             let shape = self.data.shape();
             let threads = rayon::current_num_threads();
-            self.pipeline()
+            self.pipeline(&local)
                 .memory_plan(shape)
                 .networks(shape.clients, threads)
                 .check()?;
         }
-        prepare_out(&self.out)?;
+        if engine.is_root() {
+            prepare_out(&self.out)?;
+        }
         Ok(())
     }
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        self.validate()?;
+        let engine = Engine::start(self.engine.engine)?;
+        let result = self.run_on(&engine);
+        engine.finish(result)
+    }
+
+    /// Every rank checks the flags and reads the data (a failure on any rank stops all,
+    /// rank 0 says why); the solves, the estimate and every retraining run over the ranks;
+    /// rank 0 writes and prints.
+    fn run_on(&self, engine: &Engine) -> Result<()> {
+        engine.check_same_arguments()?;
+        engine.agree(self.validate(engine))?;
+        let placement = engine.placement();
         match self.model {
-            ModelKind::Logistic => self.study(self.logistic()?),
-            ModelKind::Cnn => self.study(self.cnn()?),
+            ModelKind::Logistic => self.study(engine.agree(self.logistic(placement))?, engine),
+            ModelKind::Cnn => self.study(engine.agree(self.cnn(placement))?, engine),
         }
     }
 
     /// Eq. (12) with logistic regression (HGP Sec. 5.2 settings: γ = 1e-3, HGP M = 500).
-    fn logistic(&self) -> Result<Problem<f64, WeightedLogistic<f64>>> {
+    fn logistic(&self, placement: &Placement) -> Result<Problem<f64, WeightedLogistic<f64>>> {
         let (data, description) = self.data.load(self.seed)?;
+        placement.check_clients(data.len())?;
         let clients: Vec<WeightedLogistic<f64>> = data
             .iter()
             .enumerate()
@@ -305,7 +328,9 @@ impl Influence {
 
     /// Eq. (12) with the small CNN of Table 3 on digits split over the clients as in HGP
     /// App. A.3 (App. A.2 settings: L2 1e-3, HGP M = 1000, S = 100).
-    fn cnn(&self) -> Result<Problem<f32, NetClient<f32>>> {
+    /// Under MPI every rank splits the whole set and builds only its own clients (the
+    /// others' images are dropped; their stand-ins have the sizes).
+    fn cnn(&self, placement: &Placement) -> Result<Problem<f32, NetClient<f32>>> {
         let (all, source) = match &self.data_dir {
             Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
             None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
@@ -346,15 +371,21 @@ impl Influence {
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
         };
+        placement.check_clients(split.len())?;
+        let owned = placement.owned(split.len());
         let clients: Vec<NetClient<f32>> = split
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                NetClient::new(
-                    net,
-                    (&c.train.images, &c.train.labels),
-                    (&c.val.images, &c.val.labels),
-                )
+                if owned.contains(&i) {
+                    NetClient::new(
+                        net,
+                        (&c.train.images, &c.train.labels),
+                        (&c.val.images, &c.val.labels),
+                    )
+                } else {
+                    NetClient::held_elsewhere(net, c.train.len(), c.val.len())
+                }
                 .with_context(|| format!("client {i}"))
             })
             .collect::<Result<_>>()?;
@@ -380,7 +411,10 @@ impl Influence {
     fn study<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         problem: Problem<T, C>,
+        engine: &Engine,
     ) -> Result<()> {
+        let root = engine.is_root();
+        let placement = engine.placement();
         let Problem {
             clients,
             x0,
@@ -391,18 +425,54 @@ impl Influence {
         let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
         let total: usize = sizes.iter().sum();
         let lambda = PerClient::filled(&sizes, T::one());
-        let pipeline = self.pipeline();
-        pipeline.validate_clients::<T, C>(&clients, &defaults, self.json)?;
+        let pipeline = self.pipeline(placement);
+        engine.agree(pipeline.validate_clients::<T, C>(&clients, &defaults, self.json || !root))?;
         let csv = self.out.join("influence.csv");
-        // The rows of an interrupted run, read before anything is overwritten.
-        let kept: Vec<Removal> = if self.resume {
-            read_rows(&csv, HEADER).context("--resume")?
-        } else {
-            Vec::new()
+        // Rank 0 reads the rows of an interrupted run (before anything is overwritten), checks
+        // the settings and opens the files; the other ranks get the kept rows from it.
+        let files = (|| -> Result<_> {
+            if !root {
+                return Ok(None);
+            }
+            let kept: Vec<Removal> = if self.resume {
+                read_rows(&csv, HEADER).context("--resume")?
+            } else {
+                Vec::new()
+            };
+            // Everything that changes the numbers (--top only changes how many).
+            record_settings(&self.out, &settings_json("influence", self)?, self.resume)?;
+            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+            Ok(Some((kept, reporter)))
+        })();
+        let files = engine.agree(files)?;
+        // Exact bits through the exchange: the values as their u64 patterns.
+        let kept_bits: Vec<(usize, usize, [u64; 3])> =
+            engine.from_root(files.as_ref().map(|(kept, _)| {
+                kept.iter()
+                    .map(|r| {
+                        let bits = [r.predicted, r.actual, r.stationarity].map(f64::to_bits);
+                        (r.client, r.instance, bits)
+                    })
+                    .collect()
+            }))?;
+        let kept: Vec<Removal> = kept_bits
+            .into_iter()
+            .map(|(client, instance, [p, a, s])| Removal {
+                client,
+                instance,
+                predicted: f64::from_bits(p),
+                actual: f64::from_bits(a),
+                stationarity: f64::from_bits(s),
+            })
+            .collect();
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
         };
-        // Everything that changes the numbers (--top only changes how many).
-        record_settings(&self.out, &settings_json("influence", self)?, self.resume)?;
-        let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
+        let reporter = match files {
+            Some((_, reporter)) => reporter,
+            None => Reporter::new(&quiet, None, true, false)?,
+        };
         reporter.line(&format!("data: {description}"));
 
         let Solved {
@@ -411,19 +481,19 @@ impl Influence {
             solution,
             estimate,
             ..
-        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter, true)?;
+        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter, root)?;
         // A retraining's F is the actual change only at a solution of its inner problem.
         let verify = |lambda: &PerClient<T>, s: &InnerSolution<T>, what: &str| {
             pipeline
-                .check_solution((&clients, lambda, &solution.x), s, what, true)
+                .check_solution((&clients, lambda, &solution.x), s, what, root)
                 .map(|_| ())
         };
-        let f0 = total_outer_loss(&clients, &solution.x, &lambda);
+        let f0 = total_outer_loss_on(placement, &clients, &solution.x, &lambda);
 
         let mut candidates = rank_instances(&estimate.v);
         let wanted = self.top();
         let top = wanted.min(total);
-        if top < wanted && !self.json {
+        if top < wanted && !self.json && root {
             eprintln!(
                 "note: the data have {total} training instances, fewer than --top {wanted}: all are used"
             );
@@ -448,7 +518,11 @@ impl Influence {
             }
             done.insert((r.client, r.instance), r);
         }
-        let rows = RowWriter::open(&csv, HEADER, self.resume)?;
+        let rows = if root {
+            Some(RowWriter::open(&csv, HEADER, self.resume)?)
+        } else {
+            None
+        };
         let todo: Vec<_> = candidates
             .iter()
             .filter(|c| !done.contains_key(&(c.0, c.1)))
@@ -476,24 +550,30 @@ impl Influence {
             .solve(&clients, &lambda, &solution.x)
             .context("control retraining")?;
         verify(&lambda, &control, "control retraining")?;
-        let f_control = total_outer_loss(&clients, &control.x, &lambda);
+        let f_control = total_outer_loss_on(placement, &clients, &control.x, &lambda);
         stage.inc(1);
-        let fresh: Vec<Removal> = todo
-            .par_iter()
-            .map(|&(client, instance, predicted)| {
-                let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
-                let removal = remove_and_retrain(
-                    &mut *solver,
-                    (&clients, &lambda, &solution.x),
-                    (client, instance, predicted),
-                    f_control,
-                    &verify,
-                )?;
+        let retrain = |&(client, instance, predicted): &(usize, usize, f64)| -> Result<Removal> {
+            let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
+            let removal = remove_and_retrain(
+                &mut *solver,
+                (&clients, &lambda, &solution.x),
+                (client, instance, predicted),
+                (f_control, placement),
+                &verify,
+            )?;
+            if let Some(rows) = &rows {
                 rows.write(&removal)?;
-                stage.inc(1);
-                Ok(removal)
-            })
-            .collect::<Result<_>>()?;
+            }
+            stage.inc(1);
+            Ok(removal)
+        };
+        // In one process the retrainings run in parallel (each its own solver: the rows do
+        // not depend on the thread count); over ranks one after another, each over the ranks.
+        let fresh: Vec<Removal> = if placement.is_distributed() {
+            todo.iter().map(retrain).collect::<Result<_>>()?
+        } else {
+            todo.par_iter().map(retrain).collect::<Result<_>>()?
+        };
         stage.finish("");
         for r in fresh {
             done.insert((r.client, r.instance), r);
@@ -503,6 +583,10 @@ impl Influence {
             .iter()
             .filter_map(|c| done.remove(&(c.0, c.1)))
             .collect();
+        let mpi = engine.traffic_json();
+        if !root {
+            return Ok(());
+        }
         write_csv(&csv, HEADER, &removals)?;
         self.report(
             &removals,
@@ -512,6 +596,7 @@ impl Influence {
             &description,
             (&lower, &estimator),
             &estimate.comm,
+            mpi,
         )
     }
 }

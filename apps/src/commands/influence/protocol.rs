@@ -3,13 +3,13 @@
 //! without one, and score predictions against the actual changes.
 
 use anyhow::{Context, Result};
-use hgp_averaging::{ClientBuffer, Scalar};
+use hgp_averaging::{ClientBuffer, Placement, Scalar};
 use hgp_inner_solvers::{InnerSolution, InnerSolver};
 use hgp_models::{ClientObjective, PerClient};
 use serde::{Deserialize, Serialize};
 
 use crate::report::sci_exact;
-use crate::setup::total_outer_loss;
+use crate::setup::total_outer_loss_on;
 
 /// One removed instance: a row of influence.csv (the names are the CSV header).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,12 +56,13 @@ pub type Verify<'a, T> = dyn Fn(&PerClient<T>, &InnerSolution<T>, &str) -> Resul
 /// Removes instance `instance` of `client` (λ_ik = 0, as in the papers' code), retrains with
 /// `solver` from `x` (the solution with every instance), checks the retraining with `verify`
 /// and returns the actual change of F against `f_control`, F after the same retraining with
-/// every instance kept.
+/// every instance kept (F summed in client order over the ranks of `placement`, the
+/// solver's).
 pub fn remove_and_retrain<T: Scalar, C: ClientObjective<T>>(
     solver: &mut dyn InnerSolver<T, C>,
     (clients, lambda, x): (&[C], &PerClient<T>, &ClientBuffer<T>),
     (client, instance, predicted): (usize, usize, f64),
-    f_control: f64,
+    (f_control, placement): (f64, &Placement),
     verify: &Verify<'_, T>,
 ) -> Result<Removal> {
     let mut without = lambda.clone();
@@ -75,7 +76,7 @@ pub fn remove_and_retrain<T: Scalar, C: ClientObjective<T>>(
         client,
         instance,
         predicted,
-        actual: total_outer_loss(clients, &s.x, &without) - f_control,
+        actual: total_outer_loss_on(placement, clients, &s.x, &without) - f_control,
         stationarity: s.stationarity,
     })
 }

@@ -26,6 +26,7 @@ impl Influence {
         description: &str,
         (lower, estimator): (&str, &str),
         comm: &hgp_averaging::CommCost,
+        mpi: Option<serde_json::Value>,
     ) -> Result<()> {
         let top = removals.len();
         let predicted: Vec<f64> = removals.iter().map(|r| r.predicted).collect();
@@ -68,7 +69,7 @@ impl Influence {
             .write(&svg)?;
 
         if self.json {
-            let out = json!({
+            let mut out = json!({
                 "r2": fitted.map(|f| f.r2),
                 "r2_identity": fitted.map(|f| f.r2_identity),
                 "slope": fitted.map(|f| f.slope),
@@ -78,6 +79,9 @@ impl Influence {
                 "outer_loss_control": f_control,
                 "comm": comm_json(comm),
             });
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
