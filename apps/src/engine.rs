@@ -250,3 +250,42 @@ pub fn gather_per_client<T: hgp_averaging::Scalar>(
         .collect();
     placement.gather_blocks(v.as_mut_slice(), &bounds);
 }
+
+/// The per-rank part of [`Engine::traffic_json`] in one line: each rank's share of the wall
+/// time spent communicating (and waiting for the others) and its peak memory, e.g. `rank
+/// time in communication 27 % / 9 %, peak memory 496 MB / 510 MB`.
+pub fn per_rank_line(traffic: &serde_json::Value) -> String {
+    let ranks = traffic["per_rank"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let shares: Vec<String> = ranks
+        .iter()
+        .map(|r| format!("{:.0} %", 100.0 * r["comm_share"].as_f64().unwrap_or(0.0)))
+        .collect();
+    let memory: Vec<String> = ranks
+        .iter()
+        .map(|r| {
+            r["peak_memory_bytes"]
+                .as_u64()
+                .map_or("?".to_string(), |b| crate::memory::human(b as f64))
+        })
+        .collect();
+    format!(
+        "time in communication (rank 0 / 1 / …) {}, peak memory {}",
+        shares.join(" / "),
+        memory.join(" / ")
+    )
+}
+
+/// The line every command prints after its text output under `--engine mpi`.
+pub fn engine_line(traffic: &serde_json::Value) -> String {
+    format!(
+        "engine: MPI, {} ranks: {} messages ({}) between ranks, {} collectives ({}); {}",
+        traffic["ranks"],
+        traffic["messages"],
+        crate::memory::human(traffic["bytes"].as_f64().unwrap_or(0.0)),
+        traffic["collectives"],
+        crate::memory::human(traffic["collective_bytes"].as_f64().unwrap_or(0.0)),
+        per_rank_line(traffic)
+    )
+}

@@ -93,6 +93,20 @@ fn hypergrad_over_ranks_gives_the_simulators_bits() {
                 "0.6",
             ][..],
         ),
+        // Paper 004's HGP (every rank mixes its own rows of the gathered u).
+        (
+            3,
+            &[
+                "--clients",
+                "5",
+                "--estimator",
+                "pdbo-hgp",
+                "--network",
+                "randu",
+                "--pdbo-lr",
+                "0.5",
+            ][..],
+        ),
     ] {
         let args: Vec<&str> = common.iter().chain(extra).copied().collect();
         let local = json(&hgp(&args));
@@ -112,7 +126,7 @@ fn hypergrad_over_ranks_gives_the_simulators_bits() {
             "{ranks} ranks, {extra:?}"
         );
         assert_eq!(traffic["ranks"], ranks);
-        if !extra.contains(&"--averager") {
+        if !extra.contains(&"--averager") && !extra.contains(&"--estimator") {
             // Push-Sum: each link is a message between ranks or a delivery within one, and
             // carries d + 1 floats (z and ω) of 8 bytes.
             let counted = local["comm"]["messages"].as_u64().unwrap()

@@ -251,6 +251,7 @@ impl Hypergrad {
                 "engine:     MPI, {} ranks: {} messages ({} bytes) between ranks, {} links within a rank, {} collectives",
                 t["ranks"], t["messages"], t["bytes"], t["local_links"], t["collectives"]
             );
+            println!("            {}", crate::engine::per_rank_line(t));
         }
         println!(
             "            lower level and estimate together: {} rounds",

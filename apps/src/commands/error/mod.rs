@@ -557,6 +557,7 @@ impl ErrorCmd {
             .collect();
         let curves: Vec<Vec<f64>> = runs.into_iter().map(|c| c.errors).collect();
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if !engine.is_root() {
             return Ok(());
         }
@@ -611,6 +612,11 @@ impl ErrorCmd {
             tasks.len(),
             started.elapsed().as_secs_f64()
         );
+        if !self.json
+            && let Some(t) = &engine_traffic
+        {
+            println!("{}", crate::engine::engine_line(t));
+        }
         Ok(())
     }
 

@@ -231,6 +231,7 @@ impl FaultsCmd {
         };
         stage.finish("done");
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if !engine.is_root() {
             return Ok(());
         }
@@ -241,7 +242,13 @@ impl FaultsCmd {
             &config,
             net.network.describe(),
             mpi,
-        )
+        )?;
+        if !self.json
+            && let Some(t) = &engine_traffic
+        {
+            println!("{}", crate::engine::engine_line(t));
+        }
+        Ok(())
     }
 
     /// The checked flags, the data and what is built from them, before any work.

@@ -338,10 +338,17 @@ impl Fbo {
         }
         stage.finish("");
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if !root {
             return Ok(());
         }
         self.report(&runs, &settings, &description, mpi)?;
+        if !self.json
+            && let Some(t) = &engine_traffic
+        {
+            println!("{}", crate::engine::engine_line(t));
+        }
+
         // The table is complete; a run that diverged still makes the command fail.
         let diverged: Vec<String> = runs
             .iter()

@@ -421,10 +421,17 @@ impl FedHyperCmd {
         }
         stage.finish("");
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if !root {
             return Ok(());
         }
         self.report(&runs, &settings, &description, mpi)?;
+        if !self.json
+            && let Some(t) = &engine_traffic
+        {
+            println!("{}", crate::engine::engine_line(t));
+        }
+
         let diverged: Vec<String> = runs
             .iter()
             .filter(|r| r.diverged.is_some())

@@ -584,6 +584,7 @@ impl Influence {
             .filter_map(|c| done.remove(&(c.0, c.1)))
             .collect();
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if !root {
             return Ok(());
         }
@@ -597,6 +598,12 @@ impl Influence {
             (&lower, &estimator),
             &estimate.comm,
             mpi,
-        )
+        )?;
+        if !self.json
+            && let Some(t) = &engine_traffic
+        {
+            println!("{}", crate::engine::engine_line(t));
+        }
+        Ok(())
     }
 }

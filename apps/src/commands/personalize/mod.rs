@@ -315,8 +315,14 @@ impl Personalize {
         if seeds == 1 {
             let (cells, description) = self.run_seed(self.seed, &self.out, eta, engine)?;
             let mpi = engine.traffic_json();
+            let engine_traffic = mpi.clone();
             if engine.is_root() {
                 self.report(&cells, &description, &self.out, true, mpi)?;
+                if !self.json
+                    && let Some(t) = &engine_traffic
+                {
+                    println!("{}", crate::engine::engine_line(t));
+                }
             }
             return Ok(());
         }
@@ -337,8 +343,14 @@ impl Personalize {
             runs.push(cells);
         }
         let mpi = engine.traffic_json();
+        let engine_traffic = mpi.clone();
         if engine.is_root() {
             self.report_seeds(&runs, mpi)?;
+            if !self.json
+                && let Some(t) = &engine_traffic
+            {
+                println!("{}", crate::engine::engine_line(t));
+            }
         }
         Ok(())
     }
