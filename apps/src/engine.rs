@@ -103,6 +103,21 @@ impl Engine {
         result
     }
 
+    /// The run's reporter (progress, log lines and `hgp.log` in `out`) on rank 0, a silent
+    /// one on the other ranks.
+    pub fn reporter(
+        &self,
+        args: &crate::report::ReportArgs,
+        out: Option<&std::path::Path>,
+        json: bool,
+    ) -> Result<crate::report::Reporter> {
+        if self.is_root() {
+            crate::report::Reporter::new(args, out, json, false)
+        } else {
+            crate::report::Reporter::silent()
+        }
+    }
+
     /// Where the clients live.
     pub fn placement(&self) -> &Placement {
         &self.placement
@@ -121,7 +136,7 @@ impl Engine {
 
     /// Rank 0's `value` on every rank (the others pass `None`, or anything: only rank 0's
     /// is kept); in one process, `value` itself. A collective: every rank calls it.
-    pub fn from_root<V: serde::Serialize + serde::de::DeserializeOwned>(
+    pub fn shared_from_root<V: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
         value: Option<V>,
     ) -> Result<V> {
@@ -236,21 +251,6 @@ pub fn agree_on<R>(placement: &Placement, result: Result<R>) -> Result<R> {
     }
 }
 
-/// Every rank's rows of `v` (its own clients') sent to every rank (a no-op in one process).
-pub fn gather_per_client<T: hgp_averaging::Scalar>(
-    placement: &Placement,
-    v: &mut hgp_models::PerClient<T>,
-) {
-    if !placement.is_distributed() {
-        return;
-    }
-    let n = v.n();
-    let bounds: Vec<usize> = (0..=placement.ranks())
-        .map(|r| v.offset(placement.clients_of(n, r).start))
-        .collect();
-    placement.gather_blocks(v.as_mut_slice(), &bounds);
-}
-
 /// The per-rank part of [`Engine::traffic_json`] in one line: each rank's share of the wall
 /// time spent communicating (and waiting for the others) and its peak memory, e.g. `rank
 /// time in communication 27 % / 9 %, peak memory 496 MB / 510 MB`.
@@ -275,6 +275,14 @@ pub fn per_rank_line(traffic: &serde_json::Value) -> String {
         shares.join(" / "),
         memory.join(" / ")
     )
+}
+
+/// Prints [`engine_line`] after a command's text output (nothing with `--json`, whose "mpi"
+/// object has it all, or in one process).
+pub fn print_engine_line(json: bool, traffic: Option<&serde_json::Value>) {
+    if let (false, Some(t)) = (json, traffic) {
+        println!("{}", engine_line(t));
+    }
 }
 
 /// The line every command prints after its text output under `--engine mpi`.

@@ -234,7 +234,7 @@ mod tests {
     fn the_available_memory_is_read_from_the_system() {
         // This process has touched memory: its peak is a positive number of pages.
         let peak = peak_resident_bytes().expect("Linux has VmHWM");
-        assert!(peak > 0 && peak % 1024 == 0, "{peak}");
+        assert!(peak > 0 && peak.is_multiple_of(1024), "{peak}");
         let text = "MemTotal:       24000000 kB\nMemAvailable:   22000000 kB\n";
         assert_eq!(meminfo_available(text), Some(22_000_000 * 1024));
         assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);

@@ -57,6 +57,15 @@ pub struct Reporter {
 }
 
 impl Reporter {
+    /// A reporter that says nothing and writes no log (an MPI rank other than 0).
+    pub fn silent() -> Result<Self> {
+        let quiet = ReportArgs {
+            log: false,
+            quiet: true,
+        };
+        Self::new(&quiet, None, true, false)
+    }
+
     /// A reporter writing `hgp.log` in `out` (appending when `append`, e.g. on resume);
     /// `json` hides the bars (stdout is for the machine-readable result).
     pub fn new(args: &ReportArgs, out: Option<&Path>, json: bool, append: bool) -> Result<Self> {

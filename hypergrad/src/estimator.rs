@@ -127,8 +127,9 @@ pub(crate) fn outer_gradients_of<T: Scalar, C: ClientObjective<T>>(
     (u, v)
 }
 
-/// Every rank's rows of `v` sent to every rank (a no-op in one process).
-pub(crate) fn gather_per_client<T: Scalar>(placement: &Placement, v: &mut PerClient<T>) {
+/// Every rank's rows of `v` (its own clients') sent to every rank, so that all of `v` holds
+/// every client's row (a no-op in one process).
+pub fn gather_per_client<T: Scalar>(placement: &Placement, v: &mut PerClient<T>) {
     if !placement.is_distributed() {
         return;
     }

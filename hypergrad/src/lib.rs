@@ -65,7 +65,7 @@ mod watch;
 pub use adam::Adam;
 pub use curvature::{Curvature, PowerIteration, estimate_curvature};
 pub use error::{HypergradError, Result};
-pub use estimator::{HyperGradEstimate, HyperGradient};
+pub use estimator::{HyperGradEstimate, HyperGradient, gather_per_client};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
 pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
 pub use hgp::{Eta, Hgp, HgpOptions, SampleMode};

@@ -9,7 +9,7 @@ use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
 use crate::engine::{Engine, EngineArgs};
-use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
+use crate::report::{ReportArgs, Table, comm_json, sci};
 use crate::setup::{
     DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
     newton_step_json, total_outer_loss_on,
@@ -106,16 +106,7 @@ impl Hypergrad {
         let d = clients[0].dim_x();
 
         // Only rank 0 reports progress.
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
-        let report = if engine.is_root() {
-            &self.report
-        } else {
-            &quiet
-        };
-        let reporter = Reporter::new(report, None, self.json, false)?;
+        let reporter = engine.reporter(&self.report, None, self.json)?;
         let Solved {
             lower,
             estimator,

@@ -415,15 +415,7 @@ impl ErrorCmd {
             description,
         } = engine.agree(self.validate(engine))?;
         let n = clients.len();
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
-        let reporter = if engine.is_root() {
-            Reporter::new(&self.report, Some(&self.out), self.json, false)?
-        } else {
-            Reporter::new(&quiet, None, true, false)?
-        };
+        let reporter = engine.reporter(&self.report, Some(&self.out), self.json)?;
         reporter.line(&format!("data: {description}"));
 
         let mut batches = Vec::new();
@@ -612,11 +604,7 @@ impl ErrorCmd {
             tasks.len(),
             started.elapsed().as_secs_f64()
         );
-        if !self.json
-            && let Some(t) = &engine_traffic
-        {
-            println!("{}", crate::engine::engine_line(t));
-        }
+        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 
 use hgp_averaging::{ClientBuffer, Placement};
 
-use crate::engine::gather_per_client;
+use hgp_hypergrad::gather_per_client;
 use hgp_hypergrad::{HyperGradient, HypergradError, OnIterate};
 use hgp_models::{L2Logistic, PerClient};
 

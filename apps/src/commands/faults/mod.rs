@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::engine::{Engine, EngineArgs};
 use crate::memory::MemoryPlan;
-use crate::report::{ReportArgs, Reporter, prepare_out};
+use crate::report::{ReportArgs, prepare_out};
 use crate::setup::{
     DataArgs, L2_LAMBDA, LR_DECAY, NetworkArgs, comma_list, derive, domain, l2_lambda,
     scaled_milestones, with_default,
@@ -168,15 +168,7 @@ impl FaultsCmd {
         let (out, description, clients, lambda, config, net) = setup?;
         let n = clients.len();
         let d = clients[0].dim_x();
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
-        let reporter = if engine.is_root() {
-            Reporter::new(&self.report, Some(&out), self.json, false)?
-        } else {
-            Reporter::new(&quiet, None, true, false)?
-        };
+        let reporter = engine.reporter(&self.report, Some(&out), self.json)?;
         reporter.line(&format!("data: {description}"));
         let problem = Problem {
             clients: &clients,
@@ -243,11 +235,7 @@ impl FaultsCmd {
             net.network.describe(),
             mpi,
         )?;
-        if !self.json
-            && let Some(t) = &engine_traffic
-        {
-            println!("{}", crate::engine::engine_line(t));
-        }
+        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
         Ok(())
     }
 

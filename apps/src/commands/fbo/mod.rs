@@ -274,17 +274,13 @@ impl Fbo {
             Ok((settings, description, federations, budget))
         })();
         let (settings, description, federations, budget) = engine.agree(setup)?;
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
         let csv = self.out.join("fbo.csv");
         let (reporter, rows) = if root {
             record_settings(&self.out, &settings_json("fbo", self)?, false)?;
             let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
             (reporter, Some(RowWriter::open(&csv, HEADER, false)?))
         } else {
-            (Reporter::new(&quiet, None, true, false)?, None)
+            (Reporter::silent()?, None)
         };
         reporter.line(&format!("data: {description}"));
         let taus = self.taus();
@@ -343,11 +339,7 @@ impl Fbo {
             return Ok(());
         }
         self.report(&runs, &settings, &description, mpi)?;
-        if !self.json
-            && let Some(t) = &engine_traffic
-        {
-            println!("{}", crate::engine::engine_line(t));
-        }
+        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
 
         // The table is complete; a run that diverged still makes the command fail.
         let diverged: Vec<String> = runs

@@ -365,17 +365,13 @@ impl FedHyperCmd {
             })
             .collect();
         let mut first = engine.agree(first)?;
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
         let (reporter, rows) = if root {
             record_settings(&self.out, &settings_json("fedhyper", self)?, false)?;
             let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
             let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;
             (reporter, Some(rows))
         } else {
-            (Reporter::new(&quiet, None, true, false)?, None)
+            (Reporter::silent()?, None)
         };
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
         let runs_total = seeds.len() * self.splits.len() * self.methods.len();
@@ -426,11 +422,7 @@ impl FedHyperCmd {
             return Ok(());
         }
         self.report(&runs, &settings, &description, mpi)?;
-        if !self.json
-            && let Some(t) = &engine_traffic
-        {
-            println!("{}", crate::engine::engine_line(t));
-        }
+        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
 
         let diverged: Vec<String> = runs
             .iter()

@@ -447,7 +447,7 @@ impl Influence {
         let files = engine.agree(files)?;
         // Exact bits through the exchange: the values as their u64 patterns.
         let kept_bits: Vec<(usize, usize, [u64; 3])> =
-            engine.from_root(files.as_ref().map(|(kept, _)| {
+            engine.shared_from_root(files.as_ref().map(|(kept, _)| {
                 kept.iter()
                     .map(|r| {
                         let bits = [r.predicted, r.actual, r.stationarity].map(f64::to_bits);
@@ -465,13 +465,9 @@ impl Influence {
                 stationarity: f64::from_bits(s),
             })
             .collect();
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
         let reporter = match files {
             Some((_, reporter)) => reporter,
-            None => Reporter::new(&quiet, None, true, false)?,
+            None => Reporter::silent()?,
         };
         reporter.line(&format!("data: {description}"));
 
@@ -599,11 +595,7 @@ impl Influence {
             &estimate.comm,
             mpi,
         )?;
-        if !self.json
-            && let Some(t) = &engine_traffic
-        {
-            println!("{}", crate::engine::engine_line(t));
-        }
+        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
         Ok(())
     }
 }

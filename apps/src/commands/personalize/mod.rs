@@ -318,11 +318,7 @@ impl Personalize {
             let engine_traffic = mpi.clone();
             if engine.is_root() {
                 self.report(&cells, &description, &self.out, true, mpi)?;
-                if !self.json
-                    && let Some(t) = &engine_traffic
-                {
-                    println!("{}", crate::engine::engine_line(t));
-                }
+                crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
             }
             return Ok(());
         }
@@ -346,11 +342,7 @@ impl Personalize {
         let engine_traffic = mpi.clone();
         if engine.is_root() {
             self.report_seeds(&runs, mpi)?;
-            if !self.json
-                && let Some(t) = &engine_traffic
-            {
-                println!("{}", crate::engine::engine_line(t));
-            }
+            crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
         }
         Ok(())
     }
@@ -404,19 +396,16 @@ impl Personalize {
             Ok(Some((cells, reporter, rows)))
         })();
         let files = engine.agree(files)?;
-        let done: Vec<(String, String)> = engine.from_root(files.as_ref().map(|(cells, ..)| {
-            cells
-                .iter()
-                .map(|c| (c.method.name().to_string(), c.network.name().to_string()))
-                .collect()
-        }))?;
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
+        let done: Vec<(String, String)> =
+            engine.shared_from_root(files.as_ref().map(|(cells, ..)| {
+                cells
+                    .iter()
+                    .map(|c| (c.method.name().to_string(), c.network.name().to_string()))
+                    .collect()
+            }))?;
         let (mut cells, reporter, rows) = match files {
             Some(f) => (f.0, f.1, Some(f.2)),
-            None => (Vec::new(), Reporter::new(&quiet, None, true, false)?, None),
+            None => (Vec::new(), Reporter::silent()?, None),
         };
         reporter.line(&format!("data: {description}"));
         let todo: Vec<(Method, NetworkKind)> = self

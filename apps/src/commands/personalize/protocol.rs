@@ -670,7 +670,7 @@ mod tests {
         let local = run(Placement::local());
         assert_eq!(local.len(), 15);
         for ranks in [4, 3] {
-            for (rank, cells) in ThreadRanks::spawn(ranks, &run).into_iter().enumerate() {
+            for (rank, cells) in ThreadRanks::spawn(ranks, run).into_iter().enumerate() {
                 assert_eq!(cells, local, "rank {rank} of {ranks}");
             }
         }
