@@ -87,6 +87,15 @@ impl Engine {
         ))
     }
 
+    /// Runs `job` on a started engine of `kind`: the ranks' arguments are compared first
+    /// ([`Engine::check_same_arguments`]), and the run ends by [`Engine::finish`] (rank 0
+    /// prints the agreed error). The one line through which every command runs.
+    pub fn run(kind: EngineKind, job: impl FnOnce(&Engine) -> Result<()>) -> Result<()> {
+        let engine = Self::start(kind)?;
+        let result = engine.check_same_arguments().and_then(|()| job(&engine));
+        engine.finish(result)
+    }
+
     /// Ends a run: under MPI, rank 0 prints the error (if any) and every rank waits for the
     /// others before MPI ends, so no rank's exit cuts rank 0 short (mpirun stops the job at
     /// the first non-zero exit).

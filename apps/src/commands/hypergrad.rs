@@ -66,14 +66,11 @@ impl Hypergrad {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     fn run_on(&self, engine: &Engine) -> Result<()> {
         let defaults = Defaults::LOGISTIC;
-        engine.check_same_arguments()?;
         let pipeline = self.pipeline().with_placement(engine.placement().clone());
         // Every rank checks the flags, reads the data and checks the setup; a failure on any
         // rank stops all of them, and rank 0 says why.

@@ -392,9 +392,7 @@ impl ErrorCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     /// Every rank checks the flags and reads the data (a failure on any rank stops all, rank
@@ -402,7 +400,6 @@ impl ErrorCmd {
     /// and prints.
     fn run_on(&self, engine: &Engine) -> Result<()> {
         let started = Instant::now();
-        engine.check_same_arguments()?;
         let placement = engine.placement();
         let Checked {
             seeds,

@@ -155,15 +155,12 @@ impl FaultsCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     /// Every rank checks the flags and reads the data (a failure on any stops all, rank 0
     /// says why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
     fn run_on(&self, engine: &Engine) -> Result<()> {
-        engine.check_same_arguments()?;
         let setup = engine.agree(self.setup(engine));
         let (out, description, clients, lambda, config, net) = setup?;
         let n = clients.len();

@@ -244,16 +244,13 @@ impl Fbo {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     /// Every rank checks the flags, reads the images and splits them (a failure on any rank
     /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and
     /// prints.
     fn run_on(&self, engine: &Engine) -> Result<()> {
-        engine.check_same_arguments()?;
         let root = engine.is_root();
         let placement = engine.placement();
         let setup = (|| {

@@ -287,16 +287,13 @@ impl Influence {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     /// Every rank checks the flags and reads the data (a failure on any rank stops all,
     /// rank 0 says why); the solves, the estimate and every retraining run over the ranks;
     /// rank 0 writes and prints.
     fn run_on(&self, engine: &Engine) -> Result<()> {
-        engine.check_same_arguments()?;
         engine.agree(self.validate(engine))?;
         let placement = engine.placement();
         match self.model {

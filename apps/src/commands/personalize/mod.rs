@@ -303,13 +303,10 @@ impl Personalize {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        let engine = Engine::start(self.engine.engine)?;
-        let result = self.run_on(&engine);
-        engine.finish(result)
+        Engine::run(self.engine.engine, |engine| self.run_on(engine))
     }
 
     fn run_on(&self, engine: &Engine) -> Result<()> {
-        engine.check_same_arguments()?;
         let eta = engine.agree(self.validate(engine))?;
         let seeds = self.seeds();
         if seeds == 1 {
