@@ -252,6 +252,7 @@ impl<T: Scalar> HyperRep<T> {
             labels: vec![0],
             rows: 1,
             cols: pixels,
+            channels: 1,
         };
         // The settings checked as for a client with one blank image.
         let mut client = Self::new(&images, &images, config)?;
@@ -1095,6 +1096,7 @@ mod tests {
             labels: vec![0],
             rows: 0,
             cols: 3,
+            channels: 1,
         };
         let err = new(&flat, &flat);
         assert!(

@@ -170,6 +170,48 @@ pub enum ImageError {
         /// Images in the set.
         available: usize,
     },
+    /// A CIFAR file's size is not a whole number of records (or it is empty or too large).
+    #[error("{file}: {bytes} bytes: {detail}")]
+    CifarSize {
+        /// The file (or archive member) being read.
+        file: String,
+        /// Its size.
+        bytes: u64,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A CIFAR record's label is out of range.
+    #[error("{file}: record {record} has {which} {value}, but the labels are below {limit}")]
+    CifarLabel {
+        /// The file (or archive member) being read.
+        file: String,
+        /// The record (from 0).
+        record: usize,
+        /// `"label"`, `"fine label"` or `"coarse label"`.
+        which: &'static str,
+        /// The label found.
+        value: u8,
+        /// The number of labels.
+        limit: usize,
+    },
+    /// A directory holds none of a CIFAR distribution's files.
+    #[error("no {kind} binary file in {}: looked for {expected}", dir.display())]
+    NoCifar {
+        /// The directory searched.
+        dir: PathBuf,
+        /// `cifar10` or `cifar100`.
+        kind: &'static str,
+        /// The files looked for.
+        expected: String,
+    },
+    /// A `.tar.gz` archive cannot be read.
+    #[error("{file}: not a readable gzipped tar archive: {error}")]
+    Archive {
+        /// The archive.
+        file: String,
+        /// The reader's error (in the message, not a `source()`).
+        error: std::io::Error,
+    },
     /// A client received no training instance.
     #[error(
         "client {client} has an empty training set ({instances} instances in all); \

@@ -471,6 +471,7 @@ mod tests {
             labels: vec![0, 1],
             rows: 1,
             cols: 2,
+            channels: 1,
         };
         for err in [
             federated_split(&broken, 1, FedSplit::Iid, 0).unwrap_err(),

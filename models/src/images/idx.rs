@@ -246,6 +246,7 @@ fn build_set(
         labels,
         rows,
         cols,
+        channels: 1,
     })
 }
 

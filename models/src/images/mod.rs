@@ -1,8 +1,11 @@
-//! Grey-level image classification data: IDX loading and heterogeneous client splits.
+//! Image classification data: IDX loading (grey digits), the CIFAR-10/100 binary
+//! distributions (colour), and client splits.
 //!
 //! - [`ImageSet`] holds images (pixels scaled to [0, 1]) with integer labels.
 //! - [`parse_idx_images`], [`parse_idx_labels`], [`load_idx_pair`] and [`load_idx_dir`] read
-//!   the IDX format of the MNIST, Fashion-MNIST and EMNIST distributions, raw or gzipped.
+//!   the IDX format of the MNIST, Fashion-MNIST and EMNIST distributions, raw or gzipped;
+//!   [`load_cifar_dir`] the CIFAR-10 and CIFAR-100 binary files, extracted or in their
+//!   `.tar.gz`.
 //! - [`embedded_mnist`] returns a 10,000-digit MNIST subset compiled into the crate, so
 //!   experiments and tests run without any download.
 //! - [`heterogeneous_split`] distributes a set between clients the way the HGP paper
@@ -25,12 +28,14 @@
 //! # Ok::<(), hgp_models::images::ImageError>(())
 //! ```
 
+mod cifar;
 mod error;
 mod federated;
 mod idx;
 mod label_split;
 mod split;
 
+pub use cifar::{CIFAR_CHANNELS, CIFAR_SIDE, CifarKind, CifarSet, load_cifar_dir, parse_cifar};
 pub use error::ImageError;
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
@@ -42,14 +47,16 @@ static MNIST_IMAGES: &[u8] = include_bytes!("../../data/mnist10k/images-idx3-uby
 /// The embedded MNIST subset's labels.
 static MNIST_LABELS: &[u8] = include_bytes!("../../data/mnist10k/labels-idx1-ubyte.gz");
 
-/// Grey images with integer labels.
+/// Images (grey, or colour with several channels) with integer labels.
 ///
-/// Image k occupies `images[k·rows·cols .. (k+1)·rows·cols]`, row-major. Loaders store
-/// pixel/255 in [0, 1]; [`heterogeneous_split`] normalizes them per cluster. The fields are
-/// public; [`ImageSet::new`] builds a set after checking that they agree.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Image k occupies `images[k·p .. (k+1)·p]` with p = rows·cols·channels, row-major and
+/// channels-last: the value of channel ch at (r, c) is at `(r·cols + c)·channels + ch` of the
+/// image. Loaders store value/255 in [0, 1]; [`heterogeneous_split`] normalizes grey images
+/// per cluster. The fields are public; [`ImageSet::new`] (grey) and
+/// [`ImageSet::with_channels`] build a set after checking that they agree.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ImageSet {
-    /// Pixels of all images, image after image, each row-major.
+    /// Values of all images, image after image, each row-major and channels-last.
     pub images: Vec<f32>,
     /// One label per image.
     pub labels: Vec<u8>,
@@ -57,10 +64,25 @@ pub struct ImageSet {
     pub rows: usize,
     /// Columns of every image.
     pub cols: usize,
+    /// Channels of every pixel: 1 for grey images, 3 for RGB.
+    pub channels: usize,
+}
+
+impl Default for ImageSet {
+    /// An empty set of grey images of size 0 × 0.
+    fn default() -> Self {
+        Self {
+            images: Vec::new(),
+            labels: Vec::new(),
+            rows: 0,
+            cols: 0,
+            channels: 1,
+        }
+    }
 }
 
 impl ImageSet {
-    /// A set from its fields.
+    /// A set of grey images from its fields.
     ///
     /// # Errors
     ///
@@ -71,11 +93,28 @@ impl ImageSet {
         rows: usize,
         cols: usize,
     ) -> Result<Self, ImageError> {
+        Self::with_channels(images, labels, rows, cols, 1)
+    }
+
+    /// A set of images with `channels` values per pixel (channels-last).
+    ///
+    /// # Errors
+    ///
+    /// [`ImageError::Shape`] unless `images.len() == labels.len() · rows · cols · channels`
+    /// and `channels ≥ 1`.
+    pub fn with_channels(
+        images: Vec<f32>,
+        labels: Vec<u8>,
+        rows: usize,
+        cols: usize,
+        channels: usize,
+    ) -> Result<Self, ImageError> {
         let set = Self {
             images,
             labels,
             rows,
             cols,
+            channels,
         };
         set.check_shape("image set")?;
         Ok(set)
@@ -91,12 +130,12 @@ impl ImageSet {
         self.labels.is_empty()
     }
 
-    /// Pixels per image (`rows · cols`).
+    /// Values per image (`rows · cols · channels`; the pixels of a grey image).
     pub fn pixels(&self) -> usize {
-        self.rows * self.cols
+        self.rows * self.cols * self.channels
     }
 
-    /// The pixels of image `k`, row-major.
+    /// The values of image `k`, row-major and channels-last.
     ///
     /// # Panics
     ///
@@ -121,6 +160,7 @@ impl ImageSet {
             labels: indices.iter().map(|&k| self.labels[k]).collect(),
             rows: self.rows,
             cols: self.cols,
+            channels: self.channels,
         }
     }
 
@@ -143,6 +183,7 @@ impl ImageSet {
             labels: Vec::with_capacity(sets.iter().map(ImageSet::len).sum()),
             rows: first.rows,
             cols: first.cols,
+            channels: first.channels,
         };
         for set in sets {
             out.images.extend_from_slice(&set.images);
@@ -171,38 +212,90 @@ impl ImageSet {
         counts
     }
 
-    /// Checks `images.len() == len · rows · cols`; `what` names the set in the error.
+    /// Checks `images.len() == len · rows · cols · channels` (and at least one channel);
+    /// `what` names the set in the error.
     fn check_shape(&self, what: &str) -> Result<(), ImageError> {
         let expected = self
             .len()
             .checked_mul(self.rows)
-            .and_then(|n| n.checked_mul(self.cols));
-        if expected == Some(self.images.len()) {
+            .and_then(|n| n.checked_mul(self.cols))
+            .and_then(|n| n.checked_mul(self.channels));
+        if self.channels >= 1 && expected == Some(self.images.len()) {
             Ok(())
         } else {
             Err(ImageError::Shape {
                 what: what.to_owned(),
                 detail: format!(
-                    "{} pixel values for {} images of {} × {}",
+                    "{} {} values for {} images of {}",
                     self.images.len(),
+                    if self.channels == 1 {
+                        "pixel"
+                    } else {
+                        "channel"
+                    },
                     self.len(),
-                    self.rows,
-                    self.cols
+                    self.size_words()
                 ),
             })
         }
     }
 
+    /// `rows × cols`, with `× channels` for colour images.
+    fn size_words(&self) -> String {
+        match self.channels {
+            1 => format!("{} × {}", self.rows, self.cols),
+            c => format!("{} × {} × {c} channels", self.rows, self.cols),
+        }
+    }
+
+    /// The mean and standard deviation of each channel over every pixel of every image (in
+    /// f64), e.g. for the per-channel standardization of colour images.
+    pub fn channel_stats(&self) -> Vec<(f64, f64)> {
+        let ch = self.channels.max(1);
+        let mut sum = vec![0.0f64; ch];
+        let mut squares = vec![0.0f64; ch];
+        for px in self.images.chunks_exact(ch) {
+            for ((s, q), &v) in sum.iter_mut().zip(&mut squares).zip(px) {
+                *s += f64::from(v);
+                *q += f64::from(v) * f64::from(v);
+            }
+        }
+        let count = (self.images.len() / ch).max(1) as f64;
+        sum.iter()
+            .zip(&squares)
+            .map(|(s, q)| {
+                let mean = s / count;
+                (mean, (q / count - mean * mean).max(0.0).sqrt())
+            })
+            .collect()
+    }
+
+    /// Standardizes every value of channel ch to (v − mean_ch) / std_ch (a standard deviation
+    /// below 1e-6 counts as 1e-6, so a constant channel stays finite).
+    ///
+    /// # Panics
+    ///
+    /// If `stats` does not have one entry per channel.
+    pub fn standardize_channels(&mut self, stats: &[(f64, f64)]) {
+        assert_eq!(stats.len(), self.channels, "one (mean, std) per channel");
+        for px in self.images.chunks_exact_mut(self.channels) {
+            for (v, &(mean, std)) in px.iter_mut().zip(stats) {
+                *v = ((f64::from(*v) - mean) / std.max(1e-6)) as f32;
+            }
+        }
+    }
+
     /// Checks that `self` (set `index` of a concatenation) has `first`'s image size.
     fn check_same_size(&self, first: &ImageSet, index: usize) -> Result<(), ImageError> {
-        if (self.rows, self.cols) == (first.rows, first.cols) {
+        if (self.rows, self.cols, self.channels) == (first.rows, first.cols, first.channels) {
             Ok(())
         } else {
             Err(ImageError::Shape {
                 what: format!("image set {index} of the concatenation"),
                 detail: format!(
-                    "images are {} × {}, but the first set's are {} × {}",
-                    self.rows, self.cols, first.rows, first.cols
+                    "images are {}, but the first set's are {}",
+                    self.size_words(),
+                    first.size_words()
                 ),
             })
         }

@@ -536,6 +536,7 @@ mod tests {
             labels: vec![0, 1],
             rows: 1,
             cols: 3,
+            channels: 1,
         };
         let err = heterogeneous_split(&broken, &config, 0).unwrap_err();
         assert!(matches!(err, ImageError::Shape { .. }), "{err}");
