@@ -108,6 +108,9 @@ pub mod domain {
     /// Label split of plain federated training (iid, or per-client Dirichlet label
     /// proportions).
     pub const LABEL_SPLIT: u64 = 0x6c61_6273_706c;
+    /// Pachinko allocation of CIFAR-100 (paper 004 App. A.1): each client's coarse and
+    /// coarse-to-fine Dirichlet draws and its samples.
+    pub const PACHINKO: u64 = 0x7061_6368_696e;
     /// The hyper-representation MLP's initial weights.
     pub const HYPERREP_INIT: u64 = 0x6872_6570_696e;
     /// Lost messages of a fault model: one draw per (step, link).
@@ -129,7 +132,7 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 33] = [
+    pub const ALL: [u64; 34] = [
         NETWORK_BUILD,
         PDBO,
         NETWORK_STEP,
@@ -155,6 +158,7 @@ pub mod domain {
         FED_SPLIT,
         LABEL_SPLIT,
         HYPERREP_INIT,
+        PACHINKO,
         FAULT_LOSS,
         RUN_FAULTS,
         RUN_DATA,

@@ -15,6 +15,9 @@
 //!   and FedNest: held-out test images, then equal iid parts or label shards per client.
 //! - [`label_split`] gives the splits of paper 001 (FedHyper): equal iid parts, or parts with
 //!   Dirichlet(α) label proportions per client.
+//! - [`dirichlet_split`] and [`pachinko_split`] give paper 004's splits of CIFAR-10 (each
+//!   label over the clients in Dirichlet(0.4) proportions) and CIFAR-100 (two-stage Pachinko
+//!   allocation over coarse, then fine labels).
 //!
 //! ```
 //! use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
@@ -33,6 +36,7 @@ mod error;
 mod federated;
 mod idx;
 mod label_split;
+mod pachinko;
 mod split;
 
 pub use cifar::{CIFAR_CHANNELS, CIFAR_SIDE, CifarKind, CifarSet, load_cifar_dir, parse_cifar};
@@ -40,7 +44,8 @@ pub use error::ImageError;
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
 pub use label_split::{LabelSplit, label_split};
-pub use split::{ImageClient, SplitConfig, heterogeneous_split};
+pub use pachinko::{PachinkoConfig, pachinko_split};
+pub use split::{ImageClient, SplitConfig, dirichlet_split, heterogeneous_split};
 
 /// The embedded MNIST subset's images (see `data/mnist10k/PROVENANCE.md`).
 static MNIST_IMAGES: &[u8] = include_bytes!("../../data/mnist10k/images-idx3-ubyte.gz");

@@ -127,33 +127,7 @@ pub fn heterogeneous_split(
     config: &SplitConfig,
     seed: u64,
 ) -> Result<Vec<ImageClient>, ImageError> {
-    config.check()?;
-    set.check_shape("image set to split")?;
-    if set.is_empty() {
-        return Err(ImageError::Empty {
-            what: "image set to split",
-        });
-    }
-    let members = deal_labels(set, config, seed)?;
-
-    // Each client's (test, val, train) indices, all checked before any copying.
-    let mut parts = Vec::with_capacity(config.clients);
-    for (client, mut indices) in members.into_iter().enumerate() {
-        indices.shuffle(&mut stream(seed, domain::IMAGE_CLIENT, client as u64));
-        let n = indices.len();
-        let n_test = rounded_share(config.test_fraction, n);
-        let n_val = rounded_share(config.val_fraction, n - n_test);
-        if n_test + n_val == n {
-            return Err(ImageError::EmptyTrain {
-                client,
-                instances: n,
-            });
-        }
-        let train = indices.split_off(n_test + n_val);
-        let val = indices.split_off(n_test);
-        parts.push((indices, val, train));
-    }
-
+    let parts = split_indices(set, config, seed)?;
     let stats = cluster_stats(seed, config.clusters);
     Ok(parts
         .into_iter()
@@ -178,6 +152,80 @@ pub fn heterogeneous_split(
             }
         })
         .collect())
+}
+
+/// The split of paper 004 (App. A.1) for CIFAR-10: every label's instances dealt out over the
+/// clients in proportions p ~ Dirichlet(alpha · 1_clients) (Marfoq et al., 2021; Wang et al.,
+/// 2020), then each client's instances split into test (`test_fraction`, 0.6 in the paper:
+/// "40 % of the total data as the train and validation dataset in a 3 : 1 ratio") and the rest
+/// into validation (`val_fraction`, 0.25) and training. No clusters and no normalization (the
+/// images keep their values; colour images are standardized per channel beforehand):
+/// `config.clusters` must be 1. The clients' `cluster` is 0, `mean` 0 and `std` 1.
+///
+/// # Errors
+///
+/// As [`heterogeneous_split`], and [`ImageError::InvalidConfig`] for `clusters` ≠ 1.
+pub fn dirichlet_split(
+    set: &ImageSet,
+    config: &SplitConfig,
+    seed: u64,
+) -> Result<Vec<ImageClient>, ImageError> {
+    if config.clusters != 1 {
+        return Err(ImageError::InvalidConfig {
+            parameter: "clusters",
+            value: config.clusters.to_string(),
+            requirement: "1 (the split of paper 004 has no clusters)",
+        });
+    }
+    Ok(split_indices(set, config, seed)?
+        .into_iter()
+        .map(|(test, val, train)| ImageClient {
+            train: set.subset(&train),
+            val: set.subset(&val),
+            test: set.subset(&test),
+            cluster: 0,
+            mean: 0.0,
+            std: 1.0,
+        })
+        .collect())
+}
+
+/// One client's (test, val, train) indices.
+type Parts = (Vec<usize>, Vec<usize>, Vec<usize>);
+
+/// Each client's (test, val, train) indices: the labels dealt out in Dirichlet proportions,
+/// then each client's instances shuffled and cut by the fractions (all checked before any
+/// image is copied).
+fn split_indices(
+    set: &ImageSet,
+    config: &SplitConfig,
+    seed: u64,
+) -> Result<Vec<Parts>, ImageError> {
+    config.check()?;
+    set.check_shape("image set to split")?;
+    if set.is_empty() {
+        return Err(ImageError::Empty {
+            what: "image set to split",
+        });
+    }
+    let members = deal_labels(set, config, seed)?;
+    let mut parts = Vec::with_capacity(config.clients);
+    for (client, mut indices) in members.into_iter().enumerate() {
+        indices.shuffle(&mut stream(seed, domain::IMAGE_CLIENT, client as u64));
+        let n = indices.len();
+        let n_test = rounded_share(config.test_fraction, n);
+        let n_val = rounded_share(config.val_fraction, n - n_test);
+        if n_test + n_val == n {
+            return Err(ImageError::EmptyTrain {
+                client,
+                instances: n,
+            });
+        }
+        let train = indices.split_off(n_test + n_val);
+        let val = indices.split_off(n_test);
+        parts.push((indices, val, train));
+    }
+    Ok(parts)
 }
 
 /// `fraction · n` rounded to the nearest integer (halves away from zero), at most `n`.
@@ -573,5 +621,55 @@ mod tests {
                 assert!((*c as f64 - q * n as f64).abs() < 1.0);
             }
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Paper 004's CIFAR-10 split: every image in exactly one part of one client, the
+        /// values untouched, and each client's parts in the proportions 3 : 1 : 6 (rounded).
+        #[test]
+        fn dirichlet_split_assigns_every_image_once(seed in 0u64..1000, alpha in 0.1f64..5.0) {
+            let set = indexed_set(400, 10);
+            let config = SplitConfig {
+                clients: 5,
+                clusters: 1,
+                alpha,
+                test_fraction: 0.6,
+                val_fraction: 0.25,
+            };
+            let clients = match dirichlet_split(&set, &config, seed) {
+                Ok(c) => c,
+                // A client may draw too few images to train on: a typed error, not a split.
+                Err(ImageError::EmptyTrain { .. }) => return Ok(()),
+                Err(e) => panic!("{e}"),
+            };
+            let mut seen = vec![false; set.len()];
+            for c in &clients {
+                let n = c.train.len() + c.val.len() + c.test.len();
+                proptest::prop_assert_eq!(c.test.len(), rounded_share(0.6, n));
+                proptest::prop_assert_eq!(c.val.len(), rounded_share(0.25, n - c.test.len()));
+                proptest::prop_assert_eq!((c.cluster, c.mean, c.std), (0, 0.0, 1.0));
+                for part in parts(c) {
+                    for k in 0..part.len() {
+                        let id = (part.image(k)[0] * 400.0).round() as usize;
+                        proptest::prop_assert!(!seen[id]);
+                        seen[id] = true;
+                        proptest::prop_assert_eq!(part.image(k), set.image(id));
+                    }
+                }
+            }
+            proptest::prop_assert!(seen.iter().all(|&s| s));
+        }
+    }
+
+    #[test]
+    fn dirichlet_split_has_no_clusters() {
+        let config = SplitConfig {
+            clusters: 2,
+            ..SplitConfig::default()
+        };
+        let err = dirichlet_split(&indexed_set(100, 10), &config, 0).unwrap_err();
+        assert!(err.to_string().contains("no clusters"), "{err}");
     }
 }
