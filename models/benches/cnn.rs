@@ -19,15 +19,17 @@ use rand::RngExt;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
-const NETWORKS: [(&str, Architecture); 3] = [
+const NETWORKS: [(&str, Architecture); 4] = [
     ("table5", Architecture::Table5Cnn { classes: 10 }),
     ("small-cnn", Architecture::SmallCnn { classes: 10 }),
     ("mlp", Architecture::Mlp { classes: 10 }),
+    ("cifar-cnn", Architecture::CifarCnn { classes: 10 }),
 ];
 
 fn client(arch: Architecture) -> NetClient<f32> {
     let mut r = rng::stream(1, 2, 3);
-    let images: Vec<f32> = (0..BATCH * 784).map(|_| r.random_range(0.0..1.0)).collect();
+    let p = arch.inputs();
+    let images: Vec<f32> = (0..BATCH * p).map(|_| r.random_range(0.0..1.0)).collect();
     let labels: Vec<u8> = (0..BATCH).map(|k| (k % 10) as u8).collect();
     let config = NetConfig {
         arch,
@@ -36,7 +38,7 @@ fn client(arch: Architecture) -> NetClient<f32> {
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
     };
-    NetClient::new(config, (&images, &labels), (&images[..784], &labels[..1])).expect("client")
+    NetClient::new(config, (&images, &labels), (&images[..p], &labels[..1])).expect("client")
 }
 
 /// FLOPs of one gradient step: forward F per image, backward about 2F (gradients of the

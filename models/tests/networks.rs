@@ -136,10 +136,11 @@ fn client(
         l2_lambda: 1e-2,
         derivatives,
     };
+    let p = arch.inputs();
     NetClient::new(
         config,
-        (&images(m, 10), &labels(m, 10, 11)),
-        (&images(6, 12), &labels(6, 10, 13)),
+        (&random(m * p, 10, 0.0, 1.0), &labels(m, 10, 11)),
+        (&random(6 * p, 12, 0.0, 1.0), &labels(6, 10, 13)),
     )
     .unwrap()
 }
@@ -150,6 +151,7 @@ fn hessian_vector_products_are_symmetric_on_the_networks() {
     for arch in [
         Architecture::SmallCnn { classes: 10 },
         Architecture::Table5Cnn { classes: 10 },
+        Architecture::CifarCnn { classes: 10 },
         Architecture::Mlp { classes: 10 },
     ] {
         let net = client(
@@ -278,6 +280,12 @@ fn modes_have_their_sizes_and_predict() {
         Architecture::Table5Cnn { classes: 10 }.dim(),
         32 * 25 + 32 + 64 * 32 * 25 + 64 + 2048 * 1024 + 2048 + 10 * 2048 + 10
     );
+    let cifar = Architecture::CifarCnn { classes: 10 };
+    assert_eq!(
+        cifar.dim(),
+        32 * 3 * 25 + 32 + 64 * 32 * 25 + 64 + 512 * 1600 + 512 + 10 * 512 + 10
+    );
+    assert_eq!(cifar.inputs(), 3072);
 }
 
 #[test]
@@ -335,12 +343,14 @@ fn plain_mode_is_instance_weights_at_one() {
 }
 
 /// The gradient in x against central differences of the inner cost along random directions,
-/// on both CNNs (f64; the convolution, pooling and dense layers all on the path).
+/// on the CNNs (f64; the convolution, pooling and dense layers all on the path; colour
+/// images for the CIFAR CNN).
 #[test]
 fn network_gradients_match_differences_of_the_cost() {
     for arch in [
         Architecture::SmallCnn { classes: 10 },
         Architecture::Table5Cnn { classes: 10 },
+        Architecture::CifarCnn { classes: 10 },
     ] {
         let net = client(
             arch,

@@ -4,8 +4,90 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
+use clap::ValueEnum;
 
 use super::*;
+
+/// The image data sets (`--dataset`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Dataset {
+    /// MNIST digits (IDX files in --data-dir, or the embedded 10,000-digit subset).
+    #[default]
+    Mnist,
+    /// Fashion-MNIST (IDX files in --data-dir).
+    Fmnist,
+    /// EMNIST (IDX files in --data-dir).
+    Emnist,
+    /// CIFAR-10, 32 × 32 colour (the binary files, their folder `cifar-10-batches-bin/`
+    /// or `cifar-10-binary.tar.gz` in --data-dir).
+    Cifar10,
+    /// CIFAR-100, 32 × 32 colour, fine labels (`train.bin` / `test.bin`, their folder
+    /// `cifar-100-binary/` or `cifar-100-binary.tar.gz` in --data-dir).
+    Cifar100,
+}
+
+crate::report::serialize_by_value_name!(Dataset);
+
+impl Dataset {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mnist => "mnist",
+            Self::Fmnist => "fmnist",
+            Self::Emnist => "emnist",
+            Self::Cifar10 => "cifar10",
+            Self::Cifar100 => "cifar100",
+        }
+    }
+
+    /// Whether its images are in colour (3 channels).
+    pub fn colour(self) -> bool {
+        matches!(self, Self::Cifar10 | Self::Cifar100)
+    }
+}
+
+/// Every image of `dataset` from `data_dir` (the embedded MNIST subset for `mnist` without a
+/// directory), pooled (training files first), and where they came from, in words; CIFAR-100's
+/// coarse labels beside them.
+///
+/// # Errors
+///
+/// A data set that needs `--data-dir` without one; the loaders' errors.
+pub fn load_dataset(
+    dataset: Dataset,
+    data_dir: Option<&Path>,
+) -> Result<(hgp_models::images::ImageSet, Option<Vec<u8>>, String)> {
+    use hgp_models::images::{CifarKind, embedded_mnist, load_cifar_dir, load_idx_dir};
+    let kind = match dataset {
+        Dataset::Cifar10 => Some(CifarKind::Cifar10),
+        Dataset::Cifar100 => Some(CifarKind::Cifar100),
+        _ => None,
+    };
+    match (data_dir, kind) {
+        (None, None) if dataset == Dataset::Mnist => Ok((
+            embedded_mnist()?,
+            None,
+            "the embedded MNIST subset".to_string(),
+        )),
+        (None, _) => bail!(
+            "--dataset {} reads its files from --data-dir DIR (only mnist has an embedded subset)",
+            dataset.name()
+        ),
+        (Some(dir), None) => Ok((load_idx_dir(dir)?, None, dir.display().to_string())),
+        (Some(dir), Some(kind)) => {
+            let set = load_cifar_dir(dir, kind)?;
+            let description = format!(
+                "{} ({}: {} images from {} file{})",
+                dir.display(),
+                dataset.name(),
+                set.images.len(),
+                set.files.len(),
+                if set.files.len() == 1 { "" } else { "s" }
+            );
+            Ok((set.images, set.coarse, description))
+        }
+    }
+}
 
 /// Refuses, before any image is read, `--images N` that leaves nothing for the clients once
 /// `--test-images` are held out, or fewer images than `--clients`.
@@ -45,16 +127,17 @@ pub fn split_images(
     })
 }
 
-/// The images of an image experiment: every IDX pair of `data_dir` pooled, or the embedded
-/// MNIST subset; the first `images` of them if given; and where they came from, in words.
-/// Then `test_images` of them are held out (drawn from `seed`'s data stream), which must leave
-/// some for the clients: returns `(rest, test, source)`.
+/// The images of an image experiment: every file of `dataset` in `data_dir` pooled
+/// ([`load_dataset`]), or the embedded MNIST subset; the first `images` of them if given;
+/// and where they came from, in words. Then `test_images` of them are held out (drawn from
+/// `seed`'s data stream), which must leave some for the clients: returns
+/// `(rest, test, source)`.
 ///
 /// # Errors
 ///
 /// The loaders' errors; `--test-images` that leaves no image for the clients.
 pub fn load_image_experiment(
-    data_dir: Option<&Path>,
+    (dataset, data_dir): (Dataset, Option<&Path>),
     images: Option<usize>,
     test_images: usize,
     seed: u64,
@@ -63,11 +146,8 @@ pub fn load_image_experiment(
     hgp_models::images::ImageSet,
     String,
 )> {
-    use hgp_models::images::{embedded_mnist, hold_out, load_idx_dir};
-    let (mut all, source) = match data_dir {
-        Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
-        None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
-    };
+    use hgp_models::images::hold_out;
+    let (mut all, _, source) = load_dataset(dataset, data_dir)?;
     if let Some(n) = images {
         all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
     }

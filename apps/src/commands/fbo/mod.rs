@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
-use crate::setup::check_image_counts;
+use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Method, Settings, Split};
@@ -79,7 +79,13 @@ pub struct Fbo {
     /// default takes about 14).
     #[arg(long)]
     quick: bool,
-    /// Directory with MNIST-format IDX files (all pairs in it are pooled) [default: the
+    /// The images: grey digits or clothes (IDX), or CIFAR-10 in colour (paper 003's Fig. 5:
+    /// the MLP then has 3,072 inputs; colour images are standardized per channel instead of
+    /// divided by --pixel-std).
+    #[arg(long, value_enum, default_value_t = Dataset::Mnist)]
+    dataset: Dataset,
+    /// Directory with the data set's files: MNIST-format IDX files (all pairs in it are
+    /// pooled), or the CIFAR binary files (or their folder or .tar.gz) [default: the
     /// embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -89,7 +95,7 @@ pub struct Fbo {
     images: Option<usize>,
     #[arg(long, default_value_t = TEST_IMAGES, value_name = "N", help = "Images held out as the test set (no client sees them); the rest is split between the clients.")]
     test_images: usize,
-    #[arg(long, default_value_t = PIXEL_STD, value_name = "S", help = "Pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (the mean is not subtracted: blank pixels stay zero).")]
+    #[arg(long, default_value_t = PIXEL_STD, value_name = "S", help = "Grey pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (the mean is not subtracted: blank pixels stay zero).")]
     pixel_std: f64,
     #[arg(long, default_value_t = CLIENTS, value_name = "N", help = "Clients.")]
     clients: usize,
@@ -217,14 +223,20 @@ impl Fbo {
     /// The images and the held-out test set.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
         let (mut rest, mut test, source) = load_image_experiment(
-            self.data_dir.as_deref(),
+            (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
             self.seed,
         )?;
-        let scale = (1.0 / self.pixel_std) as f32;
-        for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
-            *v *= scale;
+        if rest.channels > 1 {
+            let stats = rest.channel_stats();
+            rest.standardize_channels(&stats);
+            test.standardize_channels(&stats);
+        } else {
+            let scale = (1.0 / self.pixel_std) as f32;
+            for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
+                *v *= scale;
+            }
         }
         let classes = HyperRepConfig::default().classes;
         let found = rest.classes().max(test.classes());

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
-use crate::setup::check_image_counts;
+use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{load_image_experiment, with_default};
 use protocol::{Method, SchedulerParams, Settings, Split};
@@ -89,8 +89,14 @@ pub struct FedHyperCmd {
     /// The network [default: cnn; mlp with --quick].
     #[arg(long, value_enum)]
     model: Option<Model>,
-    /// Directory with MNIST-format IDX files: MNIST, Fashion-MNIST or EMNIST (all pairs in it
-    /// are pooled) [default: the embedded 10,000-digit MNIST subset].
+    /// The images: grey digits or clothes (IDX), or CIFAR-10 / CIFAR-100 in colour (paper
+    /// 001's Table 2 has FMNIST and CIFAR-10; colour images are standardized per channel and
+    /// run on the CIFAR CNN).
+    #[arg(long, value_enum, default_value_t = Dataset::Mnist)]
+    dataset: Dataset,
+    /// Directory with the data set's files: MNIST-format IDX files (all pairs in it are
+    /// pooled) for mnist/fmnist/emnist, the CIFAR binary files (or their folder or .tar.gz)
+    /// for cifar10/cifar100 [default: the embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Images used: the first N of the data, before the test images are held out [default:
@@ -168,13 +174,20 @@ pub fn after_help() -> String {
 }
 
 impl FedHyperCmd {
+    fn model(&self) -> Model {
+        self.model
+            .unwrap_or(if self.quick && !self.dataset.colour() {
+                Model::Mlp
+            } else {
+                Model::Cnn
+            })
+    }
+
     fn arch(&self, classes: usize) -> Architecture {
-        let model = self
-            .model
-            .unwrap_or(if self.quick { Model::Mlp } else { Model::Cnn });
-        match model {
-            Model::Cnn => Architecture::SmallCnn { classes },
-            Model::Mlp => Architecture::Mlp { classes },
+        match (self.model(), self.dataset.colour()) {
+            (Model::Cnn, false) => Architecture::SmallCnn { classes },
+            (Model::Cnn, true) => Architecture::CifarCnn { classes },
+            (Model::Mlp, _) => Architecture::Mlp { classes },
         }
     }
 
@@ -259,6 +272,12 @@ impl FedHyperCmd {
             }
         }
         check_image_counts(self.images, self.test_images, self.clients)?;
+        if self.dataset.colour() && self.model == Some(Model::Mlp) {
+            bail!(
+                "--model mlp is the 784-200-C MLP of 28 × 28 grey images; --dataset {} takes --model cnn (the CIFAR CNN)",
+                self.dataset.name()
+            );
+        }
         engine.placement().check_clients(self.clients)?;
         if engine.is_root() {
             prepare_out(&self.out)?;
@@ -284,20 +303,23 @@ impl FedHyperCmd {
         }
     }
 
-    /// The images (standardized by the clients' pixel mean and deviation), the held-out test
-    /// set and a description.
+    /// The images (standardized by the clients' pixel mean and deviation, per channel for
+    /// colour images), the held-out test set and a description.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
         let (mut rest, mut test, source) = load_image_experiment(
-            self.data_dir.as_deref(),
+            (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
             self.seed,
         )?;
-        if rest.rows * rest.cols != 784 {
+        let wanted = self.arch(10).inputs();
+        if rest.pixels() != wanted {
             bail!(
-                "the networks take 28 × 28 images; {source} holds {} × {}",
+                "the {} takes {wanted} values per image; {source} holds {} × {} × {} channel(s)",
+                self.arch(10).name(),
                 rest.rows,
-                rest.cols
+                rest.cols,
+                rest.channels
             );
         }
         if rest.classes().max(test.classes()) < 2 {
@@ -309,6 +331,14 @@ impl FedHyperCmd {
                 rest.len(),
                 self.clients
             );
+        }
+        if rest.channels > 1 {
+            // Colour: each channel standardized by the clients' statistics, as the CIFAR
+            // loaders of the papers' code normalize per channel.
+            let stats = rest.channel_stats();
+            rest.standardize_channels(&stats);
+            test.standardize_channels(&stats);
+            return Ok(self.describe_images(rest, test, &source));
         }
         let n = rest.images.len() as f64;
         let mean = rest.images.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
@@ -322,6 +352,16 @@ impl FedHyperCmd {
         for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
             *v = ((f64::from(*v) - mean) / std) as f32;
         }
+        Ok(self.describe_images(rest, test, &source))
+    }
+
+    /// The images with their description.
+    fn describe_images(
+        &self,
+        rest: ImageSet,
+        test: ImageSet,
+        source: &str,
+    ) -> (ImageSet, ImageSet, String) {
         let description = format!(
             "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
             self.clients,
@@ -330,7 +370,7 @@ impl FedHyperCmd {
             test.len(),
             rest.classes().max(test.classes())
         );
-        Ok((rest, test, description))
+        (rest, test, description)
     }
 
     /// Runs the command.

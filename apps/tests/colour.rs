@@ -1,0 +1,193 @@
+//! Colour images end to end: `--dataset cifar10 | cifar100 --data-dir DIR` on files the test
+//! writes in the CIFAR binary layout (records of label byte(s) + red, green and blue planes).
+
+use std::path::Path;
+
+mod common;
+use common::{fails, hgp, json};
+
+/// `count` CIFAR records whose class shows in the image (a brighter red plane for higher
+/// labels, plus a pattern that differs per record), labels cycling through `classes`; CIFAR-100
+/// records carry the coarse label (fine / 5) first.
+fn records(count: usize, classes: usize, hundred: bool, salt: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * 3074);
+    for k in 0..count {
+        let label = ((k * 7 + salt) % classes) as u8;
+        if hundred {
+            out.push(label / 5);
+        }
+        out.push(label);
+        for ch in 0..3 {
+            for p in 0..1024 {
+                let base = if ch == 0 { 20 * usize::from(label) } else { 60 };
+                out.push(((base + (p * (k + 3) + ch * 31) % 40) % 256) as u8);
+            }
+        }
+    }
+    out
+}
+
+/// A CIFAR-10 folder as extracted: two training batches and the test batch.
+fn cifar10(dir: &Path, per_file: usize) {
+    let folder = dir.join("cifar-10-batches-bin");
+    std::fs::create_dir_all(&folder).unwrap();
+    for (k, name) in ["data_batch_1.bin", "data_batch_2.bin", "test_batch.bin"]
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(folder.join(name), records(per_file, 10, false, k)).unwrap();
+    }
+}
+
+#[test]
+fn fedhyper_runs_on_cifar10() {
+    let dir = tempfile::tempdir().unwrap();
+    cifar10(dir.path(), 120);
+    let out = dir.path().join("out");
+    let args = [
+        "fedhyper",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--rounds",
+        "2",
+        "--clients",
+        "4",
+        "--test-images",
+        "60",
+        "--batch",
+        "8",
+        "--local-steps",
+        "2",
+        "--splits",
+        "iid,0.5",
+        "--methods",
+        "fedavg,fedhyper-g",
+        "--target",
+        "0.2",
+        "--json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let v = json(&hgp(&args));
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(
+        v["model"].as_str().unwrap().contains("32 × 32 colour"),
+        "{v}"
+    );
+    for r in rows {
+        let a = r["final_accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&a), "{r}");
+    }
+    // The same run, the same numbers (the times aside).
+    let strip = |mut v: serde_json::Value| {
+        for row in v["rows"].as_array_mut().unwrap() {
+            let row = row.as_object_mut().unwrap();
+            row.remove("seconds_per_round");
+            row.remove("overhead_vs_fedavg_percent");
+        }
+        v
+    };
+    assert_eq!(strip(v), strip(json(&hgp(&args))));
+    // The grey MLP does not take colour images; CIFAR needs its files.
+    let mut mlp = args.to_vec();
+    mlp.extend(["--model", "mlp"]);
+    let err = fails(&mlp);
+    assert!(
+        err.contains("--model mlp") && err.contains("cifar10"),
+        "{err}"
+    );
+    let err = fails(&[
+        "fedhyper",
+        "--dataset",
+        "cifar10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--data-dir"), "{err}");
+    let err = fails(&[
+        "fedhyper",
+        "--dataset",
+        "cifar100",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("no cifar100 binary file"), "{err}");
+}
+
+#[test]
+fn fbo_runs_on_cifar10_with_the_mlp_of_3072_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    cifar10(dir.path(), 100);
+    let out = dir.path().join("out");
+    let v = json(&hgp(&[
+        "fbo",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        dir.path().join("cifar-10-batches-bin").to_str().unwrap(),
+        "--clients",
+        "4",
+        "--test-images",
+        "60",
+        "--hidden",
+        "8",
+        "--rounds",
+        "14",
+        "--inner-steps",
+        "2",
+        "--neumann-terms",
+        "2",
+        "--batch",
+        "8",
+        "--methods",
+        "fbo-aggitd",
+        "--target",
+        "0.2",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let rows = v["rows"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert_eq!(r["rounds"].as_u64().unwrap(), 14, "{r}");
+        let a = r["final_accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&a), "{r}");
+    }
+}
+
+/// CIFAR-100 from its archive, read in place: the fine labels (100 classes) are too many
+/// for fbo's 10-class head, said in one line.
+#[test]
+fn cifar100_is_read_from_its_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = records(200, 100, true, 0);
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    let mut header = tar::Header::new_gnu();
+    header.set_size(train.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, "cifar-100-binary/train.bin", &train[..])
+        .unwrap();
+    let bytes = tar.into_inner().unwrap().finish().unwrap();
+    std::fs::write(dir.path().join("cifar-100-binary.tar.gz"), bytes).unwrap();
+    let err = fails(&[
+        "fbo",
+        "--dataset",
+        "cifar100",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--test-images",
+        "20",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(err.contains("100 classes") && err.contains("10"), "{err}");
+}
