@@ -191,3 +191,82 @@ fn cifar100_is_read_from_its_archive() {
     ]);
     assert!(err.contains("100 classes") && err.contains("10"), "{err}");
 }
+
+/// Paper 004's Table 1 methods on CIFAR-10 (per-label Dirichlet split) and CIFAR-100
+/// (Pachinko allocation, scaled down to the images given), on the CIFAR CNN.
+#[test]
+fn personalize_runs_paper_004s_methods_on_cifar() {
+    let dir = tempfile::tempdir().unwrap();
+    cifar10(dir.path(), 200);
+    let hundred = dir.path().join("hundred");
+    std::fs::create_dir(&hundred).unwrap();
+    std::fs::write(hundred.join("train.bin"), records(400, 100, true, 1)).unwrap();
+    std::fs::write(hundred.join("test.bin"), records(200, 100, true, 2)).unwrap();
+    for (dataset, data, clients, split) in [
+        ("cifar10", dir.path().to_path_buf(), "4", "Dirichlet(0.4)"),
+        ("cifar100", hundred.clone(), "3", "Pachinko allocation"),
+    ] {
+        let out = dir.path().join(format!("out-{dataset}"));
+        let args = [
+            "personalize",
+            "--dataset",
+            dataset,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--estimator",
+            "pdbo",
+            "--methods",
+            "sgp,local,pdbo-mtl-local,hgp-mtl",
+            "--networks",
+            "randd",
+            "--clients",
+            clients,
+            "--sgp-steps",
+            "3",
+            "--batch",
+            "8",
+            "--outer-steps",
+            "1",
+            "--neumann-terms",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let v = json(&hgp(&with_json));
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 4, "{v}");
+        for r in rows {
+            let a = r["average"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&a), "{r}");
+        }
+        let log = std::fs::read_to_string(out.join("hgp.log")).unwrap();
+        assert!(
+            log.contains(split) && log.contains("32 × 32 colour"),
+            "{log}"
+        );
+    }
+    // CIFAR-100's Pachinko parts, scaled to 600 images over 3 clients: 60 / 20 / 120.
+    let log = std::fs::read_to_string(dir.path().join("out-cifar100/hgp.log")).unwrap();
+    assert!(
+        log.contains("60 / 20 / 120") && log.contains("scaled down"),
+        "{log}"
+    );
+    // A grey network does not take colour images.
+    let err = fails(&[
+        "personalize",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--model",
+        "cnn5",
+        "--out",
+        dir.path().join("x").to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--model cnn5") && err.contains("cifar-cnn"),
+        "{err}"
+    );
+}

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::Placement;
-use hgp_models::images::{ImageClient, SplitConfig, embedded_mnist, load_idx_dir};
+use hgp_models::images::{ImageClient, SplitConfig};
 use hgp_models::nn::Architecture;
 use serde::Serialize;
 
@@ -20,7 +20,7 @@ use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
     write_csv,
 };
-use crate::setup::at_least_one;
+use crate::setup::{Dataset, at_least_one, load_dataset};
 use crate::setup::{
     EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
     resolve_step,
@@ -38,6 +38,9 @@ pub enum ModelKind {
     Cnn3,
     /// An MLP 784–200–C.
     Mlp,
+    /// The CNN for 32 × 32 colour images (CIFAR; the default with --dataset cifar10 and
+    /// cifar100, in place of paper 004's MobileNet-v2).
+    CifarCnn,
 }
 
 /// The sizes of a run: the paper's, `--quick`'s and `--preset cpu`'s.
@@ -151,7 +154,15 @@ pub struct Personalize {
     /// end].
     #[arg(long, value_name = "N")]
     clients: Option<usize>,
-    /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) [default: the
+    /// The images: grey (IDX; HGP App. A.3's split with clusters), or CIFAR-10 / CIFAR-100
+    /// in colour with paper 004's splits (App. A.1: each label over the clients in
+    /// Dirichlet(0.4) proportions, 30 / 10 / 60 % train / validation / test; CIFAR-100 by
+    /// Pachinko allocation, 900 / 300 / 1,800 images per client, fewer if the data hold
+    /// fewer), standardized per channel.
+    #[arg(long, value_enum, default_value_t = Dataset::Mnist)]
+    dataset: Dataset,
+    /// Directory with the data set's files: MNIST-format IDX files (MNIST, EMNIST,
+    /// Fashion-MNIST), or the CIFAR binary files (or their folder or .tar.gz) [default: the
     /// embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -502,20 +513,46 @@ impl Personalize {
         placement: &Placement,
     ) -> Result<(Vec<ImageClient>, Setting, String)> {
         let sizes = self.sizes();
-        let (all, source) = match &self.data_dir {
-            Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
-            None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
+        let colour = self.dataset.colour();
+        let model = match (self.model, colour) {
+            (Some(ModelKind::CifarCnn), false) => bail!(
+                "--model cifar-cnn takes 32 × 32 colour images: give --dataset cifar10 or cifar100"
+            ),
+            (Some(m), true) if m != ModelKind::CifarCnn => bail!(
+                "--model {} takes 28 × 28 grey images; --dataset {} takes --model cifar-cnn",
+                m.to_possible_value()
+                    .map_or(String::new(), |v| v.get_name().to_string()),
+                self.dataset.name()
+            ),
+            (Some(m), _) => m,
+            (None, true) => ModelKind::CifarCnn,
+            (None, false) => sizes.model,
         };
+        let (all, coarse, source) = load_dataset(self.dataset, self.data_dir.as_deref())?;
         let wanted = self.images.or(sizes.images).unwrap_or(all.len());
-        let set = all.subset(&(0..wanted.min(all.len())).collect::<Vec<_>>());
+        let used: Vec<usize> = (0..wanted.min(all.len())).collect();
+        let mut set = all.subset(&used);
         let classes = all.classes();
         let clients = self.clients.unwrap_or(sizes.clients);
-        let config = SplitConfig {
-            clients,
-            clusters: SplitConfig::default().clusters.min(clients),
-            ..SplitConfig::default()
+        let (split, how) = if colour {
+            // Per-channel standardization by the statistics of the images used.
+            let stats = set.channel_stats();
+            set.standardize_channels(&stats);
+            self.colour_split(
+                &set,
+                coarse.as_ref().map(|c| &c[..used.len()]),
+                clients,
+                seed,
+            )?
+        } else {
+            let config = SplitConfig {
+                clients,
+                clusters: SplitConfig::default().clusters.min(clients),
+                ..SplitConfig::default()
+            };
+            let split = crate::setup::split_images(&set, &config, derive(seed, domain::DATA))?;
+            (split, "App. A.3 split".to_string())
         };
-        let split = crate::setup::split_images(&set, &config, derive(seed, domain::DATA))?;
         if let Some(i) = split.iter().position(|c| c.train.is_empty()) {
             bail!(
                 "client {i} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
@@ -541,10 +578,11 @@ impl Personalize {
                 );
             }
         }
-        let arch = match self.model.unwrap_or(sizes.model) {
+        let arch = match model {
             ModelKind::Cnn5 => Architecture::Table5Cnn { classes },
             ModelKind::Cnn3 => Architecture::SmallCnn { classes },
             ModelKind::Mlp => Architecture::Mlp { classes },
+            ModelKind::CifarCnn => Architecture::CifarCnn { classes },
         };
         let setting = Setting {
             arch,
@@ -561,7 +599,7 @@ impl Personalize {
             );
         }
         let description = format!(
-            "{clients} clients, {} images ({classes} classes) from {source}, App. A.3 split; {}; inner: {} steps, batch {}",
+            "{clients} clients, {} images ({classes} classes) from {source}, {how}; {}; inner: {} steps, batch {}",
             set.len(),
             arch.name(),
             setting.steps,
@@ -571,6 +609,83 @@ impl Personalize {
         let mut split = split;
         keep_own_images(&mut split, placement);
         Ok((split, setting, description))
+    }
+}
+
+impl Personalize {
+    /// Paper 004's split of colour images (App. A.1): CIFAR-10 by per-label Dirichlet(0.4)
+    /// proportions, 30 / 10 / 60 % of each client's images for training / validation /
+    /// test; CIFAR-100 by Pachinko allocation (α = 0.4, β = 10) of 900 / 300 / 1,800 images
+    /// per client, scaled down (in the same 3 : 1 : 6) when the images used hold fewer than
+    /// 3,000 per client. Returns the split and its description.
+    fn colour_split(
+        &self,
+        set: &hgp_models::images::ImageSet,
+        coarse: Option<&[u8]>,
+        clients: usize,
+        seed: u64,
+    ) -> Result<(Vec<ImageClient>, String)> {
+        use hgp_models::images::{PachinkoConfig, dirichlet_split, pachinko_split};
+        let seed = derive(seed, domain::DATA);
+        match coarse {
+            None => {
+                let config = SplitConfig {
+                    clients,
+                    clusters: 1,
+                    alpha: 0.4,
+                    test_fraction: 0.6,
+                    val_fraction: 0.25,
+                };
+                let split = dirichlet_split(set, &config, seed).map_err(|e| match e {
+                    hgp_models::images::ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
+                        "client {client} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
+                        set.len()
+                    ),
+                    e => e.into(),
+                })?;
+                Ok((
+                    split,
+                    "paper 004's split (each label over the clients in Dirichlet(0.4) proportions; 30 / 10 / 60 % train / validation / test)".to_string(),
+                ))
+            }
+            Some(coarse) => {
+                let paper = PachinkoConfig {
+                    clients,
+                    ..PachinkoConfig::default()
+                };
+                let per = (set.len() / clients.max(1)).min(paper.per_client());
+                let train = per * 3 / 10;
+                let val = per / 10;
+                if train == 0 {
+                    bail!(
+                        "{} images over {clients} clients leave {per} per client, too few for Pachinko allocation's 3 : 1 : 6 parts: use more --images or fewer --clients",
+                        set.len()
+                    );
+                }
+                let config = PachinkoConfig {
+                    train,
+                    val,
+                    test: per - train - val,
+                    ..paper
+                };
+                let scaled = if per < paper.per_client() {
+                    format!(
+                        ", scaled down from the paper's 900 / 300 / 1800 to the {} images",
+                        set.len()
+                    )
+                } else {
+                    String::new()
+                };
+                let split = pachinko_split(set, coarse, &config, seed)?;
+                Ok((
+                    split,
+                    format!(
+                        "Pachinko allocation (α = 0.4, β = 10), {} / {} / {} train / validation / test per client{scaled}",
+                        config.train, config.val, config.test
+                    ),
+                ))
+            }
+        }
     }
 }
 
