@@ -28,7 +28,9 @@ use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Error, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-/// k × k windows, stride 1, no padding, over `batch` channels-last images (h, w, c).
+/// k × k windows, stride 1, no padding, over `batch` channels-last images (h, w, c), whose
+/// channels fall into `groups` equal groups: a grouped convolution (depthwise with
+/// `groups = c`) connects the inputs of group q only to the outputs of group q.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Windows {
     pub batch: usize,
@@ -36,9 +38,14 @@ pub(crate) struct Windows {
     pub w: usize,
     pub c: usize,
     pub k: usize,
+    pub groups: usize,
 }
 
 impl Windows {
+    /// Channels of one group.
+    fn group_c(&self) -> usize {
+        self.c / self.groups
+    }
     fn out_h(&self) -> usize {
         self.h + 1 - self.k
     }
@@ -48,9 +55,10 @@ impl Windows {
     fn image_len(&self) -> usize {
         self.h * self.w * self.c
     }
-    /// Columns of the patch matrix: (di, dj, c) of a window.
+    /// Columns of a group's patch matrix: (di, dj, c) of a window, c over the group's
+    /// channels.
     fn cols(&self) -> usize {
-        self.k * self.k * self.c
+        self.k * self.k * self.group_c()
     }
     /// Rows of the patch matrix that belong to one image.
     fn positions(&self) -> usize {
@@ -121,9 +129,13 @@ impl Float for f64 {
     const ONE: Self = 1.0;
 }
 
-/// im2col of consecutive images (each h · w · c) into rows (i, j) × columns (di, dj, c).
-/// With channels last, each of a window's k rows is one contiguous run of k · c values.
-fn unfold<T: Copy>(g: Windows, images: &[T], rows: &mut [T]) {
+/// im2col of consecutive images (each h · w · c) into rows (i, j) × columns (di, dj, c),
+/// over the channels of group `q`. With channels last and one group, each of a window's k
+/// rows is one contiguous run of k · c values; with groups, runs of c / groups.
+fn unfold<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
+    if g.groups > 1 {
+        return unfold_grouped(g, q, images, rows);
+    }
     let (ow, run, cols, per) = (g.out_w(), g.k * g.c, g.cols(), g.positions());
     for (image, rows) in images
         .chunks_exact(g.image_len())
@@ -139,9 +151,30 @@ fn unfold<T: Copy>(g: Windows, images: &[T], rows: &mut [T]) {
     }
 }
 
-/// col2im, the adjoint of [`unfold`]: every row added to the pixels of its window (the
-/// images start at zero).
-fn fold<T: Float>(g: Windows, rows: &[T], images: &mut [T]) {
+/// [`unfold`] of group `q` of several.
+fn unfold_grouped<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
+    let (ow, cg, cols, per) = (g.out_w(), g.group_c(), g.cols(), g.positions());
+    for (image, rows) in images
+        .chunks_exact(g.image_len())
+        .zip(rows.chunks_exact_mut(per * cols))
+    {
+        for (p, row) in rows.chunks_exact_mut(cols).enumerate() {
+            let (i, j) = (p / ow, p % ow);
+            for (t, part) in row.chunks_exact_mut(cg).enumerate() {
+                let (di, dj) = (t / g.k, t % g.k);
+                let start = ((i + di) * g.w + j + dj) * g.c + q * cg;
+                part.copy_from_slice(&image[start..start + cg]);
+            }
+        }
+    }
+}
+
+/// col2im, the adjoint of [`unfold`]: every row added to the pixels of its window, in the
+/// channels of group `q` (the images start at zero).
+fn fold<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
+    if g.groups > 1 {
+        return fold_grouped(g, q, rows, images);
+    }
     let (ow, run, cols, per) = (g.out_w(), g.k * g.c, g.cols(), g.positions());
     for (image, rows) in images
         .chunks_exact_mut(g.image_len())
@@ -159,17 +192,38 @@ fn fold<T: Float>(g: Windows, rows: &[T], images: &mut [T]) {
     }
 }
 
-/// A row-major m × k by k × n product into the row-major `dst` (m × n), single-threaded
-/// (the callers parallelize over image groups). Each operand is given by its column and
-/// row strides, so transposes cost nothing.
+/// [`fold`] of group `q` of several.
+fn fold_grouped<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
+    let (ow, cg, cols, per) = (g.out_w(), g.group_c(), g.cols(), g.positions());
+    for (image, rows) in images
+        .chunks_exact_mut(g.image_len())
+        .zip(rows.chunks_exact(per * cols))
+    {
+        for (p, row) in rows.chunks_exact(cols).enumerate() {
+            let (i, j) = (p / ow, p % ow);
+            for (t, part) in row.chunks_exact(cg).enumerate() {
+                let (di, dj) = (t / g.k, t % g.k);
+                let start = ((i + di) * g.w + j + dj) * g.c + q * cg;
+                for (o, &v) in image[start..start + cg].iter_mut().zip(part) {
+                    *o += v;
+                }
+            }
+        }
+    }
+}
+
+/// A row-major m × k by k × n product into `dst` (m × n, rows `dst_rs` apart: a block of
+/// a wider matrix), single-threaded (the callers parallelize over image groups). Each
+/// operand is given by its column and row strides, so transposes cost nothing.
 #[allow(clippy::too_many_arguments)]
 fn gemm<T: Float>(
     (m, n, k): (usize, usize, usize),
-    dst: &mut [T],
+    (dst, dst_rs): (&mut [T], usize),
     (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
     (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
 ) {
-    assert!(dst.len() >= m * n);
+    assert!(dst_rs >= n);
+    assert!(m == 0 || n == 0 || dst.len() >= (m - 1) * dst_rs + n);
     assert!(m == 0 || k == 0 || lhs.len() > (m - 1) * lhs_rs + (k - 1) * lhs_cs);
     assert!(k == 0 || n == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
     // SAFETY: the asserts keep every access of the three matrices inside their slices.
@@ -180,7 +234,7 @@ fn gemm<T: Float>(
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            dst_rs as isize,
             false,
             lhs.as_ptr(),
             lhs_cs as isize,
@@ -222,46 +276,66 @@ pub(crate) struct ConvProduct {
     pub out: usize,
 }
 
+// With groups, output channel block q (`og` = out / groups of them) is the product of group
+// q's patches with kernel rows q·og … (q + 1)·og − 1: each product below runs once per
+// group on those blocks (columns q·og of y and dy, rows q·og of W and dW).
+
 fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
-    let (per, cols) = (g.positions(), g.cols());
+    let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     y.par_chunks_mut(GROUP * per * out)
         .zip(x.par_chunks(GROUP * g.image_len()))
         .for_each(|(y, x)| {
             let rows = x.len() / g.image_len() * per;
             let mut patches = vec![T::ZERO; rows * cols];
-            unfold(g, x, &mut patches);
-            gemm((rows, out, cols), y, (&patches, 1, cols), (w, cols, 1));
+            for q in 0..g.groups {
+                unfold(g, q, x, &mut patches);
+                gemm(
+                    (rows, og, cols),
+                    (&mut y[q * og..], out),
+                    (&patches, 1, cols),
+                    (&w[q * og * cols..], cols, 1),
+                );
+            }
         });
 }
 
 fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
-    let (per, cols) = (g.positions(), g.cols());
+    let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     dx.par_chunks_mut(GROUP * g.image_len())
         .zip(dy.par_chunks(GROUP * per * out))
         .for_each(|(dx, dy)| {
             let rows = dy.len() / out;
             let mut patches = vec![T::ZERO; rows * cols];
-            gemm((rows, cols, out), &mut patches, (dy, 1, out), (w, 1, cols));
-            fold(g, &patches, dx);
+            for q in 0..g.groups {
+                gemm(
+                    (rows, cols, og),
+                    (&mut patches, cols),
+                    (&dy[q * og..], 1, out),
+                    (&w[q * og * cols..], 1, cols),
+                );
+                fold(g, q, &patches, dx);
+            }
         });
 }
 
 fn kernel_grad<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
-    let (per, cols) = (g.positions(), g.cols());
+    let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     let partials: Vec<Vec<T>> = dy
         .par_chunks(GROUP * per * out)
         .zip(x.par_chunks(GROUP * g.image_len()))
         .map(|(dy, x)| {
             let rows = dy.len() / out;
             let mut patches = vec![T::ZERO; rows * cols];
-            unfold(g, x, &mut patches);
             let mut partial = vec![T::ZERO; out * cols];
-            gemm(
-                (out, cols, rows),
-                &mut partial,
-                (dy, out, 1),
-                (&patches, 1, cols),
-            );
+            for q in 0..g.groups {
+                unfold(g, q, x, &mut patches);
+                gemm(
+                    (og, cols, rows),
+                    (&mut partial[q * og * cols..], cols),
+                    (&dy[q * og..], out, 1),
+                    (&patches, 1, cols),
+                );
+            }
             partial
         })
         .collect();
@@ -603,12 +677,20 @@ impl CustomOp1 for Gather {
 }
 
 /// Convolution (stride 1, no padding) of channels-last images `x` (B, H, W, C) with kernels
-/// `w` in PyTorch's layout (O, C, k, k), without bias: (B, H', W', O), channels last.
-/// One matrix product of the patches (B · H' · W', k · k · C) with the kernels as a
-/// (k · k · C, O) matrix.
+/// `w` in PyTorch's layout (O, C / groups, k, k), without bias: (B, H', W', O), channels
+/// last. The groups are C / w's second dimension (1 for a full convolution, C for a
+/// depthwise one). Per group, one matrix product of its patches
+/// (B · H' · W', k · k · C / groups) with its kernels as a (k · k · C / groups, O / groups)
+/// matrix.
 pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (batch, h, wd, c) = x.dims4()?;
-    let (out, _, k, _) = w.dims4()?;
+    let (out, cg, k, _) = w.dims4()?;
+    if cg == 0 || c % cg != 0 || out % (c / cg) != 0 {
+        return Err(Error::Msg(format!(
+            "convolution: kernels ({out}, {cg}, {k}, {k}) do not divide {c} input channels into groups"
+        )));
+    }
+    let groups = c / cg;
     if !x.device().is_cpu() {
         return conv2d_by_candle(x, w);
     }
@@ -618,9 +700,11 @@ pub(crate) fn conv2d_nhwc(x: &Tensor, w: &Tensor) -> Result<Tensor> {
         w: wd,
         c,
         k,
+        groups,
     };
-    // (O, C, k, k) → (O, k · k · C) in the patches' (di, dj, c) order; a small copy.
-    let kernels = w.permute((0, 2, 3, 1))?.reshape((out, k * k * c))?;
+    // (O, C / groups, k, k) → (O, k · k · C / groups) in the patches' (di, dj, c) order; a
+    // small copy.
+    let kernels = w.permute((0, 2, 3, 1))?.reshape((out, k * k * cg))?;
     let op = ConvProduct {
         product: Product::Conv,
         g: windows,
@@ -672,7 +756,8 @@ pub(crate) fn max_pool2_by_tensor_ops(x: &Tensor) -> Result<Tensor> {
 
 /// [`conv2d_nhwc`] by candle's own convolution (NCHW; the path off the CPU).
 pub(crate) fn conv2d_by_candle(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let y = x.permute((0, 3, 1, 2))?.conv2d(w, 0, 1, 1, 1)?;
+    let groups = x.dim(3)? / w.dim(1)?;
+    let y = x.permute((0, 3, 1, 2))?.conv2d(w, 0, 1, 1, groups)?;
     y.permute((0, 2, 3, 1))
 }
 
@@ -713,6 +798,7 @@ mod tests {
             w: 6,
             c: 4,
             k: 3,
+            groups: 1,
         };
         let x = random(&[11, 7, 6, 4], 1);
         let w = random(&[5, 36], 2);
@@ -724,6 +810,53 @@ mod tests {
         let (a, b, c) = (dot(&conv, &y), dot(&x, &conv_t), dot(&w, &kernel));
         assert!((a - b).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {b}");
         assert!((a - c).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {c}");
+    }
+
+    /// Grouped and depthwise convolutions: the products are each other's adjoints, the
+    /// forward pass is candle's conv2d with groups (to 1e-12), and the gradient and the
+    /// Hessian-vector product in the kernels are those of candle's path.
+    #[test]
+    fn grouped_convolutions_match_candles() {
+        for (c, out, groups) in [(4, 6, 2), (6, 6, 6), (6, 12, 6), (3, 6, 3)] {
+            let g = Windows {
+                batch: 10,
+                h: 7,
+                w: 6,
+                c,
+                k: 3,
+                groups,
+            };
+            let x = random(&[10, 7, 6, c], 21);
+            let w = random(&[out, 9 * c / groups], 22);
+            let y = random(&[10, 5, 4, out], 23);
+            let op = |product| ConvProduct { product, g, out };
+            let conv = x.apply_op2(&w, op(Product::Conv)).unwrap();
+            let conv_t = y.apply_op2(&w, op(Product::ConvT)).unwrap();
+            let kernel = y.apply_op2(&x, op(Product::KernelGrad)).unwrap();
+            let (a, b, d) = (dot(&conv, &y), dot(&x, &conv_t), dot(&w, &kernel));
+            assert!((a - b).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {b}");
+            assert!((a - d).abs() < 1e-13 * a.abs().max(1.0), "{a} vs {d}");
+            // Against candle, kernels in PyTorch's layout (O, C / groups, k, k).
+            let kernels = random(&[out, c / groups, 3, 3], 24);
+            let ours = conv2d_nhwc(&x, &kernels).unwrap();
+            let theirs = conv2d_by_candle(&x, &kernels).unwrap();
+            let diff = (&ours - &theirs).unwrap().abs().unwrap().max_all().unwrap();
+            assert!(diff.to_scalar::<f64>().unwrap() < 1e-12, "groups {groups}");
+            let r = random(&[10, 5, 4, out], 25);
+            let u = random(&[out, c / groups, 3, 3], 26);
+            let (ga, ha) = derivatives(&conv2d_nhwc, (&x, &kernels, &r, &u));
+            let (gb, hb) = derivatives(&conv2d_by_candle, (&x, &kernels, &r, &u));
+            for (p, q) in [(&ga, &gb), (&ha, &hb)] {
+                let scale = p.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                assert!(
+                    p.iter().zip(q).all(|(a, b)| (a - b).abs() <= 1e-12 * scale),
+                    "groups {groups}"
+                );
+            }
+        }
+        // Kernels that do not divide the channels into groups are an error.
+        let x = random(&[1, 5, 5, 4], 27);
+        assert!(conv2d_nhwc(&x, &random(&[3, 3, 3, 3], 28)).is_err());
     }
 
     #[test]
