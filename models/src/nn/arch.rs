@@ -33,6 +33,29 @@ pub enum Architecture {
         /// Classes C.
         classes: usize,
     },
+    /// MobileNet-v2 (Sandler et al., CVPR 2018) as TorchVision builds it (width 1, the
+    /// inverted-residual settings (t, c, n, s) = (1,16,1,1), (6,24,2,2), (6,32,3,2),
+    /// (6,64,4,2), (6,96,3,1), (6,160,3,2), (6,320,1,1) after a stride-2 3 × 3 stem of 32
+    /// channels, a 1 × 1 convolution to 1,280 channels, global average pooling) with its
+    /// classifier replaced by Linear(1280, C): paper 004's "MobileNet-v2 … with an
+    /// additional linear layer" (the FedEM code it follows does exactly this), for 32 × 32
+    /// colour images. 2,236,682 parameters for C = 10, TorchVision's figure.
+    ///
+    /// Convolutions have no bias and are followed by batch normalization with **batch
+    /// statistics** (training mode): each evaluation normalizes by the mean and variance of
+    /// the instances it is given (the mini-batch of an SGP step or an HVP; full-batch costs
+    /// in parts of at most [`CHUNK`](super::client::CHUNK) instances, each part by its own
+    /// statistics; predictions by the statistics of the predicted chunk). The statistics
+    /// are functions of x, so the gradient and the Hessian-vector products differentiate
+    /// through them: the inner cost is the loss of the network *as trained*, and the HVP is
+    /// exact for that cost. There are no running averages (x holds the learnable
+    /// parameters only), and no dropout (the classifier's Dropout(0.2) would make the
+    /// costs random functions of x). Stride-2 convolutions are computed at stride 1 and
+    /// subsampled.
+    MobileNetV2 {
+        /// Classes C.
+        classes: usize,
+    },
     /// Linear(784,200)–ReLU–Linear(200,C).
     Mlp {
         /// Classes C.
@@ -61,6 +84,23 @@ pub struct ParamSpec {
     pub shape: Vec<usize>,
     /// Inputs feeding each output (PyTorch's fan_in).
     pub fan_in: usize,
+    /// How it starts.
+    pub init: Init,
+}
+
+/// How a parameter tensor is initialized (PyTorch's defaults of each layer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// U(−1/√fan_in, 1/√fan_in): PyTorch's default of convolutions and linear layers.
+    Uniform,
+    /// N(0, 2 / fan_out) (Kaiming, fan out): TorchVision's MobileNet-v2 convolutions.
+    KaimingFanOut(usize),
+    /// N(0, 0.01²): TorchVision's MobileNet-v2 linear weights.
+    SmallNormal,
+    /// Ones (batch normalization's scale).
+    Ones,
+    /// Zeros (biases of TorchVision's MobileNet-v2, batch normalization's shift).
+    Zeros,
 }
 
 impl ParamSpec {
@@ -68,7 +108,13 @@ impl ParamSpec {
         Self {
             shape: shape.to_vec(),
             fan_in,
+            init: Init::Uniform,
         }
+    }
+
+    fn with_init(mut self, init: Init) -> Self {
+        self.init = init;
+        self
     }
 
     /// Number of values.
@@ -95,6 +141,154 @@ fn conv(out: usize, inp: usize, k: usize) -> [ParamSpec; 2] {
     ]
 }
 
+/// A bias-free convolution (O, C / groups, k, k) and its batch normalization (γ, β), with
+/// TorchVision's MobileNet-v2 initialization.
+fn conv_bn(out: usize, inp: usize, k: usize, groups: usize) -> [ParamSpec; 3] {
+    let fan_in = inp / groups * k * k;
+    [
+        ParamSpec::new(&[out, inp / groups, k, k], fan_in)
+            .with_init(Init::KaimingFanOut(out / groups * k * k)),
+        ParamSpec::new(&[out], 1).with_init(Init::Ones),
+        ParamSpec::new(&[out], 1).with_init(Init::Zeros),
+    ]
+}
+
+/// The layers of MobileNet-v2's inverted residual blocks: (input channels, output channels,
+/// expansion t, stride) of each block.
+fn mobilenet_blocks() -> Vec<(usize, usize, usize, usize)> {
+    let settings = [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ];
+    let mut blocks = Vec::new();
+    let mut inp = 32;
+    for (t, c, n, s) in settings {
+        for i in 0..n {
+            blocks.push((inp, c, t, if i == 0 { s } else { 1 }));
+            inp = c;
+        }
+    }
+    blocks
+}
+
+fn mobilenet_params(classes: usize) -> Vec<ParamSpec> {
+    let mut p: Vec<ParamSpec> = conv_bn(32, 3, 3, 1).to_vec();
+    for (inp, out, t, _) in mobilenet_blocks() {
+        let hidden = inp * t;
+        if t != 1 {
+            p.extend(conv_bn(hidden, inp, 1, 1));
+        }
+        p.extend(conv_bn(hidden, hidden, 3, hidden));
+        p.extend(conv_bn(out, hidden, 1, 1));
+    }
+    p.extend(conv_bn(1280, 320, 1, 1));
+    p.push(ParamSpec::new(&[classes, 1280], 1280).with_init(Init::SmallNormal));
+    p.push(ParamSpec::new(&[classes], 1280).with_init(Init::Zeros));
+    p
+}
+
+/// Batch normalization with the batch's statistics over (B, H, W) of channels-last `x`,
+/// ε = 1e-5 (PyTorch's), then the per-channel scale γ and shift β.
+fn batch_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor) -> Result<Tensor> {
+    let c = x.dim(3)?;
+    let flat = x.reshape(((), c))?;
+    let mean = flat.mean_keepdim(0)?;
+    let centred = flat.broadcast_sub(&mean)?;
+    let var = centred.sqr()?.mean_keepdim(0)?;
+    let y = centred
+        .broadcast_div(&(var + 1e-5)?.sqrt()?)?
+        .broadcast_mul(gamma)?
+        .broadcast_add(beta)?;
+    y.reshape(x.shape())
+}
+
+/// min(max(x, 0), 6), by ReLUs (differentiable to any order like them).
+fn relu6(x: &Tensor) -> Result<Tensor> {
+    x.relu()? - (x - 6.0)?.relu()?
+}
+
+/// A convolution of channels-last `x` with (O, C / groups, k, k) kernels `w`, stride
+/// `stride` (1 or 2) and padding (k − 1) / 2, as TorchVision's MobileNet-v2 layers: 1 × 1
+/// kernels are one matrix product; others zero-pad, convolve at stride 1 and keep every
+/// `stride`-th row and column.
+fn mobilenet_conv(x: &Tensor, w: &Tensor, stride: usize) -> Result<Tensor> {
+    let (b, h, wd, c) = x.dims4()?;
+    let (out, _, k, _) = w.dims4()?;
+    if k == 1 && stride == 1 {
+        let y = w
+            .reshape((out, c))?
+            .matmul(&x.reshape((b * h * wd, c))?.t()?)?
+            .t()?;
+        return y.reshape((b, h, wd, out));
+    }
+    let pad = (k - 1) / 2;
+    let padded = x.pad_with_zeros(1, pad, pad)?.pad_with_zeros(2, pad, pad)?;
+    let y = conv2d_nhwc(&padded, w)?;
+    if stride == 1 {
+        return Ok(y);
+    }
+    let (_, oh, ow, o) = y.dims4()?;
+    // Rows and columns 0, 2, 4, …: pad the odd sizes to even, then take the first of
+    // every pair.
+    let y = y
+        .pad_with_zeros(1, 0, oh % 2)?
+        .pad_with_zeros(2, 0, ow % 2)?;
+    let (eh, ew) = (oh.div_ceil(2), ow.div_ceil(2));
+    y.reshape((b, eh, 2, ew, 2, o))?
+        .narrow(2, 0, 1)?
+        .narrow(4, 0, 1)?
+        .reshape((b, eh, ew, o))
+}
+
+/// Multiply-adds × 2 of MobileNet-v2's forward pass of one 32 × 32 image (the convolutions
+/// at the resolution they output, and the classifier).
+fn mobilenet_flops(classes: usize) -> u64 {
+    let mut side = 16u64; // after the stride-2 stem
+    let mut flops = 2 * 32 * 3 * 9 * side * side;
+    for (inp, out, t, stride) in mobilenet_blocks() {
+        let hidden = (inp * t) as u64;
+        if t != 1 {
+            flops += 2 * hidden * inp as u64 * side * side;
+        }
+        side = side.div_ceil(stride as u64);
+        flops += 2 * hidden * 9 * side * side;
+        flops += 2 * out as u64 * hidden * side * side;
+    }
+    flops + 2 * 1280 * 320 * side * side + 2 * 1280 * classes as u64
+}
+
+/// MobileNet-v2's logits (see [`Architecture::MobileNetV2`]).
+fn mobilenet_forward(p: &[Tensor], x: &Tensor) -> Result<Tensor> {
+    let b = x.dim(0)?;
+    let mut at = 0;
+    let mut layer = |h: &Tensor, stride: usize, act: bool| -> Result<Tensor> {
+        let y = batch_norm(&mobilenet_conv(h, &p[at], stride)?, &p[at + 1], &p[at + 2])?;
+        at += 3;
+        if act { relu6(&y) } else { Ok(y) }
+    };
+    let mut h = layer(&x.reshape((b, COLOUR_SIDE, COLOUR_SIDE, 3))?, 2, true)?;
+    for (inp, out, t, stride) in mobilenet_blocks() {
+        let input = h.clone();
+        if t != 1 {
+            h = layer(&h, 1, true)?;
+        }
+        h = layer(&h, stride, true)?;
+        h = layer(&h, 1, false)?;
+        if stride == 1 && inp == out {
+            h = (h + input)?;
+        }
+    }
+    let h = layer(&h, 1, true)?;
+    // Global average pooling over (H, W).
+    let pooled = h.mean(2)?.mean(1)?;
+    dense(&pooled, &p[at], &p[at + 1])
+}
+
 fn linear(out: usize, inp: usize) -> [ParamSpec; 2] {
     [
         ParamSpec::new(&[out, inp], inp),
@@ -117,6 +311,7 @@ impl Architecture {
             Self::Table5Cnn { classes }
             | Self::SmallCnn { classes }
             | Self::CifarCnn { classes }
+            | Self::MobileNetV2 { classes }
             | Self::Mlp { classes }
             | Self::Linear { classes } => classes,
             Self::Logistic { .. } => 1,
@@ -127,7 +322,7 @@ impl Architecture {
     pub fn inputs(&self) -> usize {
         match *self {
             Self::Logistic { inputs } => inputs,
-            Self::CifarCnn { .. } => COLOUR_SIDE * COLOUR_SIDE * 3,
+            Self::CifarCnn { .. } | Self::MobileNetV2 { .. } => COLOUR_SIDE * COLOUR_SIDE * 3,
             _ => IMAGE_SIDE * IMAGE_SIDE,
         }
     }
@@ -148,6 +343,7 @@ impl Architecture {
                 .into_iter()
                 .flatten()
                 .collect(),
+            Self::MobileNetV2 { classes } => mobilenet_params(classes),
             Self::CifarCnn { classes } => [
                 conv(32, 3, 5),
                 conv(64, 32, 5),
@@ -178,6 +374,9 @@ impl Architecture {
             Self::SmallCnn { classes } => format!("small CNN of HGP Table 3 ({classes} classes)"),
             Self::CifarCnn { classes } => {
                 format!("CNN for 32 × 32 colour images ({classes} classes)")
+            }
+            Self::MobileNetV2 { classes } => {
+                format!("MobileNet-v2 for 32 × 32 colour images ({classes} classes)")
             }
             Self::Mlp { classes } => format!("MLP 784-200-{classes}"),
             Self::Linear { classes } => format!("linear 784-{classes} (softmax regression)"),
@@ -214,6 +413,7 @@ impl Architecture {
                     dense(&h, &p[4], &p[5])
                 }
             }
+            Self::MobileNetV2 { .. } => mobilenet_forward(p, x),
             Self::Mlp { .. } => dense(&dense(x, &p[0], &p[1])?.relu()?, &p[2], &p[3]),
             Self::Linear { .. } => dense(x, &p[0], &p[1]),
             Self::Logistic { .. } => x.matmul(&p[0].t()?),
@@ -240,6 +440,7 @@ impl Architecture {
                     + 2 * 1600 * 512
                     + 2 * 512 * classes as u64
             }
+            Self::MobileNetV2 { classes } => mobilenet_flops(classes),
             Self::Mlp { classes } => 2 * 784 * 200 + 2 * 200 * classes as u64,
             Self::Linear { classes } => 2 * 784 * classes as u64,
             Self::Logistic { inputs } => 2 * inputs as u64,
@@ -255,11 +456,25 @@ impl Architecture {
             .flat_map(|spec| {
                 let bound = 1.0 / (spec.fan_in as f64).sqrt();
                 (0..spec.len())
-                    .map(|_| r.random_range(-bound..=bound))
+                    .map(|_| match spec.init {
+                        Init::Uniform => r.random_range(-bound..=bound),
+                        Init::KaimingFanOut(fan_out) => {
+                            standard_normal(&mut r) * (2.0 / fan_out as f64).sqrt()
+                        }
+                        Init::SmallNormal => 0.01 * standard_normal(&mut r),
+                        Init::Ones => 1.0,
+                        Init::Zeros => 0.0,
+                    })
                     .collect::<Vec<_>>()
             })
             .collect()
     }
+}
+
+/// A draw of N(0, 1).
+fn standard_normal<R: rand::Rng + ?Sized>(r: &mut R) -> f64 {
+    use rand_distr::Distribution;
+    rand_distr::StandardNormal.sample(r)
 }
 
 /// log softmax over the last dimension, from differentiable primitives.
@@ -267,4 +482,121 @@ pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     let shifted = x.broadcast_sub(&x.max_keepdim(D::Minus1)?.detach())?;
     let norm = shifted.exp()?.sum_keepdim(D::Minus1)?.log()?;
     shifted.broadcast_sub(&norm)
+}
+
+#[cfg(test)]
+mod mobilenet_tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    fn random(shape: &[usize], seed: u64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut r = rng::stream(seed, 0, 0);
+        let v: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    /// The gradients in x and w of Σ r ⊙ layer(x, w).
+    fn grads(
+        layer: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
+        x: &Tensor,
+        w: &Tensor,
+        r: &Tensor,
+    ) -> (Tensor, Tensor, Tensor) {
+        let (xv, wv) = (Var::from_tensor(x).unwrap(), Var::from_tensor(w).unwrap());
+        let y = layer(xv.as_tensor(), wv.as_tensor()).unwrap();
+        let g = (&y * r).unwrap().sum_all().unwrap().backward().unwrap();
+        (
+            y,
+            g.get(xv.as_tensor()).unwrap().clone(),
+            g.get(wv.as_tensor()).unwrap().clone(),
+        )
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
+    }
+
+    /// MobileNet-v2's convolutions (padding, stride 2 by subsampling, groups, 1 × 1 by a
+    /// product) against candle's conv2d with the same padding, stride and groups: values and
+    /// gradients in the images and the kernels to 1e-12.
+    #[test]
+    fn padded_strided_grouped_convolutions_match_candles() {
+        for (c, out, k, stride, groups, side) in [
+            (3, 8, 3, 2, 1, 8),
+            (6, 6, 3, 1, 6, 6),
+            (6, 6, 3, 2, 6, 6),
+            (6, 6, 3, 2, 6, 5),
+            (4, 10, 1, 1, 1, 5),
+        ] {
+            let x = random(&[2, side, side, c], 1);
+            let w = random(&[out, c / groups, k, k], 2);
+            let theirs = |x: &Tensor, w: &Tensor| -> Result<Tensor> {
+                x.permute((0, 3, 1, 2))?
+                    .conv2d(w, (k - 1) / 2, stride, 1, groups)?
+                    .permute((0, 2, 3, 1))
+            };
+            let ours = |x: &Tensor, w: &Tensor| mobilenet_conv(x, w, stride);
+            let y = theirs(&x, &w).unwrap();
+            let r = random(y.dims(), 3);
+            let (ya, gxa, gwa) = grads(&ours, &x, &w, &r);
+            let (yb, gxb, gwb) = grads(&theirs, &x, &w, &r);
+            assert_eq!(ya.dims(), yb.dims());
+            for (a, b, what) in [(&ya, &yb, "y"), (&gxa, &gxb, "dx"), (&gwa, &gwb, "dw")] {
+                assert!(
+                    max_diff(a, b) < 1e-12,
+                    "{what}: c {c} stride {stride} groups {groups} side {side}: {}",
+                    max_diff(a, b)
+                );
+            }
+        }
+    }
+
+    /// Batch normalization's gradient against central differences.
+    #[test]
+    fn batch_norm_gradient_matches_differences() {
+        let x = random(&[3, 2, 2, 4], 4);
+        let gamma = random(&[4], 5);
+        let beta = random(&[4], 6);
+        let r = random(&[3, 2, 2, 4], 7);
+        let f = |x: &Tensor| -> f64 {
+            (batch_norm(x, &gamma, &beta).unwrap() * &r)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f64>()
+                .unwrap()
+        };
+        let xv = Var::from_tensor(&x).unwrap();
+        let g = (batch_norm(xv.as_tensor(), &gamma, &beta).unwrap() * &r)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let gx = g
+            .get(xv.as_tensor())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap();
+        let flat = x.flatten_all().unwrap().to_vec1::<f64>().unwrap();
+        for i in [0, 5, 17, 40] {
+            let at = |s: f64| {
+                let mut v = flat.clone();
+                v[i] += s;
+                f(&Tensor::from_vec(v, x.dims(), &Device::Cpu).unwrap())
+            };
+            let fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+            assert!((fd - gx[i]).abs() < 1e-7, "{i}: {fd} vs {}", gx[i]);
+        }
+    }
 }

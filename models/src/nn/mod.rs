@@ -12,7 +12,7 @@ mod autodiff;
 mod client;
 mod ops;
 
-pub use arch::{Architecture, IMAGE_SIDE, ParamSpec, log_softmax};
+pub use arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec, log_softmax};
 pub use autodiff::{
     DOUBLE_BACKWARD_ENV, DerivativeMode, double_backward_available, enable_double_backward,
 };
