@@ -213,6 +213,8 @@ fn personalize_runs_paper_004s_methods_on_cifar() {
             dataset,
             "--data-dir",
             data.to_str().unwrap(),
+            "--model",
+            "cifar-cnn",
             "--estimator",
             "pdbo",
             "--methods",

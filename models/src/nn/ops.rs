@@ -111,7 +111,7 @@ pub(crate) const GROUP: usize = 8;
 
 /// The scalars the products run on.
 pub(crate) trait Float:
-    Copy + Send + Sync + PartialOrd + std::ops::AddAssign + 'static
+    Copy + Send + Sync + PartialOrd + std::ops::AddAssign + std::ops::Mul<Output = Self> + 'static
 {
     /// 0.
     const ZERO: Self;
@@ -280,7 +280,104 @@ pub(crate) struct ConvProduct {
 // q's patches with kernel rows q·og … (q + 1)·og − 1: each product below runs once per
 // group on those blocks (columns q·og of y and dy, rows q·og of W and dW).
 
+/// Whether the convolution is depthwise (one input channel per group): its products run
+/// as direct loops over the k · k taps with the channels innermost (contiguous, channels
+/// last) instead of one tiny matrix product per channel.
+fn depthwise(g: Windows) -> bool {
+    g.groups > 1 && g.group_c() == 1
+}
+
+/// Depthwise [`conv`]: y[b, i, j, ch] = Σ_t x[b, i + di, j + dj, ch / m] · W[ch, t] over the
+/// taps t = (di, dj) in order (m = out / c outputs per input channel).
+fn conv_depthwise<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
+    let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
+    y.par_chunks_mut(GROUP * per * out)
+        .zip(x.par_chunks(GROUP * g.image_len()))
+        .for_each(|(y, x)| {
+            for (image, y) in x
+                .chunks_exact(g.image_len())
+                .zip(y.chunks_exact_mut(per * out))
+            {
+                for (p, y) in y.chunks_exact_mut(out).enumerate() {
+                    let (i, j) = (p / ow, p % ow);
+                    for t in 0..kk {
+                        let (di, dj) = (t / g.k, t % g.k);
+                        let px = &image[((i + di) * g.w + j + dj) * g.c..][..g.c];
+                        for (ch, v) in y.iter_mut().enumerate() {
+                            *v += px[ch / m] * w[ch * kk + t];
+                        }
+                    }
+                }
+            }
+        });
+}
+
+/// Depthwise [`conv_t`]: dx[b, i + di, j + dj, q] += Σ_{o < m} dy[b, i, j, q m + o] W[q m + o, t].
+fn conv_t_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
+    let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
+    dx.par_chunks_mut(GROUP * g.image_len())
+        .zip(dy.par_chunks(GROUP * per * out))
+        .for_each(|(dx, dy)| {
+            for (image, dy) in dx
+                .chunks_exact_mut(g.image_len())
+                .zip(dy.chunks_exact(per * out))
+            {
+                for (p, d) in dy.chunks_exact(out).enumerate() {
+                    let (i, j) = (p / ow, p % ow);
+                    for t in 0..kk {
+                        let (di, dj) = (t / g.k, t % g.k);
+                        let px = &mut image[((i + di) * g.w + j + dj) * g.c..][..g.c];
+                        for (ch, &v) in d.iter().enumerate() {
+                            px[ch / m] += v * w[ch * kk + t];
+                        }
+                    }
+                }
+            }
+        });
+}
+
+/// Depthwise [`kernel_grad`]: dW[ch, t] = Σ_{b, i, j} dy[b, i, j, ch] x[b, i + di, j + dj,
+/// ch / m], per image group, the groups' partial sums added in order.
+fn kernel_grad_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
+    let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
+    let partials: Vec<Vec<T>> = dy
+        .par_chunks(GROUP * per * out)
+        .zip(x.par_chunks(GROUP * g.image_len()))
+        .map(|(dy, x)| {
+            // Tap-major (kk × out) while summing, so the channels stay innermost.
+            let mut partial = vec![T::ZERO; kk * out];
+            for (image, dy) in x
+                .chunks_exact(g.image_len())
+                .zip(dy.chunks_exact(per * out))
+            {
+                for (p, d) in dy.chunks_exact(out).enumerate() {
+                    let (i, j) = (p / ow, p % ow);
+                    for t in 0..kk {
+                        let (di, dj) = (t / g.k, t % g.k);
+                        let px = &image[((i + di) * g.w + j + dj) * g.c..][..g.c];
+                        let acc = &mut partial[t * out..(t + 1) * out];
+                        for (ch, (a, &v)) in acc.iter_mut().zip(d).enumerate() {
+                            *a += v * px[ch / m];
+                        }
+                    }
+                }
+            }
+            partial
+        })
+        .collect();
+    for partial in partials {
+        for t in 0..kk {
+            for ch in 0..out {
+                dw[ch * kk + t] += partial[t * out + ch];
+            }
+        }
+    }
+}
+
 fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
+    if depthwise(g) {
+        return conv_depthwise(g, out, x, w, y);
+    }
     let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     y.par_chunks_mut(GROUP * per * out)
         .zip(x.par_chunks(GROUP * g.image_len()))
@@ -300,6 +397,9 @@ fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
 }
 
 fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
+    if depthwise(g) {
+        return conv_t_depthwise(g, out, dy, w, dx);
+    }
     let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     dx.par_chunks_mut(GROUP * g.image_len())
         .zip(dy.par_chunks(GROUP * per * out))
@@ -319,6 +419,9 @@ fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
 }
 
 fn kernel_grad<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
+    if depthwise(g) {
+        return kernel_grad_depthwise(g, out, dy, x, dw);
+    }
     let (per, cols, og) = (g.positions(), g.cols(), out / g.groups);
     let partials: Vec<Vec<T>> = dy
         .par_chunks(GROUP * per * out)
