@@ -675,6 +675,14 @@ where
                 .map_err(plot_error)?;
         } else {
             for run in runs(&s.points, |&(x, y)| inside(x, y)) {
+                // A run of one point joins nothing: it is drawn as a marker, or a series of
+                // one value (one outer step, a point between gaps) would not show at all.
+                if let [p] = run[..] {
+                    chart
+                        .draw_series(std::iter::once(Circle::new(p, 3, c.filled())))
+                        .map_err(plot_error)?;
+                    continue;
+                }
                 chart
                     .draw_series(LineSeries::new(run.iter().copied(), c.stroke_width(2)))
                     .map_err(plot_error)?;
@@ -789,6 +797,26 @@ mod tests {
             .unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    }
+
+    /// A line of one point (or a point between gaps) is drawn as a marker, not nothing.
+    #[test]
+    fn lonely_points_of_a_line_are_drawn() {
+        let svg = |points: Vec<(f64, f64)>| {
+            Figure::new()
+                .with_title("t")
+                .with_panel(Panel::new("p", "x", "y").with_series(Series::line("a", points)))
+                .to_svg()
+                .unwrap()
+        };
+        let circles = |s: &str| s.matches("<circle").count();
+        // The legend has one circle-free entry for a line; the point adds one circle.
+        let base = circles(&svg(vec![(0.0, 1.0), (1.0, 2.0)]));
+        assert_eq!(circles(&svg(vec![(1.0, 0.5)])), base + 1);
+        assert_eq!(
+            circles(&svg(vec![(0.0, 1.0), (1.0, f64::NAN), (2.0, 2.0)])),
+            base + 2
+        );
     }
 
     #[test]
