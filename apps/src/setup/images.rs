@@ -131,7 +131,8 @@ pub fn split_images(
 /// ([`load_dataset`]), or the embedded MNIST subset; the first `images` of them if given;
 /// and where they came from, in words. Then `test_images` of them are held out (drawn from
 /// `seed`'s data stream), which must leave some for the clients: returns
-/// `(rest, test, source)`.
+/// `(rest, test, source)`. Colour images come standardized per channel by the statistics of
+/// the clients' images (`rest`), as the papers' CIFAR loaders normalize; grey ones as read.
 ///
 /// # Errors
 ///
@@ -157,6 +158,11 @@ pub fn load_image_experiment(
             all.len()
         );
     }
-    let (rest, test) = hold_out(&all, test_images, derive(seed, domain::DATA))?;
+    let (mut rest, mut test) = hold_out(&all, test_images, derive(seed, domain::DATA))?;
+    if rest.channels > 1 {
+        let stats = rest.channel_stats();
+        rest.standardize_channels(&stats);
+        test.standardize_channels(&stats);
+    }
     Ok((rest, test, source))
 }

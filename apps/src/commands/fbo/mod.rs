@@ -228,11 +228,8 @@ impl Fbo {
             self.test_images,
             self.seed,
         )?;
-        if rest.channels > 1 {
-            let stats = rest.channel_stats();
-            rest.standardize_channels(&stats);
-            test.standardize_channels(&stats);
-        } else {
+        // Colour images come standardized per channel; grey ones are scaled as the papers'.
+        if rest.channels == 1 {
             let scale = (1.0 / self.pixel_std) as f32;
             for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
                 *v *= scale;

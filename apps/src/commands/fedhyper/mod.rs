@@ -333,11 +333,7 @@ impl FedHyperCmd {
             );
         }
         if rest.channels > 1 {
-            // Colour: each channel standardized by the clients' statistics, as the CIFAR
-            // loaders of the papers' code normalize per channel.
-            let stats = rest.channel_stats();
-            rest.standardize_channels(&stats);
-            test.standardize_channels(&stats);
+            // Colour: already standardized per channel by the loader.
             return Ok(self.describe_images(rest, test, &source));
         }
         let n = rest.images.len() as f64;
