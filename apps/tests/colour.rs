@@ -162,6 +162,61 @@ fn fbo_runs_on_cifar10_with_the_mlp_of_3072_inputs() {
     }
 }
 
+/// Paper 003's Fig. 5 CNN: LeNet-5 with its last two linear layers as the lower variable,
+/// on CIFAR-10; the same seed gives the same numbers; `--hidden` is the MLP's.
+#[test]
+fn fbo_runs_lenet_on_cifar10() {
+    let dir = tempfile::tempdir().unwrap();
+    cifar10(dir.path(), 100);
+    let out = dir.path().join("out");
+    let data = dir.path().to_str().unwrap();
+    let args = [
+        "fbo",
+        "--model",
+        "lenet",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        data,
+        "--clients",
+        "4",
+        "--test-images",
+        "60",
+        "--rounds",
+        "16",
+        "--inner-steps",
+        "2",
+        "--neumann-terms",
+        "2",
+        "--batch",
+        "8",
+        "--methods",
+        "fbo-aggitd,lfednest",
+        "--split",
+        "iid",
+        "--local-steps",
+        "2",
+        "--target",
+        "0.2",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let v = json(&hgp(&args));
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r["diverged"].is_null(), "{r}");
+        let a = r["final_accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&a), "{r}");
+    }
+    assert_eq!(v, json(&hgp(&args)));
+    let mut hidden = args.to_vec();
+    hidden.extend(["--hidden", "8"]);
+    let err = fails(&hidden);
+    assert!(err.contains("--hidden") && err.contains("lenet"), "{err}");
+}
+
 /// CIFAR-100 from its archive, read in place: the fine labels (100 classes) are too many
 /// for fbo's 10-class head, said in one line.
 #[test]

@@ -517,3 +517,38 @@ fn fbo_over_ranks_gives_the_simulators_bits() {
         &["fbo.csv"],
     );
 }
+
+/// LeNet-5 on candle (`--model lenet`): the ranks hold stand-ins for each other's clients.
+#[test]
+fn fbo_lenet_over_ranks_gives_the_simulators_bits() {
+    same_over_ranks(
+        3,
+        &[
+            "fbo",
+            "--json",
+            "--model",
+            "lenet",
+            "--clients",
+            "5",
+            "--images",
+            "250",
+            "--test-images",
+            "50",
+            "--rounds",
+            "14",
+            "--inner-steps",
+            "2",
+            "--neumann-terms",
+            "2",
+            "--batch",
+            "8",
+            "--fraction",
+            "0.6",
+            "--methods",
+            "fbo-aggitd,fednest",
+            "--split",
+            "noniid",
+        ],
+        &["fbo.csv"],
+    );
+}

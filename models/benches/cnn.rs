@@ -19,12 +19,19 @@ use rand::RngExt;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
-const NETWORKS: [(&str, Architecture); 5] = [
+const NETWORKS: [(&str, Architecture); 6] = [
     ("table5", Architecture::Table5Cnn { classes: 10 }),
     ("small-cnn", Architecture::SmallCnn { classes: 10 }),
     ("mlp", Architecture::Mlp { classes: 10 }),
     ("cifar-cnn", Architecture::CifarCnn { classes: 10 }),
     ("mobilenet-v2", Architecture::MobileNetV2 { classes: 10 }),
+    (
+        "lenet",
+        Architecture::LeNet {
+            channels: 3,
+            classes: 10,
+        },
+    ),
 ];
 
 fn client(arch: Architecture) -> NetClient<f32> {

@@ -152,6 +152,10 @@ fn hessian_vector_products_are_symmetric_on_the_networks() {
         Architecture::SmallCnn { classes: 10 },
         Architecture::Table5Cnn { classes: 10 },
         Architecture::CifarCnn { classes: 10 },
+        Architecture::LeNet {
+            channels: 3,
+            classes: 10,
+        },
         Architecture::Mlp { classes: 10 },
     ] {
         assert_hvp_symmetric(arch, 4);
@@ -383,6 +387,14 @@ fn network_gradients_match_differences_of_the_cost() {
         Architecture::Table5Cnn { classes: 10 },
         Architecture::CifarCnn { classes: 10 },
         Architecture::MobileNetV2 { classes: 10 },
+        Architecture::LeNet {
+            channels: 3,
+            classes: 10,
+        },
+        Architecture::LeNet {
+            channels: 1,
+            classes: 10,
+        },
     ] {
         let net = client(
             arch,
@@ -469,5 +481,188 @@ fn blank_images_give_the_first_bias_its_true_gradient() {
             g[j]
         );
         assert!(fd.abs() > 1e-6);
+    }
+}
+
+/// LeNet-5's sizes (paper 003's CIFAR-10 CNN, and its 28 × 28 grey version).
+#[test]
+fn lenet_has_the_reference_sizes() {
+    let colour = Architecture::LeNet {
+        channels: 3,
+        classes: 10,
+    };
+    // PyTorch's CNNCifar of the FedNest code: 456 + 2,416 + 48,120 + 10,164 + 850.
+    assert_eq!(colour.dim(), 62_006);
+    assert_eq!(colour.inputs(), 3072);
+    let grey = Architecture::LeNet {
+        channels: 1,
+        classes: 10,
+    };
+    assert_eq!(grey.dim(), 62_006 - 2 * 150);
+    assert_eq!(grey.inputs(), 784);
+    let net = client(
+        colour,
+        HyperMode::Representation { head_layers: 2 },
+        DerivativeMode::Auto,
+        3,
+    );
+    assert_eq!(net.dim_x(), 120 * 84 + 84 + 84 * 10 + 10);
+    assert_eq!(net.dim_lambda(), 62_006 - 11_014);
+}
+
+/// The representation mode is the plain network with its parameters cut in two: on
+/// λ = the body and x = the head, its costs, gradients, Hessian-vector products and cross
+/// products are blocks of the plain network's on the whole vector (λ, x), to 1e-12 (the same
+/// graph, wired differently).
+#[test]
+fn representation_is_the_plain_network_cut_in_two() {
+    for (arch, head_layers) in [
+        (
+            Architecture::LeNet {
+                channels: 3,
+                classes: 10,
+            },
+            2,
+        ),
+        (
+            Architecture::LeNet {
+                channels: 1,
+                classes: 10,
+            },
+            2,
+        ),
+        (Architecture::Mlp { classes: 10 }, 1),
+    ] {
+        let config = |mode| NetConfig {
+            arch,
+            mode,
+            l2: 0.0,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::DoubleBackward,
+        };
+        let p = arch.inputs();
+        let (m, train_seed) = (5, 40);
+        let data = random(m * p, train_seed, -1.0, 1.0);
+        let outer = random(4 * p, train_seed + 1, -1.0, 1.0);
+        let (yl, yo) = (labels(m, 10, 42), labels(4, 10, 43));
+        let build =
+            |mode| NetClient::<f64>::new(config(mode), (&data, &yl), (&outer, &yo)).unwrap();
+        let rep = build(HyperMode::Representation { head_layers });
+        let plain = build(HyperMode::Plain);
+        let whole = arch.init(44);
+        let dl = rep.dim_lambda();
+        let (lambda, x) = whole.split_at(dl);
+        assert_eq!(x.len(), rep.dim_x());
+        let idx = [1usize, 3, 4];
+        for batch in [Batch::Full, Batch::Indices(&idx)] {
+            let (a, b) = (
+                rep.inner_value(x, lambda, batch),
+                plain.inner_value(&whole, &[], batch),
+            );
+            assert!((a - b).abs() < 1e-13 * b.abs(), "{a} vs {b}");
+            let mut g = vec![0.0; whole.len()];
+            plain.inner_grad(&whole, &[], batch, &mut g);
+            let mut gx = vec![0.0; x.len()];
+            rep.inner_grad(x, lambda, batch, &mut gx);
+            assert!(rel(&gx, &g[dl..]) < 1e-12, "{}", rel(&gx, &g[dl..]));
+            // H (0, u) of the plain network: the cross product on top, the HVP below.
+            let u = random(x.len(), 45, -1.0, 1.0);
+            let mut padded = vec![0.0; dl];
+            padded.extend_from_slice(&u);
+            let mut h = vec![0.0; whole.len()];
+            plain.inner_hvp(&whole, &[], &padded, batch, &mut h);
+            let (mut hvp, mut cross) = (vec![0.0; x.len()], vec![0.0; dl]);
+            rep.inner_second_order(x, lambda, &u, batch, &mut hvp, &mut cross);
+            assert!(rel(&hvp, &h[dl..]) < 1e-12, "{}", rel(&hvp, &h[dl..]));
+            assert!(rel(&cross, &h[..dl]) < 1e-12, "{}", rel(&cross, &h[..dl]));
+            assert!(cross.iter().any(|v| *v != 0.0));
+        }
+        let mut g = vec![0.0; whole.len()];
+        plain.outer_grad_x(&whole, &[], &mut g);
+        let (mut gx, mut gl) = (vec![0.0; x.len()], vec![0.0; dl]);
+        rep.outer_grads(x, lambda, &mut gx, &mut gl);
+        assert!(rel(&gl, &g[..dl]) < 1e-12 && rel(&gx, &g[dl..]) < 1e-12);
+        let feats: Vec<f32> = random(6 * p, 46, -1.0, 1.0)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        assert_eq!(
+            rep.predict(x, lambda, &feats).unwrap(),
+            plain.predict(&whole, &[], &feats).unwrap()
+        );
+    }
+}
+
+/// The representation's second-order products against central differences of gradients,
+/// its HVP's symmetry, and its ridge terms; bad head sizes and channel counts are errors.
+#[test]
+fn representation_second_order_and_settings() {
+    let arch = Architecture::LeNet {
+        channels: 3,
+        classes: 10,
+    };
+    let mode = HyperMode::Representation { head_layers: 2 };
+    let exact = client(arch, mode, DerivativeMode::DoubleBackward, 4);
+    let diff = client(arch, mode, DerivativeMode::FiniteDifferences, 4);
+    let whole = arch.init(50);
+    let (lambda, x) = whole.split_at(exact.dim_lambda());
+    let (d, dl) = (x.len(), lambda.len());
+    let (u, w) = (random(d, 51, -1.0, 1.0), random(d, 52, -1.0, 1.0));
+    let (mut h1, mut h2, mut c1, mut c2) =
+        (vec![0.0; d], vec![0.0; d], vec![0.0; dl], vec![0.0; dl]);
+    exact.inner_second_order(x, lambda, &u, Batch::Full, &mut h1, &mut c1);
+    diff.inner_second_order(x, lambda, &u, Batch::Full, &mut h2, &mut c2);
+    assert!(rel(&h1, &h2) < 1e-5, "HVP {:e}", rel(&h1, &h2));
+    assert!(rel(&c1, &c2) < 1e-5, "cross {:e}", rel(&c1, &c2));
+    let mut hw = vec![0.0; d];
+    exact.inner_hvp(x, lambda, &w, Batch::Full, &mut hw);
+    let (a, b) = (dot(&w, &h1), dot(&u, &hw));
+    assert!((a - b).abs() < 1e-10 * (a.abs() + b.abs()), "{a} vs {b}");
+    // ∂_λ f against differences of f (with its ridge (l2_lambda / 2)|λ|²).
+    let mut gl = vec![0.0; dl];
+    exact.outer_grad_lambda(x, lambda, &mut gl);
+    // A unit direction, so a step of h moves λ by h (and rarely crosses a ReLU or pooling
+    // kink).
+    let v = random(dl, 53, -1.0, 1.0);
+    let norm = dot(&v, &v).sqrt();
+    let v: Vec<f64> = v.iter().map(|a| a / norm).collect();
+    let h = 1e-6;
+    let at = |s: f64| {
+        let l: Vec<f64> = lambda.iter().zip(&v).map(|(a, b)| a + s * h * b).collect();
+        exact.outer_value(x, &l)
+    };
+    let fd = (at(1.0) - at(-1.0)) / (2.0 * h);
+    assert!(
+        (fd - dot(&gl, &v)).abs() < 1e-8 * (1.0 + dot(&gl, &gl).sqrt()),
+        "{fd} vs {}",
+        dot(&gl, &v)
+    );
+
+    let config = |arch, head_layers| NetConfig {
+        arch,
+        mode: HyperMode::Representation { head_layers },
+        l2: 0.1,
+        l2_lambda: 0.0,
+        derivatives: DerivativeMode::Auto,
+    };
+    let p = 3072;
+    let feats = random(2 * p, 1, 0.0, 1.0);
+    for (arch, head, what) in [
+        (arch, 0, "head"),
+        (arch, 5, "body"),
+        (Architecture::CifarCnn { classes: 10 }, 3, "linear"),
+        (
+            Architecture::LeNet {
+                channels: 2,
+                classes: 10,
+            },
+            2,
+            "channels",
+        ),
+    ] {
+        let e = NetClient::<f64>::new(config(arch, head), (&feats, &[0, 1]), (&feats, &[0, 1]))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains(what), "{what}: {e}");
     }
 }

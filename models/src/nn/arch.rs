@@ -56,6 +56,20 @@ pub enum Architecture {
         /// Classes C.
         classes: usize,
     },
+    /// The 7-layer LeNet-5 CNN (LeCun et al., 1998) that paper 003 (App. A.2) trains on
+    /// CIFAR-10, as the FedNest code it follows builds it: Conv(c,6,5)–ReLU–MaxPool 2–
+    /// Conv(6,16,5)–ReLU–MaxPool 2–Linear(400,120)–ReLU–Linear(120,84)–ReLU–Linear(84,C).
+    /// Colour images (c = 3) are 32 × 32; grey 28 × 28 images (c = 1) are zero-padded by 2
+    /// on every side first, as that code's MNIST version does with `padding=2`, so both meet
+    /// the same 400 features. 62,006 parameters for CIFAR-10. In paper 003's
+    /// hyper-representation problem the last two linear layers are the lower variable
+    /// ([`HyperMode::Representation`](super::HyperMode::Representation) with 2 head layers).
+    LeNet {
+        /// Input channels: 3 (colour, 32 × 32) or 1 (grey, 28 × 28).
+        channels: usize,
+        /// Classes C.
+        classes: usize,
+    },
     /// Linear(784,200)–ReLU–Linear(200,C).
     Mlp {
         /// Classes C.
@@ -312,6 +326,7 @@ impl Architecture {
             | Self::SmallCnn { classes }
             | Self::CifarCnn { classes }
             | Self::MobileNetV2 { classes }
+            | Self::LeNet { classes, .. }
             | Self::Mlp { classes }
             | Self::Linear { classes } => classes,
             Self::Logistic { .. } => 1,
@@ -322,7 +337,9 @@ impl Architecture {
     pub fn inputs(&self) -> usize {
         match *self {
             Self::Logistic { inputs } => inputs,
-            Self::CifarCnn { .. } | Self::MobileNetV2 { .. } => COLOUR_SIDE * COLOUR_SIDE * 3,
+            Self::CifarCnn { .. } | Self::MobileNetV2 { .. } | Self::LeNet { channels: 3, .. } => {
+                COLOUR_SIDE * COLOUR_SIDE * 3
+            }
             _ => IMAGE_SIDE * IMAGE_SIDE,
         }
     }
@@ -353,6 +370,16 @@ impl Architecture {
             .into_iter()
             .flatten()
             .collect(),
+            Self::LeNet { channels, classes } => [
+                conv(6, channels, 5),
+                conv(16, 6, 5),
+                linear(120, 400),
+                linear(84, 120),
+                linear(classes, 84),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             Self::Mlp { classes } => [linear(200, 784), linear(classes, 200)]
                 .into_iter()
                 .flatten()
@@ -377,6 +404,13 @@ impl Architecture {
             }
             Self::MobileNetV2 { classes } => {
                 format!("MobileNet-v2 for 32 × 32 colour images ({classes} classes)")
+            }
+            Self::LeNet {
+                channels: 3,
+                classes,
+            } => format!("LeNet-5 for 32 × 32 colour images ({classes} classes)"),
+            Self::LeNet { classes, .. } => {
+                format!("LeNet-5 for 28 × 28 grey images, padded to 32 ({classes} classes)")
             }
             Self::Mlp { classes } => format!("MLP 784-200-{classes}"),
             Self::Linear { classes } => format!("linear 784-{classes} (softmax regression)"),
@@ -414,6 +448,27 @@ impl Architecture {
                 }
             }
             Self::MobileNetV2 { .. } => mobilenet_forward(p, x),
+            Self::LeNet { channels, .. } => {
+                let b = x.dim(0)?;
+                let h = if *channels == 3 {
+                    x.reshape((b, COLOUR_SIDE, COLOUR_SIDE, 3))?
+                } else {
+                    x.reshape((b, IMAGE_SIDE, IMAGE_SIDE, 1))?
+                        .pad_with_zeros(1, 2, 2)?
+                        .pad_with_zeros(2, 2, 2)?
+                };
+                // As the CNNs above: bias and ReLU after the pooling (they commute with it).
+                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[0])?)?
+                    .broadcast_add(&p[1])?
+                    .relu()?;
+                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[2])?)?
+                    .broadcast_add(&p[3])?
+                    .relu()?;
+                let h = h.permute((0, 3, 1, 2))?.flatten_from(1)?;
+                let h = dense(&h, &p[4], &p[5])?.relu()?;
+                let h = dense(&h, &p[6], &p[7])?.relu()?;
+                dense(&h, &p[8], &p[9])
+            }
             Self::Mlp { .. } => dense(&dense(x, &p[0], &p[1])?.relu()?, &p[2], &p[3]),
             Self::Linear { .. } => dense(x, &p[0], &p[1]),
             Self::Logistic { .. } => x.matmul(&p[0].t()?),
@@ -441,6 +496,11 @@ impl Architecture {
                     + 2 * 512 * classes as u64
             }
             Self::MobileNetV2 { classes } => mobilenet_flops(classes),
+            Self::LeNet { channels, classes } => {
+                conv_flops(6, channels as u64, 5, 28)
+                    + conv_flops(16, 6, 5, 10)
+                    + 2 * (400 * 120 + 120 * 84 + 84 * classes as u64)
+            }
             Self::Mlp { classes } => 2 * 784 * 200 + 2 * 200 * classes as u64,
             Self::Linear { classes } => 2 * 784 * classes as u64,
             Self::Logistic { inputs } => 2 * inputs as u64,

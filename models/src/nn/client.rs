@@ -29,6 +29,16 @@ pub enum HyperMode {
     /// No hyper-parameter: g_i = mean loss + (γ/2)|x|² and λ is empty (d_λ = 0). Plain
     /// federated training of a classifier (the FedHyper experiments).
     Plain,
+    /// Hyper-representation (paper 003 Sec. 5, App. A.2): the network's last `head_layers`
+    /// linear layers (weights and biases) are x, every layer before them is λ, one flat
+    /// vector in storage order. g_i = mean training loss + (γ/2)|x|²,
+    /// f_i = mean validation loss + (l2_lambda / 2)|λ|². With more than one head layer the
+    /// lower cost is not convex in x (a ReLU sits between the layers); paper 003 trains its
+    /// LeNet this way all the same, and the ridge γ keeps its Hessian's bottom shifted.
+    Representation {
+        /// Trailing linear layers forming x (2 for paper 003's LeNet).
+        head_layers: usize,
+    },
 }
 
 /// The settings of a [`NetClient`].
@@ -133,6 +143,33 @@ impl<T: Scalar + WithDType> NetClient<T> {
             return Err(ModelError::Empty {
                 what: "ensemble (K = 0)",
             });
+        }
+        if let Architecture::LeNet { channels, .. } = config.arch
+            && channels != 1
+            && channels != 3
+        {
+            return Err(ModelError::Network(format!(
+                "LeNet takes 1 (grey) or 3 (colour) input channels, not {channels}"
+            )));
+        }
+        if let HyperMode::Representation { head_layers } = config.mode {
+            let specs = config.arch.params();
+            let linear = |i: usize| {
+                specs[i].shape.len() == 2
+                    && specs[i + 1].shape.len() == 1
+                    && specs[i].shape[0] == specs[i + 1].shape[0]
+            };
+            let fits = head_layers >= 1
+                && 2 * head_layers < specs.len()
+                && (specs.len() - 2 * head_layers..specs.len())
+                    .step_by(2)
+                    .all(linear);
+            if !fits {
+                return Err(ModelError::Network(format!(
+                    "a representation needs a head of at least one linear layer and a body of at least one layer: the {} has no head of {head_layers} linear layers below other layers",
+                    config.arch.name()
+                )));
+            }
         }
         Ok(())
     }
@@ -250,43 +287,89 @@ impl<T: Scalar + WithDType> NetClient<T> {
         }
     }
 
-    /// Where each parameter tensor sits in the flat x (member after member): offset, length
-    /// and shape.
-    fn layout(&self) -> impl Iterator<Item = (usize, usize, &[usize])> + '_ {
-        let per: usize = self
-            .shapes
-            .iter()
-            .map(|s| s.iter().product::<usize>())
-            .sum();
-        (0..self.members()).flat_map(move |m| {
-            let mut offset = m * per;
-            self.shapes.iter().map(move |shape| {
-                let len: usize = shape.iter().product();
-                offset += len;
-                (offset - len, len, shape.as_slice())
-            })
-        })
+    /// Parameter tensors read from λ (the representation's layers), before those from x.
+    fn body_tensors(&self) -> usize {
+        match self.config.mode {
+            HyperMode::Representation { head_layers } => self.shapes.len() - 2 * head_layers,
+            _ => 0,
+        }
     }
 
-    /// The parameter tensors held in the flat `x`, each its own tensor. (Views of one tensor
-    /// of length d_x would make every layer's gradient a zero-padded copy of length d_x, and
-    /// double backward would keep all of them: 1.8 GB for one HVP of the Table 5 CNN.)
-    fn params(&self, x: &[T]) -> CandleResult<Vec<Tensor>> {
+    /// Where each parameter tensor sits: in λ (the body of a representation, first) or in
+    /// the flat x (member after member), at an offset, with a length and a shape.
+    fn layout(&self) -> impl Iterator<Item = (Source, usize, usize, &[usize])> + '_ {
+        let body = self.body_tensors();
+        let len = |shape: &[usize]| shape.iter().product::<usize>();
+        let per: usize = self.shapes[body..].iter().map(|s| len(s)).sum();
+        let mut in_lambda = 0;
+        let lambda_part = self.shapes[..body].iter().map(move |shape| {
+            in_lambda += len(shape);
+            (
+                Source::Lambda,
+                in_lambda - len(shape),
+                len(shape),
+                shape.as_slice(),
+            )
+        });
+        let x_part = (0..self.members()).flat_map(move |m| {
+            let mut offset = m * per;
+            self.shapes[body..].iter().map(move |shape| {
+                offset += len(shape);
+                (Source::X, offset - len(shape), len(shape), shape.as_slice())
+            })
+        });
+        lambda_part.chain(x_part)
+    }
+
+    /// The parameter tensors held in the flat `x` (and, for a representation, in λ), each
+    /// its own tensor. (Views of one tensor of length d_x would make every layer's gradient
+    /// a zero-padded copy of length d_x, and double backward would keep all of them: 1.8 GB
+    /// for one HVP of the Table 5 CNN.)
+    fn params(&self, x: &[T], lambda: &[T]) -> CandleResult<Vec<Tensor>> {
         self.layout()
-            .map(|(offset, len, shape)| {
-                Tensor::from_slice(&x[offset..offset + len], shape, &self.device)
+            .map(|(source, offset, len, shape)| {
+                let from = match source {
+                    Source::X => x,
+                    Source::Lambda => lambda,
+                };
+                Tensor::from_slice(&from[offset..offset + len], shape, &self.device)
             })
             .collect()
     }
 
-    /// The parameter tensors of `x` as variables to differentiate.
-    fn param_vars(&self, x: &[T]) -> CandleResult<Vec<Var>> {
-        self.params(x)?.iter().map(Var::from_tensor).collect()
+    /// The directions `u` of the tensors held in x (a representation's body has none).
+    fn directions(&self, u: &[T]) -> CandleResult<Vec<Option<Tensor>>> {
+        self.layout()
+            .map(|(source, offset, len, shape)| match source {
+                Source::X => {
+                    Tensor::from_slice(&u[offset..offset + len], shape, &self.device).map(Some)
+                }
+                Source::Lambda => Ok(None),
+            })
+            .collect()
     }
 
-    /// Adds each variable's gradient in `grads` to its place in the flat `acc`.
-    fn add_param_grads(&self, grads: &GradStore, vars: &[Var], acc: &mut [T]) -> CandleResult<()> {
-        for ((offset, len, _), v) in self.layout().zip(vars) {
+    /// The parameter tensors as variables to differentiate.
+    fn param_vars(&self, x: &[T], lambda: &[T]) -> CandleResult<Vec<Var>> {
+        self.params(x, lambda)?
+            .iter()
+            .map(Var::from_tensor)
+            .collect()
+    }
+
+    /// Adds each variable's gradient in `grads` to its place in the flat `in_x` or `in_lambda`.
+    fn add_param_grads(
+        &self,
+        grads: &GradStore,
+        vars: &[Var],
+        in_x: &mut [T],
+        in_lambda: &mut [T],
+    ) -> CandleResult<()> {
+        for ((source, offset, len, _), v) in self.layout().zip(vars) {
+            let acc = match source {
+                Source::X => &mut *in_x,
+                Source::Lambda => &mut *in_lambda,
+            };
             add_pulled(grads, v, &mut acc[offset..offset + len])?;
         }
         Ok(())
@@ -349,7 +432,9 @@ impl<T: Scalar + WithDType> NetClient<T> {
             (softplus - (s * &targets)?)?.squeeze(1)?
         } else {
             match self.config.mode {
-                HyperMode::InstanceWeights | HyperMode::Plain => {
+                HyperMode::InstanceWeights
+                | HyperMode::Plain
+                | HyperMode::Representation { .. } => {
                     let logits = arch.forward(params, &features)?;
                     (log_softmax(&logits)? * &targets)?.sum(1)?.neg()?
                 }
@@ -426,7 +511,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
 
     /// The value of a cost on `batch` (the outer cost always uses its whole set).
     fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> CandleResult<f64> {
-        let (params, lt) = (self.params(x)?, self.tensor(lambda)?);
+        let (params, lt) = (self.params(x, lambda)?, self.tensor(lambda)?);
         let (parts, size) = self.parts(cost, batch);
         let (weight, variable) = self.ridge(cost, x, lambda);
         let mut total = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
@@ -445,7 +530,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
         lambda: &[T],
         batch: Batch<'_>,
     ) -> CandleResult<(Vec<T>, Vec<T>)> {
-        let vars = self.param_vars(x)?;
+        let vars = self.param_vars(x, lambda)?;
         let params: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
         let lv = Var::from_tensor(&self.tensor(lambda)?)?;
         let (parts, size) = self.parts(cost, batch);
@@ -459,7 +544,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             let grads = self
                 .part_loss(cost, &params, lv.as_tensor(), part, size)?
                 .backward()?;
-            self.add_param_grads(&grads, &vars, &mut gx)?;
+            self.add_param_grads(&grads, &vars, &mut gx, &mut gl)?;
             add_pulled(&grads, &lv, &mut gl)?;
         }
         Ok((gx, gl))
@@ -474,10 +559,10 @@ impl<T: Scalar + WithDType> NetClient<T> {
         u: &[T],
         batch: Batch<'_>,
     ) -> CandleResult<(Vec<T>, Vec<T>)> {
-        let vars = self.param_vars(x)?;
+        let vars = self.param_vars(x, lambda)?;
         let params: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
         let lv = Var::from_tensor(&self.tensor(lambda)?)?;
-        let directions = self.params(u)?;
+        let directions = self.directions(u)?;
         let (parts, size) = self.parts(Cost::Inner, batch);
         // The ridge term's share: γ u.
         let gamma = T::cast(self.config.l2);
@@ -490,7 +575,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             // ⟨∂_x g, u⟩ = Σ over the parameter tensors of ⟨∂_p g, u_p⟩.
             let mut directional: Option<Tensor> = None;
             for (v, u_p) in vars.iter().zip(&directions) {
-                let Some(g) = grads.get(v.as_tensor()) else {
+                let (Some(g), Some(u_p)) = (grads.get(v.as_tensor()), u_p) else {
                     continue;
                 };
                 let term = (g * u_p)?.sum_all()?;
@@ -502,7 +587,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             let directional = directional
                 .ok_or_else(|| candle_core::Error::Msg("no gradient in x".to_string()))?;
             let second = directional.backward()?;
-            self.add_param_grads(&second, &vars, &mut hvp)?;
+            self.add_param_grads(&second, &vars, &mut hvp, &mut cross)?;
             add_pulled(&second, &lv, &mut cross)?;
         }
         Ok((hvp, cross))
@@ -575,6 +660,15 @@ fn add_pulled<T: WithDType + Scalar>(
     Ok(())
 }
 
+/// Which vector a parameter tensor is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The inner variable x.
+    X,
+    /// The hyper-parameters λ (the body of a representation).
+    Lambda,
+}
+
 /// Which of the client's two costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cost {
@@ -630,7 +724,10 @@ fn unwrap_candle<V>(r: CandleResult<V>) -> V {
 
 impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
     fn dim_x(&self) -> usize {
-        self.member_dim * self.members()
+        self.layout()
+            .filter(|s| s.0 == Source::X)
+            .map(|s| s.2)
+            .sum()
     }
     fn dim_lambda(&self) -> usize {
         match self.config.mode {
@@ -638,6 +735,7 @@ impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
             HyperMode::ClassMask => self.config.arch.outputs(),
             HyperMode::Ensemble { members } => members,
             HyperMode::Plain => 0,
+            HyperMode::Representation { .. } => self.member_dim - self.dim_x(),
         }
     }
     fn num_train(&self) -> usize {
@@ -718,7 +816,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
         let p = self.config.arch.inputs();
         let run = || -> CandleResult<Vec<u8>> {
             let lt = self.tensor(lambda)?;
-            let params = self.params(x)?;
+            let params = self.params(x, lambda)?;
             let mut out = Vec::with_capacity(features.len() / p.max(1));
             // At most CHUNK images at a time, so memory stays bounded.
             for rows in features.chunks(CHUNK * p.max(1)) {
@@ -757,7 +855,9 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 arch.forward(params, &feats)?
                     .broadcast_mul(&mask.unsqueeze(0)?)?
             }
-            HyperMode::InstanceWeights | HyperMode::Plain => arch.forward(params, &feats)?,
+            HyperMode::InstanceWeights | HyperMode::Plain | HyperMode::Representation { .. } => {
+                arch.forward(params, &feats)?
+            }
         };
         if arch.outputs() == 1 {
             let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_models::HyperRepConfig;
 use hgp_models::images::ImageSet;
+use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_models::{HyperRep, HyperRepConfig};
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
@@ -19,7 +20,7 @@ use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_setting
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
-use protocol::{Method, Settings, Split};
+use protocol::{Method, Model, Real, RepClient, Settings, Split};
 use report::{HEADER, RunRow};
 
 /// Clients (FedNest's 100).
@@ -56,7 +57,20 @@ const QUICK_ROUNDS: usize = 400;
 /// Local upper steps τ compared (Table 2).
 const TAUS: [usize; 2] = [1, 5];
 
-crate::report::serialize_by_value_name!(protocol::Method, protocol::Split);
+/// The networks of `--model`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// The 2-layer MLP of paper 003 (hidden layer = representation, linear head = lower
+    /// variable), with analytic derivatives.
+    Mlp,
+    /// The 7-layer LeNet-5 of paper 003's CIFAR-10 experiment (App. A.2): its two
+    /// convolutions and first linear layer are the representation, its last two linear
+    /// layers the lower variable; on candle, with exact HVPs by double backward. Grey
+    /// 28 × 28 images are zero-padded to 32 × 32.
+    Lenet,
+}
+
+crate::report::serialize_by_value_name!(protocol::Method, protocol::Split, ModelKind);
 
 /// Options of `hgp fbo`.
 #[derive(Args, Debug, Serialize)]
@@ -79,6 +93,10 @@ pub struct Fbo {
     /// default takes about 14).
     #[arg(long)]
     quick: bool,
+    /// The network: the MLP (Table 2, Figs. 2–4; Fig. 5's CIFAR-MLP) or LeNet-5 (Fig. 5's
+    /// CIFAR-CNN).
+    #[arg(long, value_enum, default_value_t = ModelKind::Mlp)]
+    model: ModelKind,
     /// The images: grey digits or clothes (IDX), or CIFAR-10 in colour (paper 003's Fig. 5:
     /// the MLP then has 3,072 inputs; colour images are standardized per channel instead of
     /// divided by --pixel-std).
@@ -115,8 +133,8 @@ pub struct Fbo {
     neumann_terms: usize,
     #[arg(long, default_value_t = BATCH, value_name = "B", help = "Local mini-batch of the lower steps, the Hessian- and the cross-products.")]
     batch: usize,
-    #[arg(long, default_value_t = HyperRepConfig::default().hidden, value_name = "H", help = "Width of the hidden layer (the representation).")]
-    hidden: usize,
+    #[arg(long, value_name = "H", help = with_default("Width of the MLP's hidden layer (the representation); --model mlp only.", HyperRepConfig::default().hidden))]
+    hidden: Option<usize>,
     #[arg(long, default_value_t = HyperRepConfig::default().beta, value_name = "β", help = "Weight of the head's L2 penalty (β/2)‖y‖² in the lower cost.")]
     l2: f64,
     /// Seed of every random choice (test images, split, initial layer, participants,
@@ -163,7 +181,7 @@ impl Fbo {
             ("--inner-steps", self.inner_steps),
             ("--inner-local-steps", self.inner_local_steps),
             ("--batch", self.batch),
-            ("--hidden", self.hidden),
+            ("--hidden", self.hidden.unwrap_or(1)),
             ("--images", self.images.unwrap_or(1)),
         ])?;
         positive(&[
@@ -211,12 +229,39 @@ impl Fbo {
                 .rounds
                 .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS }),
             target: self.target,
-            model: HyperRepConfig {
-                hidden: self.hidden,
-                beta: self.l2,
-                ..HyperRepConfig::default()
-            },
+            model: self.model_settings()?,
             seed: self.seed,
+        })
+    }
+
+    /// The network of `--model` with the head's L2 weight.
+    fn model_settings(&self) -> Result<Model> {
+        let classes = HyperRepConfig::default().classes;
+        Ok(match self.model {
+            ModelKind::Mlp => Model::Mlp(HyperRepConfig {
+                hidden: self.hidden.unwrap_or(HyperRepConfig::default().hidden),
+                beta: self.l2,
+                classes,
+            }),
+            ModelKind::Lenet => {
+                if self.hidden.is_some() {
+                    bail!(
+                        "--hidden sets the MLP's width; LeNet-5 (--model lenet) has fixed layers"
+                    );
+                }
+                Model::Net(NetConfig {
+                    arch: Architecture::LeNet {
+                        channels: if self.dataset.colour() { 3 } else { 1 },
+                        classes,
+                    },
+                    // Paper 003 App. A.2: the last two fully connected layers are the lower
+                    // variable.
+                    mode: HyperMode::Representation { head_layers: 2 },
+                    l2: self.l2,
+                    l2_lambda: 0.0,
+                    derivatives: DerivativeMode::DoubleBackward,
+                })
+            }
         })
     }
 
@@ -234,6 +279,15 @@ impl Fbo {
             for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
                 *v *= scale;
             }
+        }
+        if let (ModelKind::Lenet, 1) = (self.model, rest.channels)
+            && (rest.rows, rest.cols) != (28, 28)
+        {
+            bail!(
+                "--model lenet takes 28 × 28 grey images (or 32 × 32 colour ones); the images of {source} are {} × {}",
+                rest.rows,
+                rest.cols
+            );
         }
         let classes = HyperRepConfig::default().classes;
         let found = rest.classes().max(test.classes());
@@ -253,13 +307,16 @@ impl Fbo {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        Engine::run(self.engine.engine, |engine| match self.model {
+            ModelKind::Mlp => self.run_on::<HyperRep<Real>>(engine),
+            ModelKind::Lenet => self.run_on::<NetClient<Real>>(engine),
+        })
     }
 
     /// Every rank checks the flags, reads the images and splits them (a failure on any rank
     /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and
     /// prints.
-    fn run_on(&self, engine: &Engine) -> Result<()> {
+    fn run_on<C: RepClient>(&self, engine: &Engine) -> Result<()> {
         let root = engine.is_root();
         let placement = engine.placement();
         let setup = (|| {
@@ -269,7 +326,7 @@ impl Fbo {
             let federations = self
                 .split
                 .iter()
-                .map(|&s| settings.federation(&images, &test, self.clients, s, placement))
+                .map(|&s| settings.federation::<C>(&images, &test, self.clients, s, placement))
                 .collect::<Result<Vec<_>>>()?;
             // Rounds per iteration depend on the method only: one probe each.
             let budget = self

@@ -10,7 +10,8 @@ use hgp_averaging::{Central, ClientBuffer, Placement};
 use hgp_hypergrad::{AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator};
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::images::{FedSplit, ImageSet, federated_split};
-use hgp_models::{BatchSize, HyperRep, HyperRepConfig, PerClient};
+use hgp_models::nn::{NetClient, NetConfig};
+use hgp_models::{BatchSize, ClientObjective, HyperRep, HyperRepConfig, InnerCost, PerClient};
 
 use crate::setup::{derive, domain};
 
@@ -111,6 +112,101 @@ impl std::fmt::Display for Split {
     }
 }
 
+/// The network of the runs and how it is cut into a representation (λ) and a head (the
+/// lower variable).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Model {
+    /// The MLP of paper 003 (its hidden layer is λ, the linear head the lower variable), with
+    /// analytic derivatives ([`HyperRep`]).
+    Mlp(HyperRepConfig),
+    /// A network on candle whose last linear layers are the lower variable
+    /// ([`HyperMode::Representation`](hgp_models::nn::HyperMode::Representation)): paper 003's LeNet-5 (App. A.2).
+    Net(NetConfig),
+}
+
+/// A client of the hyper-representation problem as `hgp fbo` runs it: its costs, how it is
+/// built, where the runs start and its test accuracy.
+pub trait RepClient: ClientObjective<Real> + Sized {
+    /// The client of `model` on its training and validation images; a stand-in with their
+    /// sizes when another rank holds it (`here` false).
+    fn build(model: &Model, train: &ImageSet, val: &ImageSet, here: bool) -> Result<Self>;
+    /// The initial head y (lower variable) and representation λ, drawn from `seed`.
+    fn start(&self, model: &Model, seed: u64) -> (Vec<Real>, Vec<Real>);
+    /// The fraction of `test` that the network (y, λ) classifies right.
+    fn accuracy(&self, y: &[Real], lambda: &[Real], test: &ImageSet) -> f64;
+}
+
+impl RepClient for HyperRep<Real> {
+    fn build(model: &Model, train: &ImageSet, val: &ImageSet, here: bool) -> Result<Self> {
+        let Model::Mlp(config) = *model else {
+            bail!("the MLP client was built for another network");
+        };
+        Ok(if here {
+            HyperRep::new(train, val, config)?
+        } else {
+            HyperRep::held_elsewhere(config, train.pixels(), train.len(), val.len())?
+        })
+    }
+
+    /// PyTorch's initial hidden layer and a zero head (the head's cost is convex: it needs
+    /// no random start).
+    fn start(&self, _: &Model, seed: u64) -> (Vec<Real>, Vec<Real>) {
+        (
+            vec![0.0; self.dim_x()],
+            HyperRep::<Real>::init_lambda(self.pixels(), self.hidden(), seed),
+        )
+    }
+
+    fn accuracy(&self, y: &[Real], lambda: &[Real], test: &ImageSet) -> f64 {
+        HyperRep::accuracy(self, y, lambda, test)
+    }
+}
+
+impl RepClient for NetClient<Real> {
+    fn build(model: &Model, train: &ImageSet, val: &ImageSet, here: bool) -> Result<Self> {
+        let Model::Net(config) = *model else {
+            bail!("the network client was built for the MLP");
+        };
+        Ok(if here {
+            NetClient::new(
+                config,
+                (&train.images, &train.labels),
+                (&val.images, &val.labels),
+            )?
+        } else {
+            NetClient::held_elsewhere(config, train.len(), val.len())?
+        })
+    }
+
+    /// PyTorch's initialization of the whole network, cut into the body λ and the head y
+    /// (a head of two layers with a ReLU between them cannot start at zero: its hidden
+    /// units would get no gradient).
+    fn start(&self, model: &Model, seed: u64) -> (Vec<Real>, Vec<Real>) {
+        let Model::Net(config) = model else {
+            unreachable!("a network client of the MLP");
+        };
+        let whole: Vec<Real> = config.arch.init(seed).iter().map(|&v| v as Real).collect();
+        let (lambda, y) = whole.split_at(self.dim_lambda());
+        (y.to_vec(), lambda.to_vec())
+    }
+
+    fn accuracy(&self, y: &[Real], lambda: &[Real], test: &ImageSet) -> f64 {
+        if test.is_empty() {
+            return 0.0;
+        }
+        // The sizes were checked when the client was built; a failure here is a bug.
+        let predicted = self
+            .predict(y, lambda, &test.images)
+            .unwrap_or_else(|e| panic!("the test accuracy: {e}"));
+        let right = predicted
+            .iter()
+            .zip(&test.labels)
+            .filter(|(p, l)| p == l)
+            .count();
+        right as f64 / test.len() as f64
+    }
+}
+
 /// Called with the communication rounds so far, the head y and the hidden layer λ.
 type Observer<'a> = dyn FnMut(usize, &[Real], &[Real]) + 'a;
 
@@ -140,18 +236,18 @@ pub struct Settings {
     pub rounds: usize,
     /// The test accuracy whose first crossing is reported.
     pub target: f64,
-    /// The model's sizes and the head's L2 weight β.
-    pub model: HyperRepConfig,
+    /// The network, its sizes and the head's L2 weight β.
+    pub model: Model,
     /// The seed of every random choice.
     pub seed: u64,
 }
 
 /// One split's clients and the held-out test images.
-pub struct Federation {
+pub struct Federation<C> {
     /// The split.
     pub split: Split,
     /// Every client's lower (head) and upper (representation) costs.
-    pub clients: Vec<HyperRep<Real>>,
+    pub clients: Vec<C>,
     /// Images no client sees.
     pub test: ImageSet,
     /// Where the clients live (`--engine mpi`: each rank holds and computes its own block,
@@ -214,14 +310,14 @@ impl Settings {
     ///
     /// A split that leaves a client without training or validation images; images whose
     /// labels need more classes than the head has.
-    pub fn federation(
+    pub fn federation<C: RepClient>(
         &self,
         images: &ImageSet,
         test: &ImageSet,
         clients: usize,
         split: Split,
         placement: &Placement,
-    ) -> Result<Federation> {
+    ) -> Result<Federation<C>> {
         let parts = federated_split(
             images,
             clients,
@@ -236,17 +332,10 @@ impl Settings {
             .enumerate()
             .map(|(i, c)| {
                 let held = owned.contains(&i) || i < 2;
-                if held || c.train.is_empty() || c.val.is_empty() {
-                    HyperRep::new(&c.train, &c.val, self.model)
-                } else {
-                    HyperRep::held_elsewhere(
-                        self.model,
-                        c.train.pixels(),
-                        c.train.len(),
-                        c.val.len(),
-                    )
-                }
-                .with_context(|| format!("client {i} of the {} split", split.name()))
+                // An empty set is built here, where it is an error (every rank says so).
+                let here = held || c.train.is_empty() || c.val.is_empty();
+                C::build(&self.model, &c.train, &c.val, here)
+                    .with_context(|| format!("client {i} of the {} split", split.name()))
             })
             .collect::<Result<Vec<_>>>()?;
         drop(parts);
@@ -275,11 +364,11 @@ impl Settings {
     }
 
     /// The joint estimator of `method`.
-    fn estimator(
+    fn estimator<C: RepClient>(
         &self,
         method: Method,
         placement: &Placement,
-    ) -> Result<Box<dyn JointEstimator<Real, HyperRep<Real>>>> {
+    ) -> Result<Box<dyn JointEstimator<Real, C>>> {
         let options = self.options(method);
         let on = placement.clone();
         Ok(match method {
@@ -302,7 +391,11 @@ impl Settings {
     /// # Errors
     ///
     /// A budget below one iteration.
-    pub fn iterations(&self, method: Method, federation: &Federation) -> Result<(usize, usize)> {
+    pub fn iterations<C: RepClient>(
+        &self,
+        method: Method,
+        federation: &Federation<C>,
+    ) -> Result<(usize, usize)> {
         let clients = &federation.clients[..federation.clients.len().min(2)];
         let mut probe = self.clone();
         probe.fraction = 1.0;
@@ -339,12 +432,12 @@ impl Settings {
     ///
     /// Estimator errors (a growing Neumann series, a lower level or an upper variable that
     /// is no longer finite), with the iteration they happened at.
-    pub fn run(
+    pub fn run<C: RepClient>(
         &self,
         method: Method,
         tau: usize,
         iterations: usize,
-        federation: &Federation,
+        federation: &Federation<C>,
         progress: &dyn Fn(usize),
     ) -> Result<Run> {
         let test = &federation.test;
@@ -355,7 +448,10 @@ impl Settings {
             (&federation.clients, &federation.placement),
             iterations,
             &mut |rounds, y, lambda| {
-                curve.push((rounds, federation.clients[0].accuracy(y, lambda, test)));
+                curve.push((
+                    rounds,
+                    RepClient::accuracy(&federation.clients[0], y, lambda, test),
+                ));
                 progress(rounds);
             },
         )?;
@@ -372,24 +468,21 @@ impl Settings {
     /// head; `observe(rounds, y, λ)` at the start and after every iteration. Returns the
     /// rounds of the last iteration, and where the run diverged if it did (other errors are
     /// errors).
-    fn iterate(
+    fn iterate<C: RepClient>(
         &self,
         method: Method,
         tau: usize,
-        (clients, placement): (&[HyperRep<Real>], &Placement),
+        (clients, placement): (&[C], &Placement),
         iterations: usize,
         observe: &mut Observer<'_>,
     ) -> Result<(usize, Option<Divergence>)> {
         let n = clients.len();
-        let first = &clients[0];
-        let d_x = first.classes() * first.hidden() + first.classes();
-        let init = HyperRep::<Real>::init_lambda(
-            first.pixels(),
-            first.hidden(),
-            derive(self.seed, domain::INIT),
-        );
+        let (y0, init) = clients[0].start(&self.model, derive(self.seed, domain::INIT));
         let mut lambda = PerClient::from_rows(vec![init; n]);
-        let mut x = ClientBuffer::zeros(n, d_x);
+        let mut x = ClientBuffer::zeros(n, y0.len());
+        for i in 0..n {
+            x.row_mut(i).copy_from_slice(&y0);
+        }
         let mut estimator = self.estimator(method, placement)?;
         // The upper round's server only aggregates (the participants come from the estimate).
         let server = Central::new(n, self.fraction, self.seed)?.with_placement(placement.clone());
