@@ -25,7 +25,7 @@ use crate::setup::{
     EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
     resolve_step,
 };
-use protocol::Cell;
+use protocol::{Cell, Rates};
 pub use protocol::{Method, PersonalizeEstimator, Protocol, Setting};
 use report::{CellRow, HEADER};
 
@@ -58,6 +58,7 @@ struct Sizes {
     steps: usize,
     batch: usize,
     outer_steps: usize,
+    neumann_terms: usize,
 }
 
 /// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
@@ -74,6 +75,7 @@ const SIZES: [Sizes; 3] = [
         steps: 600,
         batch: 128,
         outer_steps: OUTER_STEPS,
+        neumann_terms: NEUMANN_TERMS,
     },
     Sizes {
         label: "--quick",
@@ -85,6 +87,7 @@ const SIZES: [Sizes; 3] = [
         steps: 20,
         batch: 16,
         outer_steps: OUTER_STEPS,
+        neumann_terms: NEUMANN_TERMS,
     },
     Sizes {
         label: "--preset cpu",
@@ -96,6 +99,38 @@ const SIZES: [Sizes; 3] = [
         steps: 200,
         batch: 32,
         outer_steps: 3,
+        neumann_terms: NEUMANN_TERMS,
+    },
+];
+
+/// The sizes with colour images (CIFAR-10, CIFAR-100): paper 004's Table 2 (20 clients,
+/// MobileNet-v2, 1,200 SGP steps of batch 128, 10 outer steps, M = 20), and `--quick` (the
+/// CIFAR CNN, 4 clients on at most 4,000 images, 100 steps of batch 16, 3 outer steps, M = 10;
+/// `--preset cpu` takes the same sizes with 3 seeds).
+const COLOUR_SIZES: [Sizes; 2] = [
+    Sizes {
+        label: "the paper's setting with colour images",
+        seeds: 1,
+        clients: 20,
+        images: None,
+        model: ModelKind::MobilenetV2,
+        model_name: "mobilenet-v2",
+        steps: 1200,
+        batch: 128,
+        outer_steps: 10,
+        neumann_terms: 20,
+    },
+    Sizes {
+        label: "--quick with colour images",
+        seeds: 1,
+        clients: 4,
+        images: Some(4000),
+        model: ModelKind::CifarCnn,
+        model_name: "cifar-cnn",
+        steps: 100,
+        batch: 16,
+        outer_steps: 3,
+        neumann_terms: NEUMANN_TERMS,
     },
 ];
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
@@ -112,7 +147,7 @@ const ETA: EtaArg = EtaArg::Auto;
 pub fn after_help() -> String {
     let line = |s: &Sizes| {
         format!(
-            "  {}: --clients {} --images {} --model {} --sgp-steps {} --batch {} --outer-steps {} --seeds {}",
+            "  {}: --clients {} --images {} --model {} --sgp-steps {} --batch {} --outer-steps {} --neumann-terms {} --seeds {}",
             s.label,
             s.clients,
             s.images.map_or("all".to_string(), |n| n.to_string()),
@@ -120,14 +155,17 @@ pub fn after_help() -> String {
             s.steps,
             s.batch,
             s.outer_steps,
+            s.neumann_terms,
             s.seeds
         )
     };
     format!(
-        "Defaults:\n{}\n{}\n{}\n  all: --neumann-terms {NEUMANN_TERMS} --push-steps {PUSH_STEPS} --eta {ETA}",
+        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images (inner rate 0.1 for cifar10, 0.2 for cifar100, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd",
         line(&SIZES[0]),
         line(&SIZES[1]),
-        line(&SIZES[2])
+        line(&SIZES[2]),
+        line(&COLOUR_SIZES[0]),
+        line(&COLOUR_SIZES[1])
     )
 }
 
@@ -145,15 +183,17 @@ crate::report::serialize_by_value_name!(ModelKind, Preset, protocol::Personalize
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Personalize {
-    /// Methods to compare (comma separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
+    /// Methods to compare (comma separated) [default: all; with --estimator pdbo the four of
+    /// paper 004's Table 1: sgp, local, pdbo-mtl-local, hgp-mtl (reported as pdbo-mtl)].
+    #[arg(long, value_enum, value_delimiter = ',')]
     #[serde(skip)]
-    methods: Vec<Method>,
-    /// Networks (comma separated): by default the four of HGP Table 2; exp (one peer per
-    /// step) takes Table 6's rates of the time-varying networks.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = NetworkKind::TABLE2)]
+    methods: Option<Vec<Method>>,
+    /// Networks (comma separated) [default: the four of HGP Table 2, fc, fixu, randu, randd;
+    /// with --estimator pdbo paper 004's randd]; exp (one peer per step) takes Table 6's rates
+    /// of the time-varying networks.
+    #[arg(long, value_enum, value_delimiter = ',')]
     #[serde(skip)]
-    networks: Vec<NetworkKind>,
+    networks: Option<Vec<NetworkKind>>,
     /// Clients, split as in HGP App. A.3 into min(3, N) clusters [default: listed at the
     /// end].
     #[arg(long, value_name = "N")]
@@ -178,8 +218,10 @@ pub struct Personalize {
     model: Option<ModelKind>,
     /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps on
     /// batches of 16), about 14 minutes on 2 cores (9 with a fixed --eta, which skips the
-    /// power iterations). The default is the paper's setting, sized for a GPU (`--features
-    /// cuda`): on a CPU it takes days.
+    /// power iterations); with colour images the CIFAR CNN, 4 clients on at most 4,000
+    /// images (each client's parts scaled down from the paper's, said in the log), 100 steps
+    /// of batch 16, 3 outer steps (about 5 minutes). The default is the paper's setting, sized for a GPU
+    /// (`--features cuda`): on a CPU it takes days (weeks with MobileNet-v2).
     #[arg(long, conflicts_with = "preset")]
     quick: bool,
     /// A named setting. `cpu`: the whole table at a size two CPU cores finish in under 45
@@ -196,7 +238,8 @@ pub struct Personalize {
     #[serde(skip)]
     seeds: Option<usize>,
     /// Inner SGP steps; the learning rate is multiplied by 0.1 at 5/6 and 11/12 of them
-    /// (steps 500 and 550 of 600, as in the paper) [default: listed at the end].
+    /// (steps 500 and 550 of 600, as in HGP), with colour images at 11/12 and 23/24 (the
+    /// last 100 and 50 of paper 004's 1,200) [default: listed at the end].
     #[arg(long, value_name = "T")]
     sgp_steps: Option<usize>,
     /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
@@ -210,9 +253,9 @@ pub struct Personalize {
     /// and hgp-pl / hgp-mtl are reported as pdbo-pl / pdbo-mtl, paper 004's Table 1).
     #[arg(long, value_enum, default_value_t = PersonalizeEstimator::Hgp)]
     estimator: PersonalizeEstimator,
-    /// Neumann terms M of HGP.
-    #[arg(long, default_value_t = NEUMANN_TERMS, value_name = "M")]
-    neumann_terms: usize,
+    /// Neumann terms M of HGP [default: listed at the end].
+    #[arg(long, value_name = "M")]
+    neumann_terms: Option<usize>,
     /// Push-Sum (or gossip) steps S per average.
     #[arg(long, default_value_t = PUSH_STEPS, value_name = "S")]
     push_steps: usize,
@@ -247,10 +290,50 @@ pub struct Personalize {
 
 impl Personalize {
     fn sizes(&self) -> &'static Sizes {
-        match (self.preset, self.quick) {
-            (Some(Preset::Cpu), _) => &SIZES[2],
-            (None, true) => &SIZES[1],
-            (None, false) => &SIZES[0],
+        match (self.preset, self.quick, self.dataset.colour()) {
+            (Some(Preset::Cpu), _, false) => &SIZES[2],
+            (None, true, false) => &SIZES[1],
+            (None, false, false) => &SIZES[0],
+            (None, false, true) => &COLOUR_SIZES[0],
+            (_, _, true) => &COLOUR_SIZES[1],
+        }
+    }
+
+    /// The methods of the table.
+    fn methods(&self) -> Vec<Method> {
+        match (&self.methods, self.estimator) {
+            (Some(m), _) => m.clone(),
+            (None, PersonalizeEstimator::Pdbo) => {
+                vec![
+                    Method::Sgp,
+                    Method::Local,
+                    Method::PdboMtlLocal,
+                    Method::HgpMtl,
+                ]
+            }
+            (None, PersonalizeEstimator::Hgp) => Method::value_variants().to_vec(),
+        }
+    }
+
+    /// The networks of the table.
+    fn networks(&self) -> Vec<NetworkKind> {
+        match (&self.networks, self.estimator) {
+            (Some(k), _) => k.clone(),
+            (None, PersonalizeEstimator::Pdbo) => vec![NetworkKind::Randd],
+            (None, PersonalizeEstimator::Hgp) => NetworkKind::TABLE2.to_vec(),
+        }
+    }
+
+    fn neumann_terms(&self) -> usize {
+        self.neumann_terms.unwrap_or(self.sizes().neumann_terms)
+    }
+
+    /// HGP's rates with grey images, paper 004's Table 2 with colour ones.
+    fn rates(&self) -> Rates {
+        match self.dataset {
+            Dataset::Cifar10 => Rates::Paper004 { inner_lr: 0.1 },
+            Dataset::Cifar100 => Rates::Paper004 { inner_lr: 0.2 },
+            _ => Rates::Hgp,
         }
     }
 
@@ -259,18 +342,19 @@ impl Personalize {
     }
 
     fn seeds(&self) -> usize {
-        self.seeds.unwrap_or(self.sizes().seeds)
+        let preset = self.preset.map(|_| SIZES[2].seeds);
+        self.seeds.or(preset).unwrap_or(self.sizes().seeds)
     }
 
     /// Checks every option and, on the rank that writes, the output directory (before any
     /// work).
     fn validate(&self, engine: &Engine) -> Result<hgp_hypergrad::Eta> {
-        if self.methods.is_empty() || self.networks.is_empty() {
+        if self.methods().is_empty() || self.networks().is_empty() {
             bail!("--methods and --networks need at least one value each");
         }
         let counts: Vec<(&str, usize)> = [
             ("--outer-steps", self.outer_steps),
-            ("--neumann-terms", Some(self.neumann_terms)),
+            ("--neumann-terms", self.neumann_terms),
             ("--push-steps", Some(self.push_steps)),
             ("--sgp-steps", self.sgp_steps),
             ("--batch", self.batch),
@@ -295,8 +379,8 @@ impl Personalize {
                     )
                 })?;
             }
-            if self.methods.contains(&Method::HgpPl) || self.methods.contains(&Method::HgpMtl) {
-                for &k in &self.networks {
+            if self.methods().contains(&Method::HgpPl) || self.methods().contains(&Method::HgpMtl) {
+                for k in self.networks() {
                     if k == NetworkKind::Exp {
                         bail!(
                             "--estimator pdbo reverses every link (paper 004 Sec. 2.1); --networks exp has one-way links"
@@ -374,7 +458,8 @@ impl Personalize {
         let protocol = Protocol {
             setting,
             outer_steps: self.outer_steps(),
-            neumann_terms: self.neumann_terms,
+            neumann_terms: self.neumann_terms(),
+            rates: self.rates(),
             push_steps: self.push_steps,
             seed,
             estimator: self.estimator,
@@ -420,10 +505,11 @@ impl Personalize {
             None => (Vec::new(), Reporter::silent()?, None),
         };
         reporter.line(&format!("data: {description}"));
+        let methods = self.methods();
         let todo: Vec<(Method, NetworkKind)> = self
-            .networks
-            .iter()
-            .flat_map(|&k| self.methods.iter().map(move |&m| (m, k)))
+            .networks()
+            .into_iter()
+            .flat_map(|k| methods.iter().map(move |&m| (m, k)))
             .filter(|&(m, k)| !done.contains(&(m.name().to_string(), k.name().to_string())))
             .collect();
         if !cells.is_empty() {
@@ -468,8 +554,8 @@ impl Personalize {
         stage.finish("");
         // Table order, whatever order the rows were computed in.
         let mut ordered = Vec::new();
-        for &k in &self.networks {
-            for &m in &self.methods {
+        for k in self.networks() {
+            for &m in &methods {
                 if let Some(c) = cells.iter().find(|c| c.method == m && c.network == k) {
                     ordered.push(c.clone());
                 }
@@ -484,7 +570,7 @@ impl Personalize {
     /// A resumed file may only hold rows this run would compute.
     fn check_resumed(&self, cells: &[Cell], csv: &std::path::Path) -> Result<()> {
         for c in cells {
-            if !self.methods.contains(&c.method) || !self.networks.contains(&c.network) {
+            if !self.methods().contains(&c.method) || !self.networks().contains(&c.network) {
                 bail!(
                     "--resume: {} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
                     csv.display(),
@@ -531,11 +617,9 @@ impl Personalize {
                 )
             }
             (Some(m), _) => m,
-            // The paper's setting runs paper 004's network; --quick and --preset cpu the
-            // CNN two cores can train.
-            (None, true) if std::ptr::eq(sizes, &SIZES[0]) => ModelKind::MobilenetV2,
-            (None, true) => ModelKind::CifarCnn,
-            (None, false) => sizes.model,
+            // With colour images the paper's setting runs paper 004's network; --quick and
+            // --preset cpu the CNN two cores can train.
+            (None, _) => sizes.model,
         };
         let (all, coarse, source) = load_dataset(self.dataset, self.data_dir.as_deref())?;
         let wanted = self.images.or(sizes.images).unwrap_or(all.len());

@@ -113,14 +113,67 @@ pub fn table6_hyper_lr(method: Method, network: NetworkKind) -> f64 {
     }
 }
 
-/// The inner SGP learning rate (before its decays at 5/6 and 11/12 of the steps).
+/// The inner SGP learning rate of HGP's experiments (before its decays at 5/6 and 11/12 of
+/// the steps).
 pub fn inner_lr(method: Method) -> f64 {
     if method.ensemble() { 0.5 } else { 0.1 }
 }
 
-/// γ of paper 004's HGP: the inner SGP's final learning rate (two decays by 0.1).
-pub fn pdbo_gamma(method: Method) -> f64 {
-    inner_lr(method) * 0.01
+/// The learning rates and L2 weights of a table: HGP's (grey images) or paper 004's Table 2
+/// (colour images).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rates {
+    /// HGP Table 6 and Sec. 5.3: inner rate 0.5 for the ensembles, 0.1 otherwise, × 0.1 at
+    /// 5/6 and 11/12 of the steps (500 and 550 of 600); Adam's rate and the L2 weight on λ
+    /// by method and network ([`table6_hyper_lr`], [`table6_l2_lambda`]).
+    Hgp,
+    /// Paper 004 Table 2, rows CIFAR10 and CIFAR100: one inner rate for every method (0.1
+    /// and 0.2), × 0.1 at the last 100 and 50 steps (App. A.2; of its 1,200 steps: 11/12
+    /// and 23/24, the proportions kept for other step counts), Adam's rate 1.0 and the L2
+    /// weight on λ 0.01 for every network; inner L2 0.001 as HGP's.
+    Paper004 {
+        /// The inner learning rate before its decays.
+        inner_lr: f64,
+    },
+}
+
+impl Rates {
+    /// The inner learning rate of `method` before its decays.
+    pub fn inner_lr(self, method: Method) -> f64 {
+        match self {
+            Self::Hgp => inner_lr(method),
+            Self::Paper004 { inner_lr } => inner_lr,
+        }
+    }
+
+    /// The steps after which the inner rate is multiplied by 0.1, of `steps`.
+    pub fn milestones(self, steps: usize) -> Vec<usize> {
+        match self {
+            Self::Hgp => vec![steps * 5 / 6, steps * 11 / 12],
+            Self::Paper004 { .. } => vec![steps * 11 / 12, steps * 23 / 24],
+        }
+    }
+
+    /// The L2 weight on λ in the outer cost.
+    pub fn l2_lambda(self, method: Method, network: NetworkKind) -> f64 {
+        match self {
+            Self::Hgp => table6_l2_lambda(method, network),
+            Self::Paper004 { .. } => 1e-2,
+        }
+    }
+
+    /// Adam's learning rate on λ.
+    pub fn hyper_lr(self, method: Method, network: NetworkKind) -> f64 {
+        match self {
+            Self::Hgp => table6_hyper_lr(method, network),
+            Self::Paper004 { .. } => 1.0,
+        }
+    }
+
+    /// γ of paper 004's HGP: the inner SGP's final learning rate (two decays by 0.1).
+    pub fn pdbo_gamma(self, method: Method) -> f64 {
+        self.inner_lr(method) * 0.01
+    }
 }
 
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
@@ -140,6 +193,8 @@ pub struct Protocol {
     pub outer_steps: usize,
     /// HGP's Neumann terms M.
     pub neumann_terms: usize,
+    /// The learning rates and L2 weights.
+    pub rates: Rates,
     /// Push-Sum (or gossip) steps S per average.
     pub push_steps: usize,
     /// Seed of every random choice.
@@ -292,6 +347,17 @@ pub fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
 }
 
 impl Protocol {
+    /// Whether `method` trains an ensemble of three networks: HGP-MTL and PDBO-MTL (local)
+    /// always; SGP and Local under paper 004's estimator, whose baselines are ensembles
+    /// with uniform weights (paper 004 App. A.2: "we trained ensemble models with uniform
+    /// prediction weights for Local and SGP"; λ = 0 gives softmax(λ) = 1/3 each, and they
+    /// never change λ). Under HGP's they are one network, as in HGP's Table 2.
+    fn ensemble(&self, method: Method) -> bool {
+        method.ensemble()
+            || (self.estimator == PersonalizeEstimator::Pdbo
+                && matches!(method, Method::Sgp | Method::Local))
+    }
+
     /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
     /// three (HGP-MTL, PDBO-MTL), f_i = mean training cross-entropy + L2 on λ.
     fn clients(
@@ -301,8 +367,8 @@ impl Protocol {
         split: &[ImageClient],
         s: &Setting,
     ) -> Result<Vec<NetClient<f32>>> {
-        let l2_lambda = table6_l2_lambda(method, network);
-        let mode = if method.ensemble() {
+        let l2_lambda = self.rates.l2_lambda(method, network);
+        let mode = if self.ensemble(method) {
             HyperMode::Ensemble { members: 3 }
         } else {
             HyperMode::ClassMask
@@ -344,8 +410,8 @@ impl Protocol {
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
-        let lr = inner_lr(method);
-        let schedule = LrSchedule::multi_step(lr, vec![s.steps * 5 / 6, s.steps * 11 / 12], 0.1)?;
+        let lr = self.rates.inner_lr(method);
+        let schedule = LrSchedule::multi_step(lr, self.rates.milestones(s.steps), 0.1)?;
         let batch = BatchSize::Size(s.batch);
         let seed = derive(self.seed, domain::INNER);
         if method == Method::Local {
@@ -402,7 +468,7 @@ impl Protocol {
         if self.estimator == PersonalizeEstimator::Pdbo {
             let options = PdboOptions {
                 neumann_terms: self.neumann_terms,
-                gamma: pdbo_gamma(method),
+                gamma: self.rates.pdbo_gamma(method),
                 batch: BatchSize::Size(s.batch),
                 samples: SampleMode::Shared,
                 seed: derive(self.seed, domain::ESTIMATOR),
@@ -445,7 +511,7 @@ impl Protocol {
         let s = &self.setting;
         let clients = self.clients(method, network, split, s)?;
         let n = clients.len();
-        let members = if method.ensemble() { 3 } else { 1 };
+        let members = if self.ensemble(method) { 3 } else { 1 };
         let init: Vec<f32> = (0..members)
             .flat_map(|k| s.arch.init(derive(self.seed, domain::INIT + k as u64)))
             .map(|v| v as f32)
@@ -453,7 +519,7 @@ impl Protocol {
         // Every inner solve starts from the same x0: x(λ) is a function of λ alone, and every
         // evaluated model has had the same training budget as the SGP and Local baselines.
         let x0 = ClientBuffer::from_fn(n, init.len(), |_, k| init[k]);
-        let lambda_len = if method.ensemble() { 3 } else { s.classes };
+        let lambda_len = if self.ensemble(method) { 3 } else { s.classes };
         let mut lambda = PerClient::filled(&vec![lambda_len; n], 0.0f32);
         let mut solver = self.solver(method, network, n, s)?;
         let placement = &self.placement;
@@ -493,7 +559,7 @@ impl Protocol {
                 training: Some(training),
             });
         }
-        let hyper_lr = table6_hyper_lr(method, network);
+        let hyper_lr = self.rates.hyper_lr(method, network);
         let mut adam = Adam::new(hyper_lr)?;
         let mut estimator = self.estimator(method, network, n, s)?;
         let mut losses = vec![outer_loss(&x, &lambda)];
@@ -552,6 +618,71 @@ mod tests {
     use hgp_hypergrad::{Eta, PowerIteration};
     use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
 
+    /// Paper 004's Table 2 rates with colour images: the decays at the last 100 and 50 of
+    /// 1,200 steps, one inner rate for every method, Adam's rate 1 and L2 0.01 on every
+    /// network; HGP's Table 6 otherwise.
+    #[test]
+    fn rates_follow_their_tables() {
+        let paper = Rates::Paper004 { inner_lr: 0.2 };
+        assert_eq!(paper.milestones(1200), [1100, 1150]);
+        assert_eq!(Rates::Hgp.milestones(600), [500, 550]);
+        for m in Method::value_variants() {
+            assert_eq!(paper.inner_lr(*m), 0.2);
+            for k in [NetworkKind::Fc, NetworkKind::Randd] {
+                assert_eq!(paper.hyper_lr(*m, k), 1.0);
+                assert_eq!(paper.l2_lambda(*m, k), 0.01);
+            }
+        }
+        assert_eq!(Rates::Hgp.inner_lr(Method::HgpMtl), 0.5);
+        assert_eq!(Rates::Hgp.hyper_lr(Method::HgpMtl, NetworkKind::Randd), 0.1);
+        assert!((paper.pdbo_gamma(Method::Sgp) - 0.002).abs() < 1e-15);
+    }
+
+    /// Under paper 004's estimator SGP and Local train uniform ensembles of three networks
+    /// (its baselines); under HGP's, one network.
+    #[test]
+    fn baselines_are_ensembles_under_paper_004() {
+        let all = embedded_mnist().unwrap();
+        let set = all.subset(&(0..90).collect::<Vec<_>>());
+        let config = SplitConfig {
+            clients: 3,
+            clusters: 3,
+            ..SplitConfig::default()
+        };
+        let split = heterogeneous_split(&set, &config, 5).unwrap();
+        let arch = Architecture::Linear { classes: 10 };
+        let mut protocol = Protocol {
+            setting: Setting {
+                arch,
+                steps: 2,
+                batch: 4,
+                classes: 10,
+                eta: Eta::Fixed(0.1),
+            },
+            outer_steps: 1,
+            neumann_terms: 2,
+            rates: Rates::Hgp,
+            push_steps: 2,
+            seed: 1,
+            estimator: PersonalizeEstimator::Hgp,
+            placement: Placement::local(),
+        };
+        for (estimator, members) in [
+            (PersonalizeEstimator::Hgp, 1),
+            (PersonalizeEstimator::Pdbo, 3),
+        ] {
+            protocol.estimator = estimator;
+            for method in [Method::Sgp, Method::Local] {
+                let clients = protocol
+                    .clients(method, NetworkKind::Randd, &split, &protocol.setting)
+                    .unwrap();
+                assert_eq!(clients[0].dim_x(), members * arch.dim(), "{method}");
+                let lambda = if members == 3 { 3 } else { 10 };
+                assert_eq!(clients[0].dim_lambda(), lambda, "{method}");
+            }
+        }
+    }
+
     /// The protocol runs from Rust, without the command: a small linear model on 300
     /// digits over 3 clients, two outer steps of HGP-PL, reproducible to the bit.
     #[test]
@@ -574,6 +705,7 @@ mod tests {
             },
             outer_steps: 2,
             neumann_terms: 5,
+            rates: Rates::Hgp,
             push_steps: 5,
             seed: 1,
             estimator: PersonalizeEstimator::Hgp,
@@ -645,6 +777,7 @@ mod tests {
             },
             outer_steps: 2,
             neumann_terms: 3,
+            rates: Rates::Hgp,
             push_steps: 3,
             seed: 4,
             estimator,

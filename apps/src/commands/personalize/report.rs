@@ -136,19 +136,18 @@ impl Personalize {
         training: impl Fn(Method, NetworkKind) -> Option<Training>,
     ) -> Option<Table> {
         let methods: Vec<Method> = self
-            .methods
-            .iter()
-            .copied()
+            .methods()
+            .into_iter()
             .filter(|m| !m.tunes_lambda())
             .collect();
         if methods.is_empty() {
             return None;
         }
         let mut table =
-            Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
+            Table::new(std::iter::once("method").chain(self.networks().iter().map(|k| k.name())));
         for m in methods {
             table.row(
-                std::iter::once(m.name().to_string()).chain(self.networks.iter().map(|&k| {
+                std::iter::once(m.name().to_string()).chain(self.networks().iter().map(|&k| {
                     match training(m, k) {
                         Some(t) => format!(
                             "{:.1}, {:.3} ({:.3})",
@@ -182,11 +181,11 @@ impl Personalize {
             (mean(&v), std_dev(&v))
         };
         let mut table =
-            Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
+            Table::new(std::iter::once("method").chain(self.networks().iter().map(|k| k.name())));
         let mut rows = Vec::new();
-        for &m in &self.methods {
+        for &m in &self.methods() {
             let mut line = vec![m.label(self.estimator).to_string()];
-            for &k in &self.networks {
+            for &k in &self.networks() {
                 let cells = of(m, k);
                 let (avg, sd) = stat(&cells, &|c| Some(c.average));
                 let (b10, _) = stat(&cells, &|c| Some(c.bottom10));
@@ -278,10 +277,10 @@ impl Personalize {
             |m: Method, k: NetworkKind| cells.iter().find(|c| c.method == m && c.network == k);
         let csv = out.join("personalize.csv");
         let mut table =
-            Table::new(std::iter::once("method").chain(self.networks.iter().map(|k| k.name())));
-        for &m in &self.methods {
+            Table::new(std::iter::once("method").chain(self.networks().iter().map(|k| k.name())));
+        for &m in &self.methods() {
             table.row(std::iter::once(m.label(self.estimator).to_string()).chain(
-                self.networks.iter().map(|&k| match find(m, k) {
+                self.networks().iter().map(|&k| match find(m, k) {
                     Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
                     None => "-".to_string(),
                 }),
@@ -299,10 +298,10 @@ impl Personalize {
         let mut figure = Figure::new()
             .with_title("Validation accuracy per outer step (Fig. 4)")
             .shared_y();
-        for &k in &self.networks {
+        for &k in &self.networks() {
             let mut panel =
                 Panel::new(k.name().to_uppercase(), "outer step", "validation accuracy");
-            for &m in &self.methods {
+            for &m in &self.methods() {
                 if let Some(c) = find(m, k) {
                     let points = if c.curve.len() == 1 {
                         (1..=self.outer_steps())
