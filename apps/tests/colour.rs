@@ -310,6 +310,29 @@ fn personalize_runs_paper_004s_methods_on_cifar() {
         log.contains("60 / 20 / 120") && log.contains("scaled down"),
         "{log}"
     );
+    // MobileNet-v2 on 2 CPU cores: its HVPs on batches of 48 (in parts of 32) for three
+    // networks and two clients at once hold more than the machine has, refused before any
+    // training with the estimate's largest part (a line naming --batch and the threads).
+    let err = fails(&[
+        "personalize",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--estimator",
+        "pdbo",
+        "--clients",
+        "4",
+        "--batch",
+        "48",
+        "--out",
+        dir.path().join("big").to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("in memory") && err.contains("--batch 48") && err.contains("MobileNet-v2"),
+        "{err}"
+    );
+    assert!(!dir.path().join("big/personalize.csv").exists());
     // A grey network does not take colour images.
     let err = fails(&[
         "personalize",

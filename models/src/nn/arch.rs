@@ -43,9 +43,11 @@ pub enum Architecture {
     ///
     /// Convolutions have no bias and are followed by batch normalization with **batch
     /// statistics** (training mode): each evaluation normalizes by the mean and variance of
-    /// the instances it is given (the mini-batch of an SGP step or an HVP; full-batch costs
-    /// in parts of at most [`CHUNK`](super::client::CHUNK) instances, each part by its own
-    /// statistics; predictions by the statistics of the predicted chunk). The statistics
+    /// the instances it is given, in parts of at most [`Architecture::chunk`] = 32 instances:
+    /// a mini-batch of an SGP step or an HVP of up to 32 images as a whole, larger ones
+    /// (paper 004's 128) and full-batch costs part by part, each part by its own statistics
+    /// ("ghost batches"; PyTorch would normalize the 128 together, but their double backward
+    /// takes 24 GB here); predictions by the statistics of the predicted part. The statistics
     /// are functions of x, so the gradient and the Hessian-vector products differentiate
     /// through them: the inner cost is the loss of the network *as trained*, and the HVP is
     /// exact for that cost. There are no running averages (x holds the learnable
@@ -505,6 +507,51 @@ impl Architecture {
             Self::Linear { classes } => 2 * 784 * classes as u64,
             Self::Logistic { inputs } => 2 * inputs as u64,
         }
+    }
+
+    /// Instances evaluated in one pass: larger batches and full-batch costs are summed over
+    /// parts of at most this many, which bounds the autograd graph's memory
+    /// ([`CHUNK`](super::client::CHUNK) = 256; 32 for MobileNet-v2, whose graph holds 50 MB an
+    /// image for a gradient and 195 MB for an HVP, and whose batch normalization then
+    /// normalizes each part by its own statistics).
+    pub fn chunk(&self) -> usize {
+        match self {
+            Self::MobileNetV2 { .. } => 32,
+            _ => super::client::CHUNK,
+        }
+    }
+
+    /// Whether the network normalizes by batch statistics (MobileNet-v2's batch
+    /// normalization): its costs then depend on how a batch is cut into parts, which are
+    /// balanced in size.
+    pub fn batch_statistics(&self) -> bool {
+        matches!(self, Self::MobileNetV2 { .. })
+    }
+
+    /// Bytes of autograd graph a gradient and a Hessian-vector product (double backward)
+    /// hold per instance of their batch on the CPU, in f32 (twice that in f64): measured on
+    /// candle 0.9 with `cargo run --release -p hgp-models --example graph_memory` (the slope
+    /// of the peak resident memory between two batch sizes: 1.6 / 3.8 MB for the Table 5 CNN,
+    /// 48 / 188 MB for MobileNet-v2) and raised by a fifth (a `personalize` run with
+    /// MobileNet-v2 peaked 10 % above the sum of its parts). Commands add these up before a
+    /// run to refuse one the machine cannot hold. MobileNet-v2 is the outlier: every batch
+    /// normalization and ReLU6 keeps several activation-sized tensors for the second
+    /// backward pass (24 GB for an HVP on 128 images).
+    pub fn graph_bytes_per_instance(&self) -> (f64, f64) {
+        const MB: f64 = 1e6;
+        let (gradient, hvp) = match *self {
+            Self::Table5Cnn { .. } => (2.0, 4.8),
+            Self::SmallCnn { .. } => (1.2, 2.3),
+            Self::CifarCnn { .. } => (2.6, 5.3),
+            Self::LeNet { .. } => (1.1, 1.9),
+            Self::MobileNetV2 { .. } => (60.0, 235.0),
+            // Below what the measurement resolves: a few activations of the inputs' size.
+            Self::Mlp { .. } | Self::Linear { .. } | Self::Logistic { .. } => {
+                let values = (self.inputs() + 256) as f64;
+                (16.0 * values / MB, 32.0 * values / MB)
+            }
+        };
+        (gradient * MB, hvp * MB)
     }
 
     /// PyTorch's default initialization: every weight and bias U(−1/√fan_in, 1/√fan_in),

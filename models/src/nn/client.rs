@@ -233,6 +233,12 @@ impl<T: Scalar + WithDType> NetClient<T> {
         if m == 0 {
             return Err(ModelError::Empty { what });
         }
+        if m == 1 && arch.batch_statistics() {
+            return Err(ModelError::Network(format!(
+                "the {what} has one image: the batch normalization of the {} needs at least 2",
+                arch.name()
+            )));
+        }
         if features.len() != m * p {
             return Err(ModelError::Dimension {
                 what: "features (instances × inputs)",
@@ -497,15 +503,17 @@ impl<T: Scalar + WithDType> NetClient<T> {
         }
     }
 
-    /// The parts (of at most [`CHUNK`] instances) of `batch` of the set of `cost`, and the
-    /// batch size.
+    /// The parts (of at most [`Architecture::chunk`] instances) of `batch` of the set of
+    /// `cost`, and the batch size.
     fn parts<'a>(&self, cost: Cost, batch: Batch<'a>) -> (Vec<Part<'a>>, usize) {
+        let (chunk, balanced) = (
+            self.config.arch.chunk(),
+            self.config.arch.batch_statistics(),
+        );
         match (cost, batch) {
-            (Cost::Inner, Batch::Indices(idx)) => {
-                (idx.chunks(CHUNK).map(Part::Indices).collect(), idx.len())
-            }
-            (Cost::Inner, Batch::Full) => (ranges(self.train.len), self.train.len),
-            (Cost::Outer, _) => (ranges(self.outer.len), self.outer.len),
+            (Cost::Inner, Batch::Indices(idx)) => (index_parts(idx, chunk, balanced), idx.len()),
+            (Cost::Inner, Batch::Full) => (ranges(self.train.len, chunk, balanced), self.train.len),
+            (Cost::Outer, _) => (ranges(self.outer.len, chunk, balanced), self.outer.len),
         }
     }
 
@@ -685,16 +693,43 @@ enum Part<'a> {
     Indices(&'a [usize]),
 }
 
-/// Instances evaluated in one pass. Full-batch costs and larger batches are summed over
-/// chunks of at most this many, so memory stays bounded whatever the data size (the
-/// Table 5 CNN's patch matrix alone is about 0.6 MB per image).
+/// Instances evaluated in one pass (all networks but MobileNet-v2, see
+/// [`Architecture::chunk`]). Full-batch costs and larger batches are summed over chunks of at
+/// most this many, so memory stays bounded whatever the data size (the Table 5 CNN's patch
+/// matrix alone is about 0.6 MB per image).
 pub const CHUNK: usize = 256;
 
-/// 0..len in consecutive parts of at most [`CHUNK`].
-fn ranges(len: usize) -> Vec<Part<'static>> {
-    (0..len)
-        .step_by(CHUNK)
-        .map(|start| Part::Range(start, CHUNK.min(len - start)))
+/// 0..len in consecutive parts of at most `chunk`: all of `chunk` but the last, or, with
+/// `balanced` (networks with batch normalization), ⌈len / chunk⌉ parts whose sizes differ by
+/// at most one (65 images in parts of 22, 22 and 21, not 32, 32 and 1: the batch statistics
+/// of one image are degenerate, and the gradient through them exploded to 1e9 on
+/// MobileNet-v2 at its initial point).
+fn ranges(len: usize, chunk: usize, balanced: bool) -> Vec<Part<'static>> {
+    if !balanced {
+        return (0..len)
+            .step_by(chunk)
+            .map(|start| Part::Range(start, chunk.min(len - start)))
+            .collect();
+    }
+    let parts = len.div_ceil(chunk);
+    let mut start = 0;
+    (0..parts)
+        .map(|k| {
+            let size = len / parts + usize::from(k < len % parts);
+            start += size;
+            Part::Range(start - size, size)
+        })
+        .collect()
+}
+
+/// `idx` in parts of at most `chunk`, balanced as [`ranges`] with `balanced`.
+fn index_parts(idx: &[usize], chunk: usize, balanced: bool) -> Vec<Part<'_>> {
+    ranges(idx.len(), chunk, balanced)
+        .into_iter()
+        .map(|p| match p {
+            Part::Range(start, size) => Part::Indices(&idx[start..start + size]),
+            Part::Indices(_) => unreachable!("ranges gives ranges"),
+        })
         .collect()
 }
 
@@ -818,8 +853,14 @@ impl<T: Scalar + WithDType> NetClient<T> {
             let lt = self.tensor(lambda)?;
             let params = self.params(x, lambda)?;
             let mut out = Vec::with_capacity(features.len() / p.max(1));
-            // At most CHUNK images at a time, so memory stays bounded.
-            for rows in features.chunks(CHUNK * p.max(1)) {
+            // At most a chunk of images at a time, so memory stays bounded.
+            let arch = self.config.arch;
+            let m = features.len() / p.max(1);
+            for part in ranges(m, arch.chunk(), arch.batch_statistics()) {
+                let Part::Range(start, size) = part else {
+                    unreachable!("ranges gives ranges")
+                };
+                let rows = &features[start * p..(start + size) * p];
                 out.extend(self.predict_chunk(&params, &lt, rows)?);
             }
             Ok(out)
@@ -868,5 +909,77 @@ impl<T: Scalar + WithDType> NetClient<T> {
             .to_dtype(DType::U32)?
             .to_vec1::<u32>()
             .map(|v| v.iter().map(|&c| c as u8).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(parts: &[Part<'_>]) -> Vec<usize> {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Range(_, size) => *size,
+                Part::Indices(idx) => idx.len(),
+            })
+            .collect()
+    }
+
+    /// Parts cover 0..len once, in order; balanced ones differ in size by at most one (no
+    /// part of one image for batch normalization), the others are full but the last.
+    #[test]
+    fn parts_cover_the_set_and_balance_for_batch_statistics() {
+        assert_eq!(sizes(&ranges(65, 32, true)), [22, 22, 21]);
+        assert_eq!(sizes(&ranges(65, 32, false)), [32, 32, 1]);
+        assert_eq!(sizes(&ranges(64, 32, true)), [32, 32]);
+        assert_eq!(sizes(&ranges(97, 32, true)), [25, 24, 24, 24]);
+        assert_eq!(sizes(&ranges(5, 32, true)), [5]);
+        assert!(ranges(0, 32, true).is_empty());
+        for len in 1..200 {
+            for balanced in [false, true] {
+                let parts = ranges(len, 32, balanced);
+                let mut next = 0;
+                for p in &parts {
+                    let Part::Range(start, size) = *p else {
+                        panic!("a range")
+                    };
+                    assert_eq!(start, next);
+                    assert!((1..=32).contains(&size));
+                    next += size;
+                }
+                assert_eq!(next, len);
+                let s = sizes(&parts);
+                if balanced {
+                    let (lo, hi) = (s.iter().min().unwrap(), s.iter().max().unwrap());
+                    assert!(hi - lo <= 1, "{len}: {s:?}");
+                    assert!(len < 2 || *lo >= 2, "{len}: {s:?}");
+                }
+            }
+        }
+        let idx: Vec<usize> = (100..165).collect();
+        let parts = index_parts(&idx, 32, true);
+        assert_eq!(sizes(&parts), [22, 22, 21]);
+        let Part::Indices(second) = parts[1] else {
+            panic!("indices")
+        };
+        assert_eq!(second[0], 122);
+    }
+
+    /// A network with batch normalization refuses a set of one image.
+    #[test]
+    fn batch_statistics_need_two_images() {
+        let config = NetConfig {
+            arch: Architecture::MobileNetV2 { classes: 10 },
+            mode: HyperMode::Plain,
+            l2: 0.0,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        };
+        let one = vec![0.5f32; 3072];
+        let two = vec![0.5f32; 2 * 3072];
+        let e = NetClient::<f32>::new(config, (&one, &[1]), (&two, &[0, 1])).unwrap_err();
+        assert!(e.to_string().contains("at least 2"), "{e}");
+        assert!(NetClient::<f32>::new(config, (&two, &[0, 1]), (&two, &[0, 1])).is_ok());
     }
 }

@@ -16,6 +16,7 @@ use hgp_models::nn::Architecture;
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
+use crate::memory::MemoryPlan;
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
     write_csv,
@@ -685,6 +686,13 @@ impl Personalize {
             classes,
             eta,
         };
+        if arch.batch_statistics() && setting.batch < 2 {
+            bail!(
+                "--batch {}: the batch normalization of the {} needs at least 2 images a batch",
+                setting.batch,
+                arch.name()
+            );
+        }
         let largest = split.iter().map(|c| c.train.len()).max().unwrap_or(0);
         if setting.batch > largest {
             bail!(
@@ -700,9 +708,75 @@ impl Personalize {
             setting.batch
         );
         placement.check_clients(clients)?;
+        if hgp_models::nn::default_device().is_cpu() {
+            let own = placement.owned(clients).len();
+            self.memory_plan(&set, &setting, largest, (clients, own))
+                .check()?;
+        }
         let mut split = split;
         keep_own_images(&mut split, placement);
         Ok((split, setting, description))
+    }
+}
+
+impl Personalize {
+    /// What a run holds on the CPU: the images, the clients' iterates, and the autograd
+    /// graphs of the clients evaluated at once (one per thread): a Hessian-vector product on
+    /// a mini-batch, or a full-batch gradient, each in parts of at most the network's
+    /// `chunk()` images, of every network of an ensemble.
+    fn memory_plan(
+        &self,
+        set: &hgp_models::images::ImageSet,
+        setting: &Setting,
+        largest_train: usize,
+        (clients, own): (usize, usize),
+    ) -> MemoryPlan {
+        const F32: f64 = 4.0;
+        let ensembles = self.methods().iter().any(|&m| {
+            m.ensemble()
+                || (self.estimator == PersonalizeEstimator::Pdbo
+                    && matches!(m, Method::Sgp | Method::Local))
+        });
+        let members = if ensembles { 3 } else { 1 };
+        let arch = setting.arch;
+        let (gradient, hvp) = arch.graph_bytes_per_instance();
+        let threads = rayon::current_num_threads().min(own.max(1));
+        let chunk = arch.chunk();
+        let on_batch = hvp * setting.batch.min(chunk) as f64;
+        let full = chunk.min(largest_train);
+        let on_full = gradient * full as f64;
+        let graphs = if on_batch >= on_full {
+            format!(
+                "the Hessian-vector products on --batch {} images (in parts of at most {chunk}) of the {} ({:.0} MB an image)",
+                setting.batch,
+                arch.name(),
+                hvp / 1e6
+            )
+        } else {
+            format!(
+                "the full-batch gradients in parts of {full} images of the {} ({:.0} MB an image)",
+                arch.name(),
+                gradient / 1e6
+            )
+        };
+        let dim = (members * arch.dim()) as f64;
+        MemoryPlan::new()
+            .add(
+                format!("the {} images and their split over the clients", set.len()),
+                2.0 * set.images.len() as f64 * F32,
+            )
+            .add(
+                format!("the iterates of {clients} clients ({dim} parameters each, about 12 copies)"),
+                12.0 * clients as f64 * dim * F32,
+            )
+            .add(
+                format!(
+                    "{graphs}{}, for {threads} client{} at once (one per thread; RAYON_NUM_THREADS sets them)",
+                    if members > 1 { " × 3 networks of an ensemble" } else { "" },
+                    if threads == 1 { "" } else { "s" }
+                ),
+                threads as f64 * members as f64 * on_batch.max(on_full),
+            )
     }
 }
 

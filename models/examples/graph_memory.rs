@@ -1,0 +1,121 @@
+//! Measures the memory one gradient and one Hessian-vector product of each network take per
+//! instance (f32, CPU): the figures behind `Architecture::graph_bytes_per_instance`.
+//!
+//! `cargo run --release -p hgp-models --example graph_memory [NAME…]`. For each network,
+//! each of two batch sizes and each product, a fresh process (this program, run again)
+//! builds the client, reads its resident memory, evaluates once and reads its peak (VmHWM);
+//! the slope between the two batches is the memory per instance, without what does not grow
+//! with the batch. Linux only. mimalloc as the benches (and `hgp`) use it.
+
+use hgp_models::nn::{
+    Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
+};
+use hgp_models::{Batch, InnerCost, InnerHvp};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn field(key: &str) -> f64 {
+    let text = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = text.lines().find(|l| l.starts_with(key)).expect(key);
+    let kb: f64 = line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .expect("a size in kB");
+    kb * 1024.0
+}
+
+/// Bytes above the resident memory at the start that `f` peaks at.
+fn peak_of(f: impl FnOnce()) -> f64 {
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak (Linux ≥ 4.0)");
+    let before = field("VmRSS:");
+    f();
+    field("VmHWM:") - before
+}
+
+/// One measurement in this process: `kind` (gradient or hvp) of `arch` at batch `m`.
+fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
+    let p = arch.inputs();
+    let images: Vec<f32> = (0..m * p)
+        .map(|k| ((k * 7919) % 1000) as f32 / 1000.0)
+        .collect();
+    let labels: Vec<u8> = (0..m).map(|k| (k % 10) as u8).collect();
+    let config = NetConfig {
+        arch,
+        mode: HyperMode::ClassMask,
+        l2: 1e-3,
+        l2_lambda: 0.0,
+        derivatives: DerivativeMode::DoubleBackward,
+    };
+    let net = NetClient::<f32>::new(config, (&images, &labels), (&images[..p], &labels[..1]))
+        .expect("client");
+    let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();
+    let u: Vec<f32> = arch.init(2).iter().map(|&v| v as f32).collect();
+    let lambda = vec![0.0f32; 10];
+    let mut out = vec![0.0f32; x.len()];
+    if kind == "gradient" {
+        peak_of(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
+    } else {
+        peak_of(|| net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut out))
+    }
+}
+
+fn main() {
+    // SAFETY: nothing else runs yet.
+    unsafe { enable_double_backward() };
+    let networks = [
+        ("table5", Architecture::Table5Cnn { classes: 10 }, [8, 32]),
+        ("small-cnn", Architecture::SmallCnn { classes: 10 }, [8, 32]),
+        ("mlp", Architecture::Mlp { classes: 10 }, [8, 32]),
+        ("cifar-cnn", Architecture::CifarCnn { classes: 10 }, [8, 32]),
+        (
+            "lenet",
+            Architecture::LeNet {
+                channels: 3,
+                classes: 10,
+            },
+            [8, 32],
+        ),
+        (
+            "mobilenet-v2",
+            Architecture::MobileNetV2 { classes: 10 },
+            [4, 12],
+        ),
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--one") {
+        let (name, m, kind) = (&args[1], args[2].parse().expect("batch"), &args[3]);
+        let arch = networks.iter().find(|n| n.0 == name).expect("network").1;
+        println!("{}", one(arch, m, kind));
+        return;
+    }
+    let me = std::env::current_exe().expect("this program");
+    let measure = |name: &str, m: usize, kind: &str| -> f64 {
+        let out = std::process::Command::new(&me)
+            .args(["--one", name, &m.to_string(), kind])
+            .output()
+            .expect("run a measurement");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("a size")
+    };
+    println!("network        per instance: gradient      HVP   (f32, MB)");
+    for (name, _, batches) in networks {
+        if !args.is_empty() && !args.iter().any(|w| w == name) {
+            continue;
+        }
+        let slope = |kind: &str| {
+            (measure(name, batches[1], kind) - measure(name, batches[0], kind))
+                / (batches[1] - batches[0]) as f64
+                / 1e6
+        };
+        println!(
+            "{name:<14} {:>22.2} {:>8.2}",
+            slope("gradient"),
+            slope("hvp")
+        );
+    }
+}
