@@ -295,11 +295,13 @@ impl FedHyperCmd {
             arch: self.arch(classes),
             clients: self.clients,
             fraction: self.fraction,
-            rounds: self.rounds.unwrap_or(match (self.quick, self.dataset.colour()) {
-                (true, false) => QUICK_ROUNDS,
-                (true, true) => QUICK_COLOUR_ROUNDS,
-                (false, _) => ROUNDS,
-            }),
+            rounds: self
+                .rounds
+                .unwrap_or(match (self.quick, self.dataset.colour()) {
+                    (true, false) => QUICK_ROUNDS,
+                    (true, true) => QUICK_COLOUR_ROUNDS,
+                    (false, _) => ROUNDS,
+                }),
             local_steps: self.local_steps,
             batch: self.batch,
             lr: self.lr,
