@@ -423,53 +423,45 @@ impl Architecture {
     /// Logits (B × outputs) of a batch of instances (B × inputs) for the given parameters.
     pub fn forward(&self, p: &[Tensor], x: &Tensor) -> Result<Tensor> {
         match self {
-            Self::Table5Cnn { .. } | Self::SmallCnn { .. } | Self::CifarCnn { .. } => {
+            Self::MobileNetV2 { .. } => mobilenet_forward(p, x),
+            Self::Table5Cnn { .. }
+            | Self::SmallCnn { .. }
+            | Self::CifarCnn { .. }
+            | Self::LeNet { .. } => {
                 let b = x.dim(0)?;
-                let (side, channels) = match self {
-                    Self::CifarCnn { .. } => (COLOUR_SIDE, 3),
-                    _ => (IMAGE_SIDE, 1),
+                let h = match *self {
+                    Self::CifarCnn { .. } | Self::LeNet { channels: 3, .. } => {
+                        x.reshape((b, COLOUR_SIDE, COLOUR_SIDE, 3))?
+                    }
+                    // LeNet's grey images are padded by 2 to 32 × 32.
+                    Self::LeNet { .. } => x
+                        .reshape((b, IMAGE_SIDE, IMAGE_SIDE, 1))?
+                        .pad_with_zeros(1, 2, 2)?
+                        .pad_with_zeros(2, 2, 2)?,
+                    _ => x.reshape((b, IMAGE_SIDE, IMAGE_SIDE, 1))?,
                 };
                 // Channels last (B, H, W, C) through the convolutions, each one matrix
                 // product of unfolded patches (see `ops`). The bias and the ReLU follow
                 // the pooling, on a quarter of the values: a per-channel bias and the ReLU
                 // are monotone, so they commute with the max (exactly, in floating point
                 // too: rounding is monotone).
-                let h = x.reshape((b, side, side, channels))?;
                 let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[0])?)?
                     .broadcast_add(&p[1])?
                     .relu()?;
                 let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[2])?)?
                     .broadcast_add(&p[3])?
                     .relu()?;
-                // PyTorch flattens (C, H, W): the linear weights keep its layout.
-                let h = h.permute((0, 3, 1, 2))?.flatten_from(1)?;
-                if p.len() == 8 {
-                    dense(&dense(&h, &p[4], &p[5])?.relu()?, &p[6], &p[7])
-                } else {
-                    dense(&h, &p[4], &p[5])
+                // PyTorch flattens (C, H, W): the linear weights keep its layout. Then the
+                // linear layers, a ReLU between each two.
+                let mut h = h.permute((0, 3, 1, 2))?.flatten_from(1)?;
+                let layers = p[4..].chunks(2).count();
+                for (k, layer) in p[4..].chunks(2).enumerate() {
+                    h = dense(&h, &layer[0], &layer[1])?;
+                    if k + 1 < layers {
+                        h = h.relu()?;
+                    }
                 }
-            }
-            Self::MobileNetV2 { .. } => mobilenet_forward(p, x),
-            Self::LeNet { channels, .. } => {
-                let b = x.dim(0)?;
-                let h = if *channels == 3 {
-                    x.reshape((b, COLOUR_SIDE, COLOUR_SIDE, 3))?
-                } else {
-                    x.reshape((b, IMAGE_SIDE, IMAGE_SIDE, 1))?
-                        .pad_with_zeros(1, 2, 2)?
-                        .pad_with_zeros(2, 2, 2)?
-                };
-                // As the CNNs above: bias and ReLU after the pooling (they commute with it).
-                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[0])?)?
-                    .broadcast_add(&p[1])?
-                    .relu()?;
-                let h = max_pool2_nhwc(&conv2d_nhwc(&h, &p[2])?)?
-                    .broadcast_add(&p[3])?
-                    .relu()?;
-                let h = h.permute((0, 3, 1, 2))?.flatten_from(1)?;
-                let h = dense(&h, &p[4], &p[5])?.relu()?;
-                let h = dense(&h, &p[6], &p[7])?.relu()?;
-                dense(&h, &p[8], &p[9])
+                Ok(h)
             }
             Self::Mlp { .. } => dense(&dense(x, &p[0], &p[1])?.relu()?, &p[2], &p[3]),
             Self::Linear { .. } => dense(x, &p[0], &p[1]),
@@ -530,7 +522,7 @@ impl Architecture {
 
     /// Bytes of autograd graph a gradient and a Hessian-vector product (double backward)
     /// hold per instance of their batch on the CPU, in f32 (twice that in f64): measured on
-    /// candle 0.9 with `cargo run --release -p hgp-models --example graph_memory` (the slope
+    /// candle 0.11 with `cargo run --release -p hgp-models --example graph_memory` (the slope
     /// of the peak resident memory between two batch sizes: 1.6 / 3.8 MB for the Table 5 CNN,
     /// 48 / 188 MB for MobileNet-v2) and raised by a fifth (a `personalize` run with
     /// MobileNet-v2 peaked 10 % above the sum of its parts). Commands add these up before a
