@@ -46,7 +46,7 @@ fn client(arch: Architecture) -> NetClient<f32> {
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
     };
-    NetClient::new(config, (&images, &labels), (&images[..p], &labels[..1])).expect("client")
+    NetClient::new(config, (&images, &labels), (&images[..2 * p], &labels[..2])).expect("client")
 }
 
 /// FLOPs of one gradient step: forward F per image, backward about 2F (gradients of the

@@ -49,7 +49,7 @@ fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
     };
-    let net = NetClient::<f32>::new(config, (&images, &labels), (&images[..p], &labels[..1]))
+    let net = NetClient::<f32>::new(config, (&images, &labels), (&images[..2 * p], &labels[..2]))
         .expect("client");
     let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();
     let u: Vec<f32> = arch.init(2).iter().map(|&v| v as f32).collect();
