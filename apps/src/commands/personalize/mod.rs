@@ -732,11 +732,10 @@ impl Personalize {
         (clients, own): (usize, usize),
     ) -> MemoryPlan {
         const F32: f64 = 4.0;
-        let ensembles = self.methods().iter().any(|&m| {
-            m.ensemble()
-                || (self.estimator == PersonalizeEstimator::Pdbo
-                    && matches!(m, Method::Sgp | Method::Local))
-        });
+        let ensembles = self
+            .methods()
+            .iter()
+            .any(|m| m.trains_ensemble(self.estimator));
         let members = if ensembles { 3 } else { 1 };
         let arch = setting.arch;
         let (gradient, hvp) = arch.graph_bytes_per_instance();

@@ -57,6 +57,17 @@ impl Method {
         matches!(self, Self::HgpMtl | Self::PdboMtlLocal)
     }
 
+    /// Whether the method trains an ensemble of three networks under `estimator`: HGP-MTL
+    /// and PDBO-MTL (local) always; SGP and Local under paper 004's estimator, whose
+    /// baselines are ensembles with uniform weights (paper 004 App. A.2: "we trained ensemble
+    /// models with uniform prediction weights for Local and SGP"; λ = 0 gives softmax(λ) =
+    /// 1/3 each, and they never change λ). Under HGP's they are one network, as in HGP's
+    /// Table 2.
+    pub fn trains_ensemble(self, estimator: PersonalizeEstimator) -> bool {
+        self.ensemble()
+            || (estimator == PersonalizeEstimator::Pdbo && matches!(self, Self::Sgp | Self::Local))
+    }
+
     pub fn tunes_lambda(self) -> bool {
         matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)
     }
@@ -113,12 +124,6 @@ pub fn table6_hyper_lr(method: Method, network: NetworkKind) -> f64 {
     }
 }
 
-/// The inner SGP learning rate of HGP's experiments (before its decays at 5/6 and 11/12 of
-/// the steps).
-pub fn inner_lr(method: Method) -> f64 {
-    if method.ensemble() { 0.5 } else { 0.1 }
-}
-
 /// The learning rates and L2 weights of a table: HGP's (grey images) or paper 004's Table 2
 /// (colour images).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -138,10 +143,13 @@ pub enum Rates {
 }
 
 impl Rates {
-    /// The inner learning rate of `method` before its decays.
-    pub fn inner_lr(self, method: Method) -> f64 {
+    /// The inner learning rate before its decays, for an `ensemble` of networks or one (HGP
+    /// Table 6: 0.5 and 0.1; every ensemble takes the same rate, so paper 004's uniform
+    /// baselines train as its PDBO-MTL does).
+    pub fn inner_lr(self, ensemble: bool) -> f64 {
         match self {
-            Self::Hgp => inner_lr(method),
+            Self::Hgp if ensemble => 0.5,
+            Self::Hgp => 0.1,
             Self::Paper004 { inner_lr } => inner_lr,
         }
     }
@@ -171,8 +179,8 @@ impl Rates {
     }
 
     /// γ of paper 004's HGP: the inner SGP's final learning rate (two decays by 0.1).
-    pub fn pdbo_gamma(self, method: Method) -> f64 {
-        self.inner_lr(method) * 0.01
+    pub fn pdbo_gamma(self, ensemble: bool) -> f64 {
+        self.inner_lr(ensemble) * 0.01
     }
 }
 
@@ -347,15 +355,9 @@ pub fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
 }
 
 impl Protocol {
-    /// Whether `method` trains an ensemble of three networks: HGP-MTL and PDBO-MTL (local)
-    /// always; SGP and Local under paper 004's estimator, whose baselines are ensembles
-    /// with uniform weights (paper 004 App. A.2: "we trained ensemble models with uniform
-    /// prediction weights for Local and SGP"; λ = 0 gives softmax(λ) = 1/3 each, and they
-    /// never change λ). Under HGP's they are one network, as in HGP's Table 2.
+    /// Whether `method` trains an ensemble of three networks here.
     fn ensemble(&self, method: Method) -> bool {
-        method.ensemble()
-            || (self.estimator == PersonalizeEstimator::Pdbo
-                && matches!(method, Method::Sgp | Method::Local))
+        method.trains_ensemble(self.estimator)
     }
 
     /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
@@ -410,7 +412,7 @@ impl Protocol {
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
-        let lr = self.rates.inner_lr(method);
+        let lr = self.rates.inner_lr(self.ensemble(method));
         let schedule = LrSchedule::multi_step(lr, self.rates.milestones(s.steps), 0.1)?;
         let batch = BatchSize::Size(s.batch);
         let seed = derive(self.seed, domain::INNER);
@@ -468,7 +470,7 @@ impl Protocol {
         if self.estimator == PersonalizeEstimator::Pdbo {
             let options = PdboOptions {
                 neumann_terms: self.neumann_terms,
-                gamma: self.rates.pdbo_gamma(method),
+                gamma: self.rates.pdbo_gamma(self.ensemble(method)),
                 batch: BatchSize::Size(s.batch),
                 samples: SampleMode::Shared,
                 seed: derive(self.seed, domain::ESTIMATOR),
@@ -627,15 +629,26 @@ mod tests {
         assert_eq!(paper.milestones(1200), [1100, 1150]);
         assert_eq!(Rates::Hgp.milestones(600), [500, 550]);
         for m in Method::value_variants() {
-            assert_eq!(paper.inner_lr(*m), 0.2);
+            assert_eq!(
+                paper.inner_lr(m.trains_ensemble(PersonalizeEstimator::Pdbo)),
+                0.2
+            );
             for k in [NetworkKind::Fc, NetworkKind::Randd] {
                 assert_eq!(paper.hyper_lr(*m, k), 1.0);
                 assert_eq!(paper.l2_lambda(*m, k), 0.01);
             }
         }
-        assert_eq!(Rates::Hgp.inner_lr(Method::HgpMtl), 0.5);
+        // Every ensemble at HGP's ensemble rate: paper 004's uniform baselines too.
+        for m in [Method::HgpMtl, Method::Sgp, Method::Local] {
+            let ensemble = m.trains_ensemble(PersonalizeEstimator::Pdbo);
+            assert_eq!(Rates::Hgp.inner_lr(ensemble), 0.5);
+        }
+        assert_eq!(
+            Rates::Hgp.inner_lr(Method::Sgp.trains_ensemble(PersonalizeEstimator::Hgp)),
+            0.1
+        );
         assert_eq!(Rates::Hgp.hyper_lr(Method::HgpMtl, NetworkKind::Randd), 0.1);
-        assert!((paper.pdbo_gamma(Method::Sgp) - 0.002).abs() < 1e-15);
+        assert!((paper.pdbo_gamma(true) - 0.002).abs() < 1e-15);
     }
 
     /// Under paper 004's estimator SGP and Local train uniform ensembles of three networks
