@@ -1,6 +1,7 @@
 //! The networks' gradient step (forward + backward) and Hessian-vector product (double
 //! backward) on a batch of 128 images (f32, CPU): the CNN of HGP Table 5, the small CNN of
-//! Table 3 and the MLP. Next to each time: its FLOP count, the achieved GFLOP/s, and the
+//! Table 3, the MLP, the colour-image networks, and paper 004's next-character LSTM (2 × 256
+//! units, windows of 200 symbols: an "image" is a window). Next to each time: its FLOP count, the achieved GFLOP/s, and the
 //! ratio to a plain candle matrix product of the same number of FLOPs measured in the same
 //! run (1.0 would be the machine's GEMM speed).
 
@@ -19,7 +20,7 @@ use rand::RngExt;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
-const NETWORKS: [(&str, Architecture); 6] = [
+const NETWORKS: [(&str, Architecture); 7] = [
     ("table5", Architecture::Table5Cnn { classes: 10 }),
     ("small-cnn", Architecture::SmallCnn { classes: 10 }),
     ("mlp", Architecture::Mlp { classes: 10 }),
@@ -32,12 +33,28 @@ const NETWORKS: [(&str, Architecture); 6] = [
             classes: 10,
         },
     ),
+    (
+        "lstm",
+        Architecture::CharLstm {
+            seq: 200,
+            vocab: 80,
+            embed: 8,
+            hidden: 256,
+            layers: 2,
+        },
+    ),
 ];
 
 fn client(arch: Architecture) -> NetClient<f32> {
     let mut r = rng::stream(1, 2, 3);
     let p = arch.inputs();
-    let images: Vec<f32> = (0..BATCH * p).map(|_| r.random_range(0.0..1.0)).collect();
+    let images: Vec<f32> = match arch {
+        // Windows of symbol indices.
+        Architecture::CharLstm { vocab, .. } => (0..BATCH * p)
+            .map(|_| r.random_range(0..vocab) as f32)
+            .collect(),
+        _ => (0..BATCH * p).map(|_| r.random_range(0.0..1.0)).collect(),
+    };
     let labels: Vec<u8> = (0..BATCH).map(|k| (k % 10) as u8).collect();
     let config = NetConfig {
         arch,
@@ -74,7 +91,7 @@ fn bench(c: &mut Criterion) {
     for (name, arch) in NETWORKS {
         let net = client(arch);
         let x: Vec<f32> = arch.init(7).iter().map(|&v| v as f32).collect();
-        let lambda = vec![0.0f32; 10];
+        let lambda = vec![0.0f32; arch.outputs()];
         let u: Vec<f32> = arch.init(8).iter().map(|&v| v as f32).collect();
         let mut out = vec![0.0f32; x.len()];
         group.bench_function(format!("{name}/gradient"), |b| {

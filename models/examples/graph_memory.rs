@@ -38,9 +38,15 @@ fn peak_of(f: impl FnOnce()) -> f64 {
 /// One measurement in this process: `kind` (gradient or hvp) of `arch` at batch `m`.
 fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
     let p = arch.inputs();
-    let images: Vec<f32> = (0..m * p)
-        .map(|k| ((k * 7919) % 1000) as f32 / 1000.0)
-        .collect();
+    let images: Vec<f32> = match arch {
+        // Windows of symbol indices.
+        Architecture::CharLstm { vocab, .. } => {
+            (0..m * p).map(|k| ((k * 7919) % vocab) as f32).collect()
+        }
+        _ => (0..m * p)
+            .map(|k| ((k * 7919) % 1000) as f32 / 1000.0)
+            .collect(),
+    };
     let labels: Vec<u8> = (0..m).map(|k| (k % 10) as u8).collect();
     let config = NetConfig {
         arch,
@@ -53,7 +59,7 @@ fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
         .expect("client");
     let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();
     let u: Vec<f32> = arch.init(2).iter().map(|&v| v as f32).collect();
-    let lambda = vec![0.0f32; 10];
+    let lambda = vec![0.0f32; arch.outputs()];
     let mut out = vec![0.0f32; x.len()];
     if kind == "gradient" {
         peak_of(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
@@ -82,6 +88,17 @@ fn main() {
             "mobilenet-v2",
             Architecture::MobileNetV2 { classes: 10 },
             [4, 12],
+        ),
+        (
+            "lstm",
+            Architecture::CharLstm {
+                seq: 200,
+                vocab: 80,
+                embed: 8,
+                hidden: 256,
+                layers: 2,
+            },
+            [4, 16],
         ),
     ];
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -34,6 +34,7 @@ pub mod nn;
 pub mod objective;
 mod per_client;
 mod sampler;
+pub mod text;
 
 pub use error::{ModelError, Result};
 /// The float bound of every trait here (f32 and f64).

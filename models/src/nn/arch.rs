@@ -85,6 +85,36 @@ pub enum Architecture {
         /// Classes C.
         classes: usize,
     },
+    /// The next-character network of paper 004's Shakespeare task (App. A.1; FedEM's
+    /// `NextCharacterLSTM`, there after LEAF): an embedding of the `vocab` symbols into
+    /// `embed` dimensions, `layers` stacked LSTM layers of `hidden` units (PyTorch's
+    /// `nn.LSTM` equations and gate order i, f, g, o, both biases b_ih and b_hh), and a dense
+    /// layer from the last hidden state to `vocab` logits. An instance is a window of `seq`
+    /// symbol indices (as numbers); its label is the symbol that follows. Paper 004:
+    /// vocab 80, embed 8, hidden 256, 2 layers, seq 200 (819,920 parameters).
+    ///
+    /// The sequence is unrolled in the graph, so gradients are backpropagation through time
+    /// and Hessian-vector products a double backward through it. The embedding and the first
+    /// layer's input projection are applied as one lookup in the table E W_ihᵀ + b_ih + b_hh
+    /// (an exact rewriting of embedding-then-projection, with the same parameters); the
+    /// sigmoid is written as (1 + tanh(z/2)) / 2 so that every op has a twice-differentiable
+    /// backward in candle.
+    ///
+    /// Paper 004 predicts the character after the window (one label per window); FedEM's
+    /// code predicts the next character at every position of its 200-character chunks. We
+    /// follow the paper.
+    CharLstm {
+        /// Symbol indices per window.
+        seq: usize,
+        /// Symbols (embedding rows and output classes).
+        vocab: usize,
+        /// Embedding dimension.
+        embed: usize,
+        /// Units of each LSTM layer.
+        hidden: usize,
+        /// Stacked LSTM layers.
+        layers: usize,
+    },
     /// Logistic regression without bias: one logit aᵀx per instance (binary labels). The
     /// analytic model of eq. (12) written as a network, to check the network derivatives.
     Logistic {
@@ -113,6 +143,8 @@ pub enum Init {
     KaimingFanOut(usize),
     /// N(0, 0.01²): TorchVision's MobileNet-v2 linear weights.
     SmallNormal,
+    /// N(0, 1): PyTorch's `nn.Embedding`.
+    StandardNormal,
     /// Ones (batch normalization's scale).
     Ones,
     /// Zeros (biases of TorchVision's MobileNet-v2, batch normalization's shift).
@@ -143,6 +175,15 @@ impl ParamSpec {
         self.len() == 0
     }
 }
+
+/// Bytes of autograd graph of [`Architecture::CharLstm`] for a gradient, f32: (per
+/// time step, layer and H² of weights: the per-step weight-gradient products and their sums,
+/// whatever the batch; per time step, layer, hidden unit and window). Measured on candle 0.11
+/// with `cargo run --release -p hgp-models --example graph_memory` for the paper's network
+/// (seq 200, 2 × 256): 1.79 GB + 77 MB a window, raised by a fifth.
+const LSTM_GRADIENT_BYTES: (f64, f64) = (82.0, 900.0);
+/// The same for a Hessian-vector product: 8.0 GB + 315 MB a window, raised by a fifth.
+const LSTM_HVP_BYTES: (f64, f64) = (366.0, 3_700.0);
 
 /// Side of the images the CNNs take.
 pub const IMAGE_SIDE: usize = 28;
@@ -305,6 +346,123 @@ fn mobilenet_forward(p: &[Tensor], x: &Tensor) -> Result<Tensor> {
     dense(&pooled, &p[at], &p[at + 1])
 }
 
+/// The parameters of [`Architecture::CharLstm`] in PyTorch's order and layouts: the
+/// embedding (vocab, embed); per layer `weight_ih` (4H, input), `weight_hh` (4H, H),
+/// `bias_ih` (4H), `bias_hh` (4H); the decoder (vocab, H) and its bias. PyTorch's
+/// initializations: N(0, 1) for the embedding, U(−1/√H, 1/√H) for every LSTM tensor and for
+/// the decoder (whose fan-in is H).
+fn lstm_params(vocab: usize, embed: usize, hidden: usize, layers: usize) -> Vec<ParamSpec> {
+    let mut p = vec![ParamSpec::new(&[vocab, embed], 1).with_init(Init::StandardNormal)];
+    for l in 0..layers {
+        let input = if l == 0 { embed } else { hidden };
+        p.push(ParamSpec::new(&[4 * hidden, input], hidden));
+        p.push(ParamSpec::new(&[4 * hidden, hidden], hidden));
+        p.push(ParamSpec::new(&[4 * hidden], hidden));
+        p.push(ParamSpec::new(&[4 * hidden], hidden));
+    }
+    p.extend(linear(vocab, hidden));
+    p
+}
+
+/// The logistic sigmoid as (1 + tanh(z/2)) / 2: candle's tanh has a backward written in
+/// tensor ops (so a second derivative exists), the form does not overflow, and the two
+/// affine maps are one op each.
+fn sigmoid(z: &Tensor) -> Result<Tensor> {
+    z.affine(0.5, 0.0)?.tanh()?.affine(0.5, 0.5)
+}
+
+/// One step of an LSTM layer (PyTorch's `nn.LSTM`): from the pre-activations of the gates
+/// i, f, g, o (each B × H: W_ih x_t + b_ih + W_hh h_{t−1} + b_hh, the rows of that gate) and
+/// the cell c_{t−1} (None at t = 0, when it is zero): c_t = f ⊙ c_{t−1} + i ⊙ g,
+/// h_t = o ⊙ tanh(c_t), with i, f, o sigmoids and g a tanh of their pre-activations.
+/// Returns (h_t, c_t). The gates are kept apart (not one B × 4H tensor cut in four): the
+/// backward pass of a cut pads each part's gradient back to B × 4H, four times a step.
+fn lstm_cell(gates: &[Tensor; 4], c: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+    let [i, f, g, o] = gates;
+    let ig = (sigmoid(i)? * g.tanh()?)?;
+    let c = match c {
+        Some(c) => ((sigmoid(f)? * c)? + ig)?,
+        None => ig,
+    };
+    Ok(((sigmoid(o)? * c.tanh()?)?, c))
+}
+
+/// [`Architecture::CharLstm`]'s logits for a batch of windows `x` (B × seq symbol indices as
+/// numbers). The hidden and cell states start at zero (PyTorch's default), so the first
+/// step has no recurrent product.
+fn lstm_forward(p: &[Tensor], x: &Tensor, layers: usize) -> Result<Tensor> {
+    let seq = x.dim(1)?;
+    let hidden = p[2].dim(1)?;
+    // The rows of gate k of a (4H, ·) weight or (4H) bias.
+    let gate = |t: &Tensor, k: usize| t.narrow(0, k * hidden, hidden);
+    // The indices, one contiguous row of B per time step.
+    let ids = x.to_dtype(candle_core::DType::U32)?.t()?.contiguous()?;
+    // Embedding then the first input projection, as one table (vocab × H) per gate.
+    let tables: Vec<Tensor> = (0..4)
+        .map(|k| {
+            p[0].matmul(&gate(&p[1], k)?.t()?)?
+                .broadcast_add(&(gate(&p[3], k)? + gate(&p[4], k)?)?)
+        })
+        .collect::<Result<_>>()?;
+    let mut inputs: Vec<[Tensor; 4]> = (0..seq)
+        .map(|t| {
+            let ids = ids.get(t)?;
+            Ok([
+                tables[0].index_select(&ids, 0)?,
+                tables[1].index_select(&ids, 0)?,
+                tables[2].index_select(&ids, 0)?,
+                tables[3].index_select(&ids, 0)?,
+            ])
+        })
+        .collect::<Result<_>>()?;
+    let mut last = None;
+    for l in 0..layers {
+        let at = 1 + 4 * l;
+        let recurrent: Vec<Tensor> = (0..4)
+            .map(|k| gate(&p[at + 1], k)?.t())
+            .collect::<Result<_>>()?;
+        let mut outputs = Vec::with_capacity(seq);
+        let (mut h, mut c): (Option<Tensor>, Option<Tensor>) = (None, None);
+        for input in &inputs {
+            let gates = match &h {
+                Some(h) => {
+                    let pre = |k: usize| &input[k] + h.matmul(&recurrent[k])?;
+                    [pre(0)?, pre(1)?, pre(2)?, pre(3)?]
+                }
+                None => input.clone(),
+            };
+            let (h_t, c_t) = lstm_cell(&gates, c.as_ref())?;
+            h = Some(h_t.clone());
+            c = Some(c_t);
+            outputs.push(h_t);
+        }
+        last = h;
+        if l + 1 < layers {
+            let next = 1 + 4 * (l + 1);
+            let project = (0..4)
+                .map(|k| {
+                    let bias = (gate(&p[next + 2], k)? + gate(&p[next + 3], k)?)?;
+                    Ok((gate(&p[next], k)?.t()?, bias))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            inputs = outputs
+                .iter()
+                .map(|h| {
+                    let pre = |k: usize| {
+                        let (w, b) = &project[k];
+                        h.matmul(w)?.broadcast_add(b)
+                    };
+                    Ok([pre(0)?, pre(1)?, pre(2)?, pre(3)?])
+                })
+                .collect::<Result<_>>()?;
+        }
+    }
+    let at = 1 + 4 * layers;
+    let last =
+        last.ok_or_else(|| candle_core::Error::Msg("an LSTM needs a layer and a step".into()))?;
+    dense(&last, &p[at], &p[at + 1])
+}
+
 fn linear(out: usize, inp: usize) -> [ParamSpec; 2] {
     [
         ParamSpec::new(&[out, inp], inp),
@@ -331,6 +489,7 @@ impl Architecture {
             | Self::LeNet { classes, .. }
             | Self::Mlp { classes }
             | Self::Linear { classes } => classes,
+            Self::CharLstm { vocab, .. } => vocab,
             Self::Logistic { .. } => 1,
         }
     }
@@ -339,6 +498,7 @@ impl Architecture {
     pub fn inputs(&self) -> usize {
         match *self {
             Self::Logistic { inputs } => inputs,
+            Self::CharLstm { seq, .. } => seq,
             Self::CifarCnn { .. } | Self::MobileNetV2 { .. } | Self::LeNet { channels: 3, .. } => {
                 COLOUR_SIDE * COLOUR_SIDE * 3
             }
@@ -387,6 +547,13 @@ impl Architecture {
                 .flatten()
                 .collect(),
             Self::Linear { classes } => linear(classes, 784).to_vec(),
+            Self::CharLstm {
+                vocab,
+                embed,
+                hidden,
+                layers,
+                ..
+            } => lstm_params(vocab, embed, hidden, layers),
             Self::Logistic { inputs } => vec![ParamSpec::new(&[1, inputs], inputs)],
         }
     }
@@ -416,6 +583,16 @@ impl Architecture {
             }
             Self::Mlp { classes } => format!("MLP 784-200-{classes}"),
             Self::Linear { classes } => format!("linear 784-{classes} (softmax regression)"),
+            Self::CharLstm {
+                seq,
+                vocab,
+                embed,
+                hidden,
+                layers,
+            } => format!(
+                "LSTM of {layers} layer{} × {hidden} units on {embed}-dimensional embeddings of {vocab} symbols (windows of {seq})",
+                if layers == 1 { "" } else { "s" }
+            ),
             Self::Logistic { inputs } => format!("logistic regression ({inputs} features)"),
         }
     }
@@ -465,6 +642,7 @@ impl Architecture {
             }
             Self::Mlp { .. } => dense(&dense(x, &p[0], &p[1])?.relu()?, &p[2], &p[3]),
             Self::Linear { .. } => dense(x, &p[0], &p[1]),
+            Self::CharLstm { layers, .. } => lstm_forward(p, x, *layers),
             Self::Logistic { .. } => x.matmul(&p[0].t()?),
         }
     }
@@ -497,6 +675,19 @@ impl Architecture {
             }
             Self::Mlp { classes } => 2 * 784 * 200 + 2 * 200 * classes as u64,
             Self::Linear { classes } => 2 * 784 * classes as u64,
+            Self::CharLstm {
+                seq,
+                vocab,
+                embed,
+                hidden,
+                layers,
+            } => {
+                let (h, gates) = (hidden as u64, 4 * hidden as u64);
+                let per_step: u64 = (0..layers)
+                    .map(|l| 2 * gates * (if l == 0 { embed as u64 } else { h } + h))
+                    .sum();
+                seq as u64 * per_step + 2 * h * vocab as u64
+            }
             Self::Logistic { inputs } => 2 * inputs as u64,
         }
     }
@@ -509,6 +700,10 @@ impl Architecture {
     pub fn chunk(&self) -> usize {
         match self {
             Self::MobileNetV2 { .. } => 32,
+            // The LSTM's graph holds, besides its per-window part, a fixed part per time step
+            // (each step's weight-gradient products, H × 4H): 8 GB for an HVP of the paper's
+            // network, to which 16 windows add another 5 GB (see `graph_bytes`).
+            Self::CharLstm { .. } => 16,
             _ => super::client::CHUNK,
         }
     }
@@ -537,6 +732,18 @@ impl Architecture {
             Self::CifarCnn { .. } => (2.6, 5.3),
             Self::LeNet { .. } => (1.1, 1.9),
             Self::MobileNetV2 { .. } => (60.0, 235.0),
+            Self::CharLstm {
+                seq,
+                hidden,
+                layers,
+                ..
+            } => {
+                let values = (seq * layers * hidden) as f64;
+                (
+                    LSTM_GRADIENT_BYTES.1 * values / MB,
+                    LSTM_HVP_BYTES.1 * values / MB,
+                )
+            }
             // Below what the measurement resolves: a few activations of the inputs' size.
             Self::Mlp { .. } | Self::Linear { .. } | Self::Logistic { .. } => {
                 let values = (self.inputs() + 256) as f64;
@@ -544,6 +751,28 @@ impl Architecture {
             }
         };
         (gradient * MB, hvp * MB)
+    }
+
+    /// Bytes of autograd graph a gradient and a Hessian-vector product hold for one part of
+    /// `instances` instances: [`Architecture::graph_bytes_per_instance`] times the instances,
+    /// plus, for the LSTM, a fixed part that does not grow with them (the per-step products
+    /// for the weights' gradients).
+    pub fn graph_bytes(&self, instances: usize) -> (f64, f64) {
+        let (gradient, hvp) = self.graph_bytes_per_instance();
+        let (fixed_gradient, fixed_hvp) = match *self {
+            Self::CharLstm {
+                seq,
+                hidden,
+                layers,
+                ..
+            } => {
+                let weights = (seq * layers * hidden * hidden) as f64;
+                (LSTM_GRADIENT_BYTES.0 * weights, LSTM_HVP_BYTES.0 * weights)
+            }
+            _ => (0.0, 0.0),
+        };
+        let m = instances as f64;
+        (fixed_gradient + gradient * m, fixed_hvp + hvp * m)
     }
 
     /// PyTorch's default initialization: every weight and bias U(−1/√fan_in, 1/√fan_in),
@@ -561,6 +790,7 @@ impl Architecture {
                             standard_normal(&mut r) * (2.0 / fan_out as f64).sqrt()
                         }
                         Init::SmallNormal => 0.01 * standard_normal(&mut r),
+                        Init::StandardNormal => standard_normal(&mut r),
                         Init::Ones => 1.0,
                         Init::Zeros => 0.0,
                     })

@@ -255,6 +255,21 @@ impl<T: Scalar + WithDType> NetClient<T> {
                 got: usize::from(bad) + 1,
             });
         }
+        if let Architecture::CharLstm { vocab, .. } = arch
+            && let Some(k) = features.iter().position(|&v| {
+                let v: f64 = v.into();
+                !(v >= 0.0 && v < vocab as f64 && v.fract() == 0.0)
+            })
+        {
+            return Err(ModelError::Network(format!(
+                "the {what} holds {} at window {}, position {}: the {} takes symbol indices 0 to {}",
+                features[k].into(),
+                k / p,
+                k % p,
+                arch.name(),
+                vocab - 1
+            )));
+        }
         let x: Vec<T> = features.iter().map(|&v| T::cast(v.into())).collect();
         let features = Tensor::from_vec(x, (m, p), device).map_err(candle(what))?;
         let targets: Vec<T> = if outputs == 1 {
