@@ -24,6 +24,10 @@ pub enum Dataset {
     /// CIFAR-100, 32 × 32 colour, fine labels (`train.bin` / `test.bin`, their folder
     /// `cifar-100-binary/` or `cifar-100-binary.tar.gz` in --data-dir).
     Cifar100,
+    /// Shakespeare's plays, next-character prediction, one client per speaking character
+    /// (LEAF's train/ and test/ folders of JSON files, or the complete-works text file, in
+    /// --data-dir). `personalize` and `fedhyper` only.
+    Shakespeare,
 }
 
 crate::report::serialize_by_value_name!(Dataset);
@@ -37,12 +41,18 @@ impl Dataset {
             Self::Emnist => "emnist",
             Self::Cifar10 => "cifar10",
             Self::Cifar100 => "cifar100",
+            Self::Shakespeare => "shakespeare",
         }
     }
 
     /// Whether its images are in colour (3 channels).
     pub fn colour(self) -> bool {
         matches!(self, Self::Cifar10 | Self::Cifar100)
+    }
+
+    /// Whether it is text (windows of symbols, not images).
+    pub fn text(self) -> bool {
+        self == Self::Shakespeare
     }
 }
 
@@ -58,6 +68,12 @@ pub fn load_dataset(
     data_dir: Option<&Path>,
 ) -> Result<(hgp_models::images::ImageSet, Option<Vec<u8>>, String)> {
     use hgp_models::images::{CifarKind, embedded_mnist, load_cifar_dir, load_idx_dir};
+    if dataset.text() {
+        bail!(
+            "--dataset {} is text: `hgp personalize` and `hgp fedhyper` take it",
+            dataset.name()
+        );
+    }
     let kind = match dataset {
         Dataset::Cifar10 => Some(CifarKind::Cifar10),
         Dataset::Cifar100 => Some(CifarKind::Cifar100),

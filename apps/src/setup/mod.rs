@@ -16,6 +16,7 @@ mod images;
 mod inner;
 mod network;
 mod pipeline;
+mod text;
 
 pub use averager::*;
 pub use common::*;
@@ -26,3 +27,4 @@ pub use images::*;
 pub use inner::*;
 pub use network::*;
 pub use pipeline::*;
+pub use text::*;

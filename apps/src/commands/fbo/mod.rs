@@ -175,6 +175,12 @@ impl Fbo {
         if self.methods.is_empty() || self.split.is_empty() {
             bail!("--methods and --split need at least one value each");
         }
+        if self.dataset.text() {
+            bail!(
+                "--dataset {} is text: paper 003's hyper-representation takes images (`hgp personalize` and `hgp fedhyper` take text)",
+                self.dataset.name()
+            );
+        }
         at_least_one(&[
             ("--local-steps", self.taus().into_iter().min().unwrap_or(0)),
             ("--rounds", self.rounds.unwrap_or(1)),

@@ -21,7 +21,7 @@ use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_setting
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{load_image_experiment, with_default};
-use protocol::{Method, SchedulerParams, Settings, Split};
+use protocol::{Method, Pool, SchedulerParams, Settings, Split};
 use report::{ROUND_HEADER, RoundRow};
 
 /// Clients (paper 001: 100).
@@ -44,6 +44,21 @@ const QUICK_ROUNDS: usize = 50;
 const QUICK_COLOUR_ROUNDS: usize = 8;
 /// Images held out as the test set.
 const TEST_IMAGES: usize = 1000;
+/// Clients of `--quick` with text: speaking characters.
+const TEXT_QUICK_CLIENTS: usize = 24;
+/// Participation of `--quick` with text (6 of 24 a round).
+const TEXT_QUICK_FRACTION: f64 = 0.25;
+/// Rounds of `--quick` with text.
+const TEXT_QUICK_ROUNDS: usize = 20;
+/// Base local rate with text: paper 004's inner rate for Shakespeare (its Table 2); at 1.0
+/// the LSTM stays at predicting the most frequent symbol for the first rounds.
+const TEXT_LR: f64 = 10.0;
+/// `--quick` with text keeps each character's first this many training windows, and
+/// (second) test windows; the characters drawn have at least the second in each part.
+const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
+/// Default target test accuracy with text (next-character accuracy: paper 004's
+/// personalized LSTMs reach about 0.4).
+const TEXT_TARGET: f64 = 0.4;
 /// Default target test accuracy.
 const TARGET: f64 = 0.9;
 /// Default splits (paper 001 Table 2).
@@ -62,6 +77,9 @@ pub enum Model {
     Cnn,
     /// MLP 784-200-C.
     Mlp,
+    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+    /// symbols): 256 units, 32 with --quick; the only model of --dataset shakespeare.
+    Lstm,
 }
 
 crate::report::serialize_by_value_name!(Model, protocol::Method);
@@ -79,15 +97,17 @@ pub struct FedHyperCmd {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
     methods: Vec<Method>,
-    #[arg(long, value_delimiter = ',', default_value = SPLITS, value_name = "SPLIT", help = "Label splits between the clients (comma separated): iid (equal random parts) or a Dirichlet concentration α (each client's label proportions ~ Dir(α); smaller is more skewed).")]
-    splits: Vec<Split>,
-    #[arg(long, value_name = "R", help = with_default(&format!("Communication rounds of every run (--quick: {QUICK_ROUNDS}; with colour images {QUICK_COLOUR_ROUNDS})."), ROUNDS))]
+    #[arg(long, value_delimiter = ',', value_name = "SPLIT", help = with_default("Splits between the clients (comma separated): iid (equal random parts) or a Dirichlet concentration α (each client's label proportions ~ Dir(α); smaller is more skewed) of images; natural (one speaking character a client, the only split of text).", &format!("{SPLITS}; natural with --dataset shakespeare")))]
+    splits: Option<Vec<Split>>,
+    #[arg(long, value_name = "R", help = with_default(&format!("Communication rounds of every run (--quick: {QUICK_ROUNDS}; with colour images {QUICK_COLOUR_ROUNDS}; with text {TEXT_QUICK_ROUNDS})."), ROUNDS))]
     rounds: Option<usize>,
-    #[arg(long, default_value_t = TARGET, value_name = "ACC", help = "Test accuracy whose first crossing is reported, in (0, 1].")]
-    target: f64,
+    #[arg(long, value_name = "ACC", help = with_default(&format!("Test accuracy whose first crossing is reported, in (0, 1] (with text {TEXT_TARGET})."), TARGET))]
+    target: Option<f64>,
     /// The MLP instead of the small CNN, and 50 rounds instead of 25: every method and split
     /// in about 6 minutes on 2 cores (the default, the CNN, takes about an hour). With colour
     /// images the CIFAR CNN for 8 rounds (about 7 minutes; a first look, far from trained).
+    /// With text: 24 speaking characters (6 a round) of 100 training windows of 20 symbols,
+    /// an LSTM of 2 × 32 units, 20 rounds.
     #[arg(long)]
     quick: bool,
     /// The network [default: cnn; mlp with --quick].
@@ -95,30 +115,38 @@ pub struct FedHyperCmd {
     model: Option<Model>,
     /// The images: grey digits or clothes (IDX), or CIFAR-10 / CIFAR-100 in colour (paper
     /// 001's Table 2 has FMNIST and CIFAR-10; colour images are standardized per channel and
-    /// run on the CIFAR CNN).
+    /// run on the CIFAR CNN); or the text of Shakespeare's plays, one client per speaking
+    /// character, next-character prediction with paper 004's LSTM (paper 001's Figs. 3, 7).
     #[arg(long, value_enum, default_value_t = Dataset::Mnist)]
     dataset: Dataset,
     /// Directory with the data set's files: MNIST-format IDX files (all pairs in it are
     /// pooled) for mnist/fmnist/emnist, the CIFAR binary files (or their folder or .tar.gz)
-    /// for cifar10/cifar100 [default: the embedded 10,000-digit MNIST subset].
+    /// for cifar10/cifar100, LEAF's train/ and test/ folders of JSON files or the
+    /// complete-works text file (or a folder holding it) for shakespeare [default: the
+    /// embedded 10,000-digit MNIST subset].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Images used: the first N of the data, before the test images are held out [default:
     /// all].
     #[arg(long, value_name = "N")]
     images: Option<usize>,
-    #[arg(long, default_value_t = TEST_IMAGES, value_name = "N", help = "Images held out as the test set (no client sees them); the rest is split between the clients.")]
+    #[arg(long, default_value_t = TEST_IMAGES, value_name = "N", help = "Images held out as the test set (no client sees them); the rest is split between the clients. With text: test windows, evenly spaced among the clients' held-out lines.")]
     test_images: usize,
-    #[arg(long, default_value_t = CLIENTS, value_name = "N", help = "Clients.")]
-    clients: usize,
-    #[arg(long, default_value_t = FRACTION, value_name = "C", help = "Fraction C of the clients drawn each round, in (0, 1].")]
-    fraction: f64,
+    #[arg(long, value_name = "N", help = with_default(&format!("Clients (with text: speaking characters drawn at random from those with enough windows; --quick {TEXT_QUICK_CLIENTS})."), CLIENTS))]
+    clients: Option<usize>,
+    #[arg(long, value_name = "C", help = with_default(&format!("Fraction C of the clients drawn each round, in (0, 1] (--quick with text: {TEXT_QUICK_FRACTION})."), FRACTION))]
+    fraction: Option<f64>,
+    /// Symbols per window with --dataset shakespeare (the LSTM reads them and predicts the
+    /// next one); LEAF's files hold windows of 80, which a smaller N cuts to their last N
+    /// [default: 200; --quick 20].
+    #[arg(long, value_name = "N")]
+    seq: Option<usize>,
     #[arg(long, default_value_t = LOCAL_STEPS, value_name = "K", help = "Local SGD steps K of every participant per round.")]
     local_steps: usize,
     #[arg(long, default_value_t = BATCH, value_name = "B", help = "Local mini-batch.")]
     batch: usize,
-    #[arg(long, default_value_t = LR, value_name = "β0", help = "Base local learning rate β^0 (FedAvg's; the schedulers start from it).")]
-    lr: f64,
+    #[arg(long, value_name = "β0", help = with_default(&format!("Base local learning rate β^0 (FedAvg's; the schedulers start from it; with text {TEXT_LR})."), LR))]
+    lr: Option<f64>,
     #[arg(
         long,
         default_value_t = 0.0,
@@ -179,47 +207,100 @@ pub fn after_help() -> String {
 
 impl FedHyperCmd {
     fn model(&self) -> Model {
-        self.model
-            .unwrap_or(if self.quick && !self.dataset.colour() {
-                Model::Mlp
-            } else {
-                Model::Cnn
-            })
+        self.model.unwrap_or(if self.dataset.text() {
+            Model::Lstm
+        } else if self.quick && !self.dataset.colour() {
+            Model::Mlp
+        } else {
+            Model::Cnn
+        })
     }
 
     fn arch(&self, classes: usize) -> Architecture {
         match (self.model(), self.dataset.colour()) {
+            (Model::Lstm, _) => Architecture::CharLstm {
+                seq: self.seq(),
+                vocab: hgp_models::text::VOCABULARY_SIZE,
+                embed: 8,
+                hidden: if self.quick { 32 } else { 256 },
+                layers: 2,
+            },
             (Model::Cnn, false) => Architecture::SmallCnn { classes },
             (Model::Cnn, true) => Architecture::CifarCnn { classes },
             (Model::Mlp, _) => Architecture::Mlp { classes },
         }
     }
 
+    fn target(&self) -> f64 {
+        self.target.unwrap_or(if self.dataset.text() {
+            TEXT_TARGET
+        } else {
+            TARGET
+        })
+    }
+
+    fn seq(&self) -> usize {
+        self.seq.unwrap_or(if self.quick { 20 } else { 200 })
+    }
+
+    fn clients(&self) -> usize {
+        self.clients
+            .unwrap_or(if self.dataset.text() && self.quick {
+                TEXT_QUICK_CLIENTS
+            } else {
+                CLIENTS
+            })
+    }
+
+    fn fraction(&self) -> f64 {
+        self.fraction
+            .unwrap_or(if self.dataset.text() && self.quick {
+                TEXT_QUICK_FRACTION
+            } else {
+                FRACTION
+            })
+    }
+
+    fn lr(&self) -> f64 {
+        self.lr
+            .unwrap_or(if self.dataset.text() { TEXT_LR } else { LR })
+    }
+
+    /// The splits of the table: as given, or paper 001's (natural with text).
+    pub fn splits(&self) -> Vec<Split> {
+        match &self.splits {
+            Some(s) => s.clone(),
+            None if self.dataset.text() => vec![Split::Natural],
+            None => SPLITS
+                .split(',')
+                .map(|s| s.parse().expect("the default splits parse"))
+                .collect(),
+        }
+    }
+
     /// Checks every option and the output directory before any image is read, each refusal
     /// naming its flag; returns the schedulers' parameters.
     fn check_flags(&self, engine: &Engine) -> Result<SchedulerParams> {
-        if self.methods.is_empty() || self.splits.is_empty() {
+        if self.methods.is_empty() || self.splits().is_empty() {
             bail!("--methods and --splits need at least one value each");
         }
         at_least_one(&[
             ("--rounds", self.rounds.unwrap_or(1)),
-            ("--clients", self.clients),
+            ("--clients", self.clients()),
             ("--local-steps", self.local_steps),
             ("--batch", self.batch),
             ("--images", self.images.unwrap_or(1)),
             ("--test-images", self.test_images),
             ("--seeds", self.seeds as usize),
         ])?;
-        positive(&[("--lr", self.lr)])?;
+        positive(&[("--lr", self.lr())])?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             bail!("--l2 must be a number ≥ 0, got {}", self.l2);
         }
-        fraction("--fraction", self.fraction)?;
-        if !(self.target > 0.0 && self.target <= 1.0) {
-            bail!(
-                "--target is a test accuracy in (0, 1], got {} (write 0.9 for 90 %)",
-                self.target
-            );
+        fraction("--fraction", self.fraction())?;
+        let target = self.target();
+        if !(target > 0.0 && target <= 1.0) {
+            bail!("--target is a test accuracy in (0, 1], got {target} (write 0.9 for 90 %)");
         }
         let schedulers = SchedulerParams {
             g_hyper_lr: self.g_hyper_lr,
@@ -275,14 +356,15 @@ impl FedHyperCmd {
                 bail!("{}: {e}", named.join(", "));
             }
         }
-        check_image_counts(self.images, self.test_images, self.clients)?;
+        check_image_counts(self.images, self.test_images, self.clients())?;
+        self.check_text_flags()?;
         if self.dataset.colour() && self.model == Some(Model::Mlp) {
             bail!(
                 "--model mlp is the 784-200-C MLP of 28 × 28 grey images; --dataset {} takes --model cnn (the CIFAR CNN)",
                 self.dataset.name()
             );
         }
-        engine.placement().check_clients(self.clients)?;
+        engine.placement().check_clients(self.clients())?;
         if engine.is_root() {
             prepare_out(&self.out)?;
         }
@@ -293,21 +375,22 @@ impl FedHyperCmd {
     fn validate(&self, classes: usize, schedulers: SchedulerParams) -> Settings {
         Settings {
             arch: self.arch(classes),
-            clients: self.clients,
-            fraction: self.fraction,
-            rounds: self
-                .rounds
-                .unwrap_or(match (self.quick, self.dataset.colour()) {
-                    (true, false) => QUICK_ROUNDS,
-                    (true, true) => QUICK_COLOUR_ROUNDS,
-                    (false, _) => ROUNDS,
-                }),
+            clients: self.clients(),
+            fraction: self.fraction(),
+            rounds: self.rounds.unwrap_or(
+                match (self.quick, self.dataset.colour(), self.dataset.text()) {
+                    (true, _, true) => TEXT_QUICK_ROUNDS,
+                    (true, false, _) => QUICK_ROUNDS,
+                    (true, true, _) => QUICK_COLOUR_ROUNDS,
+                    (false, ..) => ROUNDS,
+                },
+            ),
             local_steps: self.local_steps,
             batch: self.batch,
-            lr: self.lr,
+            lr: self.lr(),
             l2: self.l2,
             schedulers,
-            target: self.target,
+            target: self.target(),
         }
     }
 
@@ -333,11 +416,11 @@ impl FedHyperCmd {
         if rest.classes().max(test.classes()) < 2 {
             bail!("{source} holds a single class; classification needs two or more");
         }
-        if rest.len() < self.clients {
+        if rest.len() < self.clients() {
             bail!(
                 "{} images for {} clients: every client needs at least one (use fewer --clients or more --images)",
                 rest.len(),
-                self.clients
+                self.clients()
             );
         }
         if rest.channels > 1 {
@@ -359,6 +442,107 @@ impl FedHyperCmd {
         Ok(self.describe_images(rest, test, &source))
     }
 
+    /// Participants drawn per round.
+    fn per_round(&self) -> usize {
+        ((self.fraction() * self.clients() as f64).round() as usize).clamp(1, self.clients())
+    }
+
+    /// Refuses, before any data is read, flags that do not go with text or with images.
+    fn check_text_flags(&self) -> Result<()> {
+        if self.dataset.text() {
+            if let Some(m) = self.model.filter(|&m| m != Model::Lstm) {
+                bail!(
+                    "--model {} takes images; --dataset shakespeare takes --model lstm (the default)",
+                    m.to_possible_value()
+                        .map_or(String::new(), |v| v.get_name().to_string())
+                );
+            }
+            if self.images.is_some() {
+                bail!(
+                    "--images counts images; with --dataset shakespeare the clients' windows follow from the text and --seq (--clients sets how many characters)"
+                );
+            }
+            if let Some(s) = self.splits().iter().find(|s| **s != Split::Natural) {
+                bail!(
+                    "--splits {}: text is split by speaking character (--splits natural)",
+                    s.name()
+                );
+            }
+        } else {
+            if self.model == Some(Model::Lstm) {
+                bail!(
+                    "--model lstm reads text: give --dataset shakespeare (--dataset {} is images)",
+                    self.dataset.name()
+                );
+            }
+            if self.seq.is_some() {
+                bail!(
+                    "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
+                    self.dataset.name()
+                );
+            }
+            if self.splits().contains(&Split::Natural) {
+                bail!(
+                    "--splits natural is the split of text by speaking character; images take iid or a Dirichlet α"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The Shakespeare task of paper 001's Figs. 3 and 7: `--clients` speaking characters
+    /// (drawn at random from those with a batch of windows in each part; `--quick` keeps each
+    /// one's first windows), each training on the windows of its first 80 % of lines (train
+    /// and validation of paper 004's split, in order); the test windows of the last 20 %,
+    /// pooled over the clients and evenly thinned to `--test-images`.
+    fn text(&self) -> Result<(Pool, ImageSet, String)> {
+        let corpus = crate::setup::load_text(self.data_dir.as_deref(), self.seq())?;
+        let source = corpus.description.clone();
+        let (min_windows, cap) = if self.quick {
+            (TEXT_QUICK_WINDOWS.1, Some(TEXT_QUICK_WINDOWS))
+        } else {
+            (self.batch, None)
+        };
+        let (chosen, how) = corpus.choose(
+            (self.clients(), "--clients"),
+            min_windows,
+            cap,
+            crate::setup::derive(self.seed, crate::setup::domain::DATA),
+        )?;
+        let mut parts = Vec::with_capacity(chosen.len());
+        let mut test = ImageSet {
+            cols: self.seq(),
+            rows: 1,
+            ..ImageSet::default()
+        };
+        for c in &chosen {
+            let mut own = crate::setup::windows_set(&c.train);
+            let val = crate::setup::windows_set(&c.validation);
+            own.images.extend(val.images);
+            own.labels.extend(val.labels);
+            parts.push(own);
+            let t = crate::setup::windows_set(&c.test);
+            test.images.extend(t.images);
+            test.labels.extend(t.labels);
+        }
+        let pooled = test.len();
+        if pooled > self.test_images {
+            // Evenly spaced: every client's held-out lines keep their share.
+            let keep: Vec<usize> = (0..self.test_images)
+                .map(|k| k * pooled / self.test_images)
+                .collect();
+            test = test.subset(&keep);
+        }
+        let windows: usize = parts.iter().map(ImageSet::len).sum();
+        let description = format!(
+            "{} clients ({} drawn per round), speaking characters of {source}: {how}; {windows} training windows, {} test windows (of {pooled} held out)",
+            self.clients(),
+            self.per_round(),
+            test.len()
+        );
+        Ok((Pool::PerClient(parts), test, description))
+    }
+
     /// The images with their description.
     fn describe_images(
         &self,
@@ -368,8 +552,8 @@ impl FedHyperCmd {
     ) -> (ImageSet, ImageSet, String) {
         let description = format!(
             "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
-            self.clients,
-            ((self.fraction * self.clients as f64).round() as usize).clamp(1, self.clients),
+            self.clients(),
+            self.per_round(),
             rest.len() + test.len(),
             test.len(),
             rest.classes().max(test.classes())
@@ -389,15 +573,24 @@ impl FedHyperCmd {
         let placement = engine.placement();
         let setup = (|| {
             let schedulers = self.check_flags(engine)?;
-            let (images, test, description) = self.images()?;
-            let settings = self.validate(images.classes().max(test.classes()), schedulers);
+            let (images, test, description) = if self.dataset.text() {
+                self.text()?
+            } else {
+                let (images, test, description) = self.images()?;
+                (Pool::Pooled(images), test, description)
+            };
+            let classes = match &images {
+                Pool::Pooled(images) => images.classes().max(test.classes()),
+                Pool::PerClient(_) => hgp_models::text::VOCABULARY_SIZE,
+            };
+            let settings = self.validate(classes, schedulers);
             Ok((images, test, description, settings))
         })();
         let (images, test, description, settings) = engine.agree(setup)?;
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first: Result<Vec<Option<protocol::Federation>>> = self
-            .splits
+            .splits()
             .iter()
             .map(|&split| {
                 settings
@@ -415,13 +608,13 @@ impl FedHyperCmd {
             (Reporter::silent()?, None)
         };
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
-        let runs_total = seeds.len() * self.splits.len() * self.methods.len();
+        let runs_total = seeds.len() * self.splits().len() * self.methods.len();
         let total = (runs_total * settings.rounds) as u64;
         let stage = reporter.stage(format!("{runs_total} runs"), total, "rounds");
         let mut runs = Vec::new();
         let mut done = 0u64;
         for &seed in &seeds {
-            for (k, &split) in self.splits.iter().enumerate() {
+            for (k, &split) in self.splits().iter().enumerate() {
                 let federation = match first[k].take() {
                     Some(f) if seed == seeds[0] => f,
                     _ => {

@@ -130,26 +130,32 @@ impl SchedulerParams {
     }
 }
 
-/// A split on the command line: `iid` or a Dirichlet concentration α.
+/// A split on the command line: `iid` or a Dirichlet concentration α of pooled images, or
+/// `natural`: the clients as the data comes (text: one speaking character each).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Split(pub LabelSplit);
-
-impl Split {
-    /// The name on the command line and in the outputs ("iid", "0.25").
-    pub fn name(&self) -> String {
-        match self.0 {
-            LabelSplit::Iid => "iid".to_string(),
-            LabelSplit::Dirichlet { alpha } => alpha.to_string(),
-        }
-    }
+pub enum Split {
+    /// Pooled images split by labels.
+    Labels(LabelSplit),
+    /// Each client's own data (LEAF's natural split of Shakespeare by character).
+    Natural,
 }
 
 impl Split {
-    /// The name in figures: "iid" or "Dirichlet α = 0.25".
+    /// The name on the command line and in the outputs ("iid", "0.25", "natural").
+    pub fn name(&self) -> String {
+        match self {
+            Self::Labels(LabelSplit::Iid) => "iid".to_string(),
+            Self::Labels(LabelSplit::Dirichlet { alpha }) => alpha.to_string(),
+            Self::Natural => "natural".to_string(),
+        }
+    }
+
+    /// The name in figures: "iid", "Dirichlet α = 0.25" or "by speaking character".
     pub fn label(&self) -> String {
-        match self.0 {
-            LabelSplit::Iid => "iid".to_string(),
-            LabelSplit::Dirichlet { alpha } => format!("Dirichlet α = {alpha}"),
+        match self {
+            Self::Labels(LabelSplit::Iid) => "iid".to_string(),
+            Self::Labels(LabelSplit::Dirichlet { alpha }) => format!("Dirichlet α = {alpha}"),
+            Self::Natural => "by speaking character".to_string(),
         }
     }
 }
@@ -158,17 +164,29 @@ impl std::str::FromStr for Split {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         if s.eq_ignore_ascii_case("iid") {
-            return Ok(Self(LabelSplit::Iid));
+            return Ok(Self::Labels(LabelSplit::Iid));
+        }
+        if s.eq_ignore_ascii_case("natural") {
+            return Ok(Self::Natural);
         }
         match s.parse::<f64>() {
             Ok(alpha) if alpha.is_finite() && alpha > 0.0 => {
-                Ok(Self(LabelSplit::Dirichlet { alpha }))
+                Ok(Self::Labels(LabelSplit::Dirichlet { alpha }))
             }
             _ => Err(format!(
-                "`{s}` is neither `iid` nor a Dirichlet concentration α > 0 (e.g. 0.5)"
+                "`{s}` is neither `iid`, `natural` nor a Dirichlet concentration α > 0 (e.g. 0.5)"
             )),
         }
     }
+}
+
+/// The clients' data before a split: pooled images, split by labels, or one set per client
+/// (text: a speaking character each), taken as they are.
+pub enum Pool {
+    /// Pooled images.
+    Pooled(ImageSet),
+    /// One set per client.
+    PerClient(Vec<ImageSet>),
 }
 
 /// Everything that fixes the numbers of a run but the method, the split and the seed.
@@ -297,14 +315,26 @@ impl Settings {
     /// A split that leaves a client without images, or images the network cannot take.
     pub fn federation(
         &self,
-        images: &ImageSet,
+        pool: &Pool,
         test: &ImageSet,
         split: Split,
         seed: u64,
         placement: &Placement,
     ) -> Result<Federation> {
-        let parts = label_split(images, self.clients, split.0, derive(seed, domain::DATA))
-            .with_context(|| format!("split {}", split.name()))?;
+        let parts = match (pool, split) {
+            (Pool::Pooled(images), Split::Labels(labels)) => {
+                label_split(images, self.clients, labels, derive(seed, domain::DATA))
+                    .with_context(|| format!("split {}", split.name()))?
+            }
+            (Pool::PerClient(sets), Split::Natural) => sets.clone(),
+            (Pool::Pooled(_), Split::Natural) => {
+                anyhow::bail!("split natural takes data with its own clients (text)")
+            }
+            (Pool::PerClient(_), Split::Labels(_)) => anyhow::bail!(
+                "split {}: text is split by speaking character (--splits natural)",
+                split.name()
+            ),
+        };
         let config = self.net_config();
         // Under MPI every rank splits the whole set and builds only its own clients (the
         // others are stand-ins with their sizes).

@@ -170,7 +170,7 @@ impl FedHyperCmd {
     ) -> Result<()> {
         let target = settings.target;
         let percent = 100.0 * target;
-        let summaries = summarize(runs, &self.methods, &self.splits, target);
+        let summaries = summarize(runs, &self.methods, &self.splits(), target);
         write_csv(&self.out.join("fedhyper.csv"), SUMMARY_HEADER, &summaries)?;
         let several = self.seeds > 1;
         let mut table = Table::new([
@@ -229,7 +229,7 @@ impl FedHyperCmd {
                 }
             ))
             .shared_y();
-        for split in &self.splits {
+        for split in &self.splits() {
             let mut panel = Panel::new(split.label(), "communication rounds", "test accuracy")
                 .with_level(format!("target {percent:.0} %"), target);
             for &method in &self.methods {
@@ -250,7 +250,7 @@ impl FedHyperCmd {
         figure.write(&accuracy_svg)?;
 
         // lr.svg: the first seed on the last split (the most skewed of the default list).
-        let shown = *self.splits.last().context("no split")?;
+        let shown = *self.splits().last().context("no split")?;
         let first_seed = self.seed;
         let shown_runs: Vec<&Run> = runs
             .iter()
@@ -314,7 +314,7 @@ impl FedHyperCmd {
         }
         println!("{description}");
         println!(
-            "{}, {} rounds of K = {} local steps (batch {}, β^0 = {}); test accuracy on held-out images, time of a round's training",
+            "{}, {} rounds of K = {} local steps (batch {}, β^0 = {}); test accuracy on held-out instances, time of a round's training",
             settings.arch.name(),
             settings.rounds,
             settings.local_steps,

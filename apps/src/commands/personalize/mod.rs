@@ -46,6 +46,10 @@ pub enum ModelKind {
     /// the paper's setting with --dataset cifar10 and cifar100; batch normalization by batch
     /// statistics, see `hgp_models::nn::Architecture::MobileNetV2`).
     MobilenetV2,
+    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+    /// symbols): 256 units in the paper's setting, 32 with --quick and --preset cpu; the only
+    /// model of --dataset shakespeare.
+    Lstm,
 }
 
 /// The sizes of a run: the paper's, `--quick`'s and `--preset cpu`'s.
@@ -134,6 +138,46 @@ const COLOUR_SIZES: [Sizes; 2] = [
         neumann_terms: NEUMANN_TERMS,
     },
 ];
+
+/// The sizes with text (Shakespeare): paper 004's Table 2 (20 speaking characters, the
+/// LSTM of 2 × 256 units on windows of 200 symbols, 1,200 SGP steps of batch 128, 10 outer
+/// steps, M = 20), and `--quick` (24 characters, each cut to its first 100 training and 40
+/// validation and test windows, an LSTM of 2 × 32 units on windows of 20 symbols, 100 steps
+/// of batch 16, 3 outer steps; `--preset cpu` takes the same sizes with 3 seeds).
+const TEXT_SIZES: [Sizes; 2] = [
+    Sizes {
+        label: "the paper's setting with text",
+        seeds: 1,
+        clients: 20,
+        images: None,
+        model: ModelKind::Lstm,
+        model_name: "lstm",
+        steps: 1200,
+        batch: 128,
+        outer_steps: 10,
+        neumann_terms: 20,
+    },
+    Sizes {
+        label: "--quick with text",
+        seeds: 1,
+        clients: 24,
+        images: None,
+        model: ModelKind::Lstm,
+        model_name: "lstm",
+        steps: 100,
+        batch: 16,
+        outer_steps: 3,
+        neumann_terms: NEUMANN_TERMS,
+    },
+];
+/// Symbols per window with text: paper 004's 200, and `--quick`'s.
+const TEXT_SEQ: [usize; 2] = [200, 20];
+/// Units of each LSTM layer: paper 004's 256, and `--quick`'s.
+const TEXT_HIDDEN: [usize; 2] = [256, 32];
+/// `--quick` with text keeps each character's first this many training windows, and
+/// (second) validation and test windows; the characters drawn have at least the second in
+/// each part.
+const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
 const NEUMANN_TERMS: usize = 10;
 /// Push-Sum (or gossip) steps S per average.
@@ -161,12 +205,18 @@ pub fn after_help() -> String {
         )
     };
     format!(
-        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images (inner rate 0.1 for cifar10, 0.2 for cifar100, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd",
+        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images and text (inner rate 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd",
         line(&SIZES[0]),
         line(&SIZES[1]),
         line(&SIZES[2]),
         line(&COLOUR_SIZES[0]),
-        line(&COLOUR_SIZES[1])
+        line(&COLOUR_SIZES[1]),
+        line(&TEXT_SIZES[0]).replace(" --images all", ""),
+        TEXT_SEQ[0],
+        line(&TEXT_SIZES[1]).replace(" --images all", ""),
+        TEXT_SEQ[1],
+        TEXT_QUICK_WINDOWS.0,
+        TEXT_QUICK_WINDOWS.1
     )
 }
 
@@ -203,17 +253,25 @@ pub struct Personalize {
     /// in colour with paper 004's splits (App. A.1: each label over the clients in
     /// Dirichlet(0.4) proportions, 30 / 10 / 60 % train / validation / test; CIFAR-100 by
     /// Pachinko allocation, 900 / 300 / 1,800 images per client, fewer if the data hold
-    /// fewer), standardized per channel.
+    /// fewer), standardized per channel; or the text of Shakespeare's plays (paper 004:
+    /// one client per speaking character, each one's lines in order 60 / 20 / 20 % train /
+    /// validation / test, windows of 200 symbols predicting the next, the LSTM).
     #[arg(long, value_enum, default_value_t = Dataset::Mnist)]
     dataset: Dataset,
     /// Directory with the data set's files: MNIST-format IDX files (MNIST, EMNIST,
     /// Fashion-MNIST), or the CIFAR binary files (or their folder or .tar.gz) [default: the
-    /// embedded 10,000-digit MNIST subset].
+    /// embedded 10,000-digit MNIST subset]. For shakespeare: LEAF's train/ and test/ folders
+    /// of JSON files, or the complete-works text file (or a folder holding it).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Images used [default: listed at the end].
     #[arg(long, value_name = "N")]
     images: Option<usize>,
+    /// Symbols per window with --dataset shakespeare (the LSTM reads them and predicts the
+    /// next one); LEAF's files hold windows of 80, which a smaller N cuts to their last N
+    /// [default: listed at the end].
+    #[arg(long, value_name = "N")]
+    seq: Option<usize>,
     /// Network architecture [default: listed at the end].
     #[arg(long, value_enum)]
     model: Option<ModelKind>,
@@ -221,7 +279,9 @@ pub struct Personalize {
     /// batches of 16), about 14 minutes on 2 cores (9 with a fixed --eta, which skips the
     /// power iterations); with colour images the CIFAR CNN, 4 clients on at most 4,000
     /// images (each client's parts scaled down from the paper's, said in the log), 100 steps
-    /// of batch 16, 3 outer steps (about 5 minutes). The default is the paper's setting, sized for a GPU
+    /// of batch 16, 3 outer steps (about 5 minutes); with text 24 speaking characters of 100
+    /// training windows of 20 symbols, an LSTM of 2 × 32 units, 100 steps of batch 16, 3
+    /// outer steps. The default is the paper's setting, sized for a GPU
     /// (`--features cuda`): on a CPU it takes days (weeks with MobileNet-v2).
     #[arg(long, conflicts_with = "preset")]
     quick: bool,
@@ -291,6 +351,9 @@ pub struct Personalize {
 
 impl Personalize {
     fn sizes(&self) -> &'static Sizes {
+        if self.dataset.text() {
+            return &TEXT_SIZES[usize::from(self.quick || self.preset.is_some())];
+        }
         match (self.preset, self.quick, self.dataset.colour()) {
             (Some(Preset::Cpu), _, false) => &SIZES[2],
             (None, true, false) => &SIZES[1],
@@ -334,6 +397,7 @@ impl Personalize {
         match self.dataset {
             Dataset::Cifar10 => Rates::Paper004 { inner_lr: 0.1 },
             Dataset::Cifar100 => Rates::Paper004 { inner_lr: 0.2 },
+            Dataset::Shakespeare => Rates::Paper004 { inner_lr: 10.0 },
             _ => Rates::Hgp,
         }
     }
@@ -361,6 +425,7 @@ impl Personalize {
             ("--batch", self.batch),
             ("--clients", self.clients),
             ("--images", self.images),
+            ("--seq", self.seq),
             ("--seeds", self.seeds),
         ]
         .iter()
@@ -368,6 +433,7 @@ impl Personalize {
         .collect();
         at_least_one(&counts)?;
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        self.check_data_flags()?;
         if self.estimator == PersonalizeEstimator::Pdbo {
             for (flag, given) in [
                 ("--eta", self.eta.is_some()),
@@ -594,6 +660,114 @@ impl Personalize {
         Ok(())
     }
 
+    /// Refuses, before any data is read, flags that do not go with `--dataset`: the model of
+    /// another kind of data, `--images` or `--seq` where they mean nothing.
+    fn check_data_flags(&self) -> Result<()> {
+        let text = self.dataset.text();
+        if text {
+            if let Some(m) = self.model.filter(|&m| m != ModelKind::Lstm) {
+                bail!(
+                    "--model {} takes images; --dataset shakespeare takes --model lstm (the default)",
+                    model_name(m)
+                );
+            }
+            if self.images.is_some() {
+                bail!(
+                    "--images counts images; with --dataset shakespeare the clients' windows follow from the text and --seq (and --clients sets how many characters)"
+                );
+            }
+        } else {
+            if self.model == Some(ModelKind::Lstm) {
+                bail!(
+                    "--model lstm reads text: give --dataset shakespeare (--dataset {} is images)",
+                    self.dataset.name()
+                );
+            }
+            if self.seq.is_some() {
+                bail!(
+                    "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
+                    self.dataset.name()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The Shakespeare task (paper 004 App. A.1): the text, `--clients` speaking characters
+    /// drawn at random from those with enough windows (a batch of each part in the paper's
+    /// setting; `--quick` keeps each one's first windows), the LSTM.
+    fn text_data(
+        &self,
+        eta: hgp_hypergrad::Eta,
+        seed: u64,
+        placement: &Placement,
+    ) -> Result<(Vec<ImageClient>, Setting, String)> {
+        let sizes = self.sizes();
+        let quick = usize::from(self.quick || self.preset.is_some());
+        let seq = self.seq.unwrap_or(TEXT_SEQ[quick]);
+        let clients = self.clients.unwrap_or(sizes.clients);
+        let batch = self.batch.unwrap_or(sizes.batch);
+        let corpus = crate::setup::load_text(self.data_dir.as_deref(), seq)?;
+        let source = corpus.description.clone();
+        let (min_windows, cap) = if quick == 1 {
+            (TEXT_QUICK_WINDOWS.1, Some(TEXT_QUICK_WINDOWS))
+        } else {
+            (batch, None)
+        };
+        let (chosen, how) = corpus.choose(
+            (clients, "--clients"),
+            min_windows,
+            cap,
+            derive(seed, domain::DATA),
+        )?;
+        let arch = Architecture::CharLstm {
+            seq,
+            vocab: hgp_models::text::VOCABULARY_SIZE,
+            embed: 8,
+            hidden: TEXT_HIDDEN[quick],
+            layers: 2,
+        };
+        let setting = Setting {
+            arch,
+            steps: self.sgp_steps.unwrap_or(sizes.steps),
+            batch,
+            classes: hgp_models::text::VOCABULARY_SIZE,
+            eta,
+        };
+        let largest = chosen.iter().map(|c| c.train.len()).max().unwrap_or(0);
+        if setting.batch > largest {
+            bail!(
+                "--batch {} is larger than every client's training set (at most {largest} windows): use a smaller --batch",
+                setting.batch
+            );
+        }
+        let windows: usize = chosen
+            .iter()
+            .map(|c| c.train.len() + c.validation.len() + c.test.len())
+            .sum();
+        let description = format!(
+            "{clients} clients, speaking characters of {source}: {how}; {windows} windows; {}; inner: {} steps, batch {}",
+            arch.name(),
+            setting.steps,
+            setting.batch
+        );
+        placement.check_clients(clients)?;
+        let mut split: Vec<ImageClient> =
+            chosen.iter().map(crate::setup::text_image_client).collect();
+        drop(chosen);
+        if hgp_models::nn::default_device().is_cpu() {
+            let own = placement.owned(clients).len();
+            let data = (
+                format!("the {windows} windows of the clients"),
+                (4.0 + 1.0) * (windows * seq) as f64,
+            );
+            self.memory_plan(data, &setting, largest, (clients, own))
+                .check()?;
+        }
+        keep_own_images(&mut split, placement);
+        Ok((split, setting, description))
+    }
+
     /// Loads the images and splits them over the clients (HGP App. A.3); under MPI every
     /// rank splits the whole set, then keeps the images of its own clients only (and every
     /// client's labels, a byte per image, from which the sizes and accuracies follow).
@@ -603,6 +777,9 @@ impl Personalize {
         seed: u64,
         placement: &Placement,
     ) -> Result<(Vec<ImageClient>, Setting, String)> {
+        if self.dataset.text() {
+            return self.text_data(eta, seed, placement);
+        }
         let sizes = self.sizes();
         let colour = self.dataset.colour();
         let model = match (self.model, colour) {
@@ -678,6 +855,7 @@ impl Personalize {
             ModelKind::Mlp => Architecture::Mlp { classes },
             ModelKind::CifarCnn => Architecture::CifarCnn { classes },
             ModelKind::MobilenetV2 => Architecture::MobileNetV2 { classes },
+            ModelKind::Lstm => unreachable!("refused by check_data_flags"),
         };
         let setting = Setting {
             arch,
@@ -710,7 +888,11 @@ impl Personalize {
         placement.check_clients(clients)?;
         if hgp_models::nn::default_device().is_cpu() {
             let own = placement.owned(clients).len();
-            self.memory_plan(&set, &setting, largest, (clients, own))
+            let data = (
+                format!("the {} images and their split over the clients", set.len()),
+                2.0 * set.images.len() as f64 * 4.0,
+            );
+            self.memory_plan(data, &setting, largest, (clients, own))
                 .check()?;
         }
         let mut split = split;
@@ -726,7 +908,7 @@ impl Personalize {
     /// `chunk()` images, of every network of an ensemble.
     fn memory_plan(
         &self,
-        set: &hgp_models::images::ImageSet,
+        (data, data_bytes): (String, f64),
         setting: &Setting,
         largest_train: usize,
         (clients, own): (usize, usize),
@@ -738,32 +920,28 @@ impl Personalize {
             .any(|m| m.trains_ensemble(self.estimator));
         let members = if ensembles { 3 } else { 1 };
         let arch = setting.arch;
-        let (gradient, hvp) = arch.graph_bytes_per_instance();
         let threads = rayon::current_num_threads().min(own.max(1));
         let chunk = arch.chunk();
-        let on_batch = hvp * setting.batch.min(chunk) as f64;
+        let on_batch = arch.graph_bytes(setting.batch.min(chunk)).1;
         let full = chunk.min(largest_train);
-        let on_full = gradient * full as f64;
+        let on_full = arch.graph_bytes(full).0;
         let graphs = if on_batch >= on_full {
             format!(
-                "the Hessian-vector products on --batch {} images (in parts of at most {chunk}) of the {} ({:.0} MB an image)",
+                "the Hessian-vector products on --batch {} instances (in parts of at most {chunk}) of the {} ({:.0} MB a part)",
                 setting.batch,
                 arch.name(),
-                hvp / 1e6
+                on_batch / 1e6
             )
         } else {
             format!(
-                "the full-batch gradients in parts of {full} images of the {} ({:.0} MB an image)",
+                "the full-batch gradients in parts of {full} instances of the {} ({:.0} MB a part)",
                 arch.name(),
-                gradient / 1e6
+                on_full / 1e6
             )
         };
         let dim = (members * arch.dim()) as f64;
         MemoryPlan::new()
-            .add(
-                format!("the {} images and their split over the clients", set.len()),
-                2.0 * set.images.len() as f64 * F32,
-            )
+            .add(data, data_bytes)
             .add(
                 format!("the iterates of {clients} clients ({dim} parameters each, about 12 copies)"),
                 12.0 * clients as f64 * dim * F32,

@@ -1,0 +1,227 @@
+//! The text of the Shakespeare experiments (`--dataset shakespeare`): where it is read from
+//! (LEAF's JSON folders or the complete-works text), the windows' length, the choice of the
+//! clients, and the windows as the instance sets the network clients take.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use hgp_models::images::{ImageClient, ImageSet};
+use hgp_models::text::{TextClient, Windows};
+
+/// Where `--data-dir` points for text, in words and in kind.
+enum TextSource<'a> {
+    /// LEAF's `train/` and `test/` folders of JSON files.
+    Leaf(&'a Path),
+    /// One plain-text file of the complete works.
+    Raw(std::path::PathBuf),
+}
+
+fn source(data_dir: Option<&Path>) -> Result<TextSource<'_>> {
+    let Some(dir) = data_dir else {
+        bail!(
+            "--dataset shakespeare reads its text from --data-dir: LEAF's train/ and test/ folders of JSON files, or the complete-works text file (Project Gutenberg's 100.txt)"
+        );
+    };
+    if dir.is_file() {
+        return Ok(TextSource::Raw(dir.to_path_buf()));
+    }
+    if !dir.is_dir() {
+        bail!("--data-dir {}: no such file or directory", dir.display());
+    }
+    if dir.join("train").is_dir() && dir.join("test").is_dir() {
+        return Ok(TextSource::Leaf(dir));
+    }
+    let texts: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("--data-dir {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    match texts.as_slice() {
+        [one] => Ok(TextSource::Raw(one.clone())),
+        [] => bail!(
+            "--data-dir {} holds neither LEAF's train/ and test/ folders nor a .txt file of the complete works",
+            dir.display()
+        ),
+        _ => bail!(
+            "--data-dir {} holds {} .txt files: give the complete-works file itself as --data-dir",
+            dir.display(),
+            texts.len()
+        ),
+    }
+}
+
+/// The text of an experiment before the clients are chosen: LEAF's users with their
+/// windows, or the speaking characters of the complete works (cut into windows only once
+/// chosen: every character's windows of 200 symbols would take 200 times the text).
+pub struct TextCorpus {
+    kind: CorpusKind,
+    seq: usize,
+    /// Where the text came from, in words.
+    pub description: String,
+}
+
+enum CorpusKind {
+    Leaf(Vec<TextClient>),
+    Raw(Vec<hgp_models::text::Speaker>),
+}
+
+/// The text in `data_dir` for windows of `seq` symbols (paper 004 App. A.1). LEAF's files
+/// hold windows of their own length (80): a shorter `seq` keeps the last `seq` symbols of
+/// each (said in the description), a longer one is refused. The raw text is split by
+/// speaking character, each character's lines in order into train / validation / test.
+///
+/// # Errors
+///
+/// No `--data-dir`, a folder of neither kind, the readers' errors, windows shorter than
+/// `seq`.
+pub fn load_text(data_dir: Option<&Path>, seq: usize) -> Result<TextCorpus> {
+    match source(data_dir)? {
+        TextSource::Leaf(dir) => {
+            let mut clients = hgp_models::text::read_leaf_dir(dir)?;
+            let found = clients.first().map_or(seq, |c| c.train.seq);
+            if seq > found {
+                bail!(
+                    "--seq {seq}: LEAF's files in {} hold windows of {found} symbols; give --seq {found} or less (or the complete-works text, cut into windows of any length)",
+                    dir.display()
+                );
+            }
+            let how = if seq < found {
+                for c in &mut clients {
+                    for w in [&mut c.train, &mut c.validation, &mut c.test] {
+                        *w = last_symbols(w, seq);
+                    }
+                }
+                format!("LEAF's windows of {found} symbols cut to their last {seq} (--seq {seq})")
+            } else {
+                format!("LEAF's windows of {found} symbols")
+            };
+            let description = format!(
+                "{} ({} users, {how}; each user's training windows split 3 : 1 in order into train and validation)",
+                dir.display(),
+                clients.len()
+            );
+            Ok(TextCorpus {
+                kind: CorpusKind::Leaf(clients),
+                seq,
+                description,
+            })
+        }
+        TextSource::Raw(path) => {
+            let speakers = hgp_models::text::read_raw_text(&path)?;
+            let description = format!(
+                "{} ({} speaking characters, each one's lines split in order 60 / 20 / 20 % into train / validation / test, windows of {seq} symbols)",
+                path.display(),
+                speakers.len()
+            );
+            Ok(TextCorpus {
+                kind: CorpusKind::Raw(speakers),
+                seq,
+                description,
+            })
+        }
+    }
+}
+
+impl TextCorpus {
+    /// `n` clients drawn from those with at least `min_windows` windows in each part
+    /// (reproducibly from `seed`; `hgp_models::text::choose_clients`), each cut to its
+    /// first `cap` = (training, validation and test) windows if given; with the choice in
+    /// words.
+    ///
+    /// # Errors
+    ///
+    /// Fewer than `n` characters with enough text (naming `flag`, which sets `n`).
+    pub fn choose(
+        self,
+        (n, flag): (usize, &str),
+        min_windows: usize,
+        cap: Option<(usize, usize)>,
+        seed: u64,
+    ) -> Result<(Vec<TextClient>, String)> {
+        let choose = |clients| {
+            hgp_models::text::choose_clients(clients, n, min_windows, seed)
+                .with_context(|| format!("{flag} {n}"))
+        };
+        let (total, mut chosen) = match self.kind {
+            CorpusKind::Leaf(clients) => (clients.len(), choose(clients)?),
+            CorpusKind::Raw(speakers) => {
+                // Stand-ins with the window counts only (windows of 0 symbols), one
+                // character's windows at a time; then the chosen ones in full.
+                let counts: Vec<TextClient> = speakers
+                    .iter()
+                    .map(|s| {
+                        let c = s.split(self.seq);
+                        let count = |w: &Windows| Windows {
+                            seq: 0,
+                            symbols: Vec::new(),
+                            next: vec![0; w.len()],
+                        };
+                        TextClient {
+                            name: c.name.clone(),
+                            train: count(&c.train),
+                            validation: count(&c.validation),
+                            test: count(&c.test),
+                        }
+                    })
+                    .collect();
+                let names: Vec<String> = choose(counts)?.into_iter().map(|c| c.name).collect();
+                let chosen = names
+                    .iter()
+                    .filter_map(|name| speakers.iter().find(|s| &s.name == name))
+                    .map(|s| s.split(self.seq))
+                    .collect();
+                (speakers.len(), chosen)
+            }
+        };
+        let mut how = format!(
+            "{n} of {total} drawn at random from those with at least {min_windows} windows in each part"
+        );
+        if let Some((train, other)) = cap {
+            for c in &mut chosen {
+                c.truncate(train, other);
+            }
+            how.push_str(&format!(
+                ", each cut to its first {train} training and {other} validation and test windows"
+            ));
+        }
+        Ok((chosen, how))
+    }
+}
+
+/// The windows cut to their last `seq` symbols (the symbol each predicts is unchanged).
+fn last_symbols(w: &Windows, seq: usize) -> Windows {
+    let symbols = w
+        .iter()
+        .flat_map(|(window, _)| window[window.len() - seq..].iter().copied())
+        .collect();
+    Windows {
+        seq,
+        symbols,
+        next: w.next.clone(),
+    }
+}
+
+/// Windows as the instance sets of the network clients: one "image" of 1 × `seq` values
+/// (the symbol indices) per window, labelled by the symbol that follows.
+pub fn windows_set(w: &Windows) -> ImageSet {
+    ImageSet {
+        images: w.symbols.iter().map(|&s| f32::from(s)).collect(),
+        labels: w.next.clone(),
+        rows: 1,
+        cols: w.seq,
+        channels: 1,
+    }
+}
+
+/// A text client as the image experiments' client: its train, validation and test windows
+/// (one cluster; no standardization).
+pub fn text_image_client(c: &TextClient) -> ImageClient {
+    ImageClient {
+        train: windows_set(&c.train),
+        val: windows_set(&c.validation),
+        test: windows_set(&c.test),
+        cluster: 0,
+        mean: 0.0,
+        std: 1.0,
+    }
+}
