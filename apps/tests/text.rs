@@ -28,7 +28,7 @@ fn line(who: usize, k: usize) -> String {
         .collect();
     let mut s = words.join(" ");
     s[..1].make_ascii_uppercase();
-    s.push(if k % 2 == 0 { '.' } else { ',' });
+    s.push(if k.is_multiple_of(2) { '.' } else { ',' });
     s
 }
 
