@@ -312,7 +312,16 @@ impl Figure {
         };
         let columns = self.panels.len().max(1) as u32;
         let title_h = if self.title.is_some() { TITLE_H } else { 0 };
-        let size = (PANEL_W * columns + legend_w, PANEL_H + title_h);
+        // Wide enough for the title too (17 px bold: about 9.5 px a character), the extra
+        // width going to the legend column, so a long title is never cut at the edges.
+        let title_w = self
+            .title
+            .as_ref()
+            .map_or(0, |t| (9.5 * t.chars().count() as f64) as u32 + 40);
+        let size = (
+            (PANEL_W * columns + legend_w).max(title_w),
+            PANEL_H + title_h,
+        );
         let shared = self.shared_y.then(|| {
             let ys: Vec<f64> = self.panels.iter().flat_map(|p| p.extent().1).collect();
             let scale = self.panels.first().map_or(Scale::Linear, |p| p.y_scale);

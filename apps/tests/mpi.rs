@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 const HGP: &str = env!("CARGO_BIN_EXE_hgp");
 
 /// `mpirun --oversubscribe -n ranks` of `program args` (allowed as root, as in CI containers).
@@ -552,5 +554,67 @@ fn fbo_lenet_over_ranks_gives_the_simulators_bits() {
             "noniid",
         ],
         &["fbo.csv"],
+    );
+}
+
+/// Text: personalize (paper 004's four methods) and fedhyper (the natural split) on
+/// Shakespeare over 2 ranks give the one-process numbers.
+#[test]
+fn shakespeare_over_ranks_gives_the_simulators_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (raw, _) = common::text::data(dir.path());
+    same_over_ranks(
+        2,
+        &[
+            "personalize",
+            "--dataset",
+            "shakespeare",
+            "--data-dir",
+            &raw,
+            "--estimator",
+            "pdbo",
+            "--quick",
+            "--clients",
+            "4",
+            "--seq",
+            "8",
+            "--sgp-steps",
+            "3",
+            "--batch",
+            "8",
+            "--outer-steps",
+            "1",
+            "--neumann-terms",
+            "2",
+            "--json",
+        ],
+        &["personalize.csv"],
+    );
+    same_over_ranks(
+        2,
+        &[
+            "fedhyper",
+            "--dataset",
+            "shakespeare",
+            "--data-dir",
+            &raw,
+            "--quick",
+            "--clients",
+            "4",
+            "--fraction",
+            "0.5",
+            "--seq",
+            "8",
+            "--rounds",
+            "2",
+            "--local-steps",
+            "2",
+            "--batch",
+            "8",
+            "--methods",
+            "fedavg,fedhyper-g",
+            "--json",
+        ],
+        &[],
     );
 }

@@ -9,7 +9,9 @@
 //!
 //! Models here: logistic regression with per-coordinate L2 hyper-parameters (eq. 11,
 //! [`L2Logistic`]) and with per-instance loss weights (eq. 12, [`WeightedLogistic`]), with
-//! analytic derivatives checked against finite differences.
+//! analytic derivatives checked against finite differences. Data: images ([`images`]: IDX,
+//! CIFAR, the papers' splits), text ([`text`]: Shakespeare by speaking character), tabular
+//! ([`data`]); networks on candle ([`nn`], feature `nn`).
 //!
 //! ```
 //! use hgp_models::{Batch, InnerCost, InnerHvp, L2Logistic, data::{ClientData, Dataset}};

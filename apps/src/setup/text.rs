@@ -130,17 +130,24 @@ impl TextCorpus {
     ///
     /// # Errors
     ///
-    /// Fewer than `n` characters with enough text (naming `flag`, which sets `n`).
+    /// Fewer than `n` characters with enough text (naming `flag`, which sets `n`, and
+    /// `threshold`, which says what sets `min_windows`).
     pub fn choose(
         self,
         (n, flag): (usize, &str),
-        min_windows: usize,
+        (min_windows, threshold): (usize, &str),
         cap: Option<(usize, usize)>,
         seed: u64,
     ) -> Result<(Vec<TextClient>, String)> {
         let choose = |clients| {
-            hgp_models::text::choose_clients(clients, n, min_windows, seed)
-                .with_context(|| format!("{flag} {n}"))
+            hgp_models::text::choose_clients(clients, n, min_windows, seed).map_err(|e| match e {
+                hgp_models::text::TextError::TooFewClients {
+                    eligible, total, ..
+                } => anyhow::anyhow!(
+                    "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",
+                ),
+                e => anyhow::Error::from(e).context(format!("{flag} {n}")),
+            })
         };
         let (total, mut chosen) = match self.kind {
             CorpusKind::Leaf(clients) => (clients.len(), choose(clients)?),
@@ -224,4 +231,45 @@ pub fn text_image_client(c: &TextClient) -> ImageClient {
         mean: 0.0,
         std: 1.0,
     }
+}
+
+/// Refuses, before any data is read, flags that do not go with the kind of `dataset`: with
+/// text an image network (`model`: its name on the command line, if given) or `--images`
+/// (`images`); with images `--model lstm` or `--seq` (`seq`).
+///
+/// # Errors
+///
+/// One line naming the flag.
+pub fn check_data_kind(
+    dataset: super::Dataset,
+    model: Option<&str>,
+    images: bool,
+    seq: bool,
+) -> Result<()> {
+    if dataset.text() {
+        if let Some(m) = model.filter(|&m| m != "lstm") {
+            bail!(
+                "--model {m} takes images; --dataset shakespeare takes --model lstm (the default)"
+            );
+        }
+        if images {
+            bail!(
+                "--images counts images; with --dataset shakespeare the clients' windows follow from the text and --seq (--clients sets how many characters)"
+            );
+        }
+    } else {
+        if model == Some("lstm") {
+            bail!(
+                "--model lstm reads text: give --dataset shakespeare (--dataset {} is images)",
+                dataset.name()
+            );
+        }
+        if seq {
+            bail!(
+                "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
+                dataset.name()
+            );
+        }
+    }
+    Ok(())
 }

@@ -449,43 +449,28 @@ impl FedHyperCmd {
 
     /// Refuses, before any data is read, flags that do not go with text or with images.
     fn check_text_flags(&self) -> Result<()> {
+        let model = self
+            .model
+            .and_then(|m| m.to_possible_value())
+            .map(|v| v.get_name().to_string());
+        crate::setup::check_data_kind(
+            self.dataset,
+            model.as_deref(),
+            self.images.is_some(),
+            self.seq.is_some(),
+        )?;
+        let splits = self.splits();
         if self.dataset.text() {
-            if let Some(m) = self.model.filter(|&m| m != Model::Lstm) {
-                bail!(
-                    "--model {} takes images; --dataset shakespeare takes --model lstm (the default)",
-                    m.to_possible_value()
-                        .map_or(String::new(), |v| v.get_name().to_string())
-                );
-            }
-            if self.images.is_some() {
-                bail!(
-                    "--images counts images; with --dataset shakespeare the clients' windows follow from the text and --seq (--clients sets how many characters)"
-                );
-            }
-            if let Some(s) = self.splits().iter().find(|s| **s != Split::Natural) {
+            if let Some(s) = splits.iter().find(|s| **s != Split::Natural) {
                 bail!(
                     "--splits {}: text is split by speaking character (--splits natural)",
                     s.name()
                 );
             }
-        } else {
-            if self.model == Some(Model::Lstm) {
-                bail!(
-                    "--model lstm reads text: give --dataset shakespeare (--dataset {} is images)",
-                    self.dataset.name()
-                );
-            }
-            if self.seq.is_some() {
-                bail!(
-                    "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
-                    self.dataset.name()
-                );
-            }
-            if self.splits().contains(&Split::Natural) {
-                bail!(
-                    "--splits natural is the split of text by speaking character; images take iid or a Dirichlet α"
-                );
-            }
+        } else if splits.contains(&Split::Natural) {
+            bail!(
+                "--splits natural is the split of text by speaking character; images take iid or a Dirichlet α"
+            );
         }
         Ok(())
     }
@@ -499,9 +484,15 @@ impl FedHyperCmd {
         let corpus = crate::setup::load_text(self.data_dir.as_deref(), self.seq())?;
         let source = corpus.description.clone();
         let (min_windows, cap) = if self.quick {
-            (TEXT_QUICK_WINDOWS.1, Some(TEXT_QUICK_WINDOWS))
+            (
+                (
+                    TEXT_QUICK_WINDOWS.1,
+                    "--quick's validation and test windows",
+                ),
+                Some(TEXT_QUICK_WINDOWS),
+            )
         } else {
-            (self.batch, None)
+            ((self.batch, "a --batch of each"), None)
         };
         let (chosen, how) = corpus.choose(
             (self.clients(), "--clients"),

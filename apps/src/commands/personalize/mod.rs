@@ -281,8 +281,9 @@ pub struct Personalize {
     /// images (each client's parts scaled down from the paper's, said in the log), 100 steps
     /// of batch 16, 3 outer steps (about 5 minutes); with text 24 speaking characters of 100
     /// training windows of 20 symbols, an LSTM of 2 × 32 units, 100 steps of batch 16, 3
-    /// outer steps. The default is the paper's setting, sized for a GPU
-    /// (`--features cuda`): on a CPU it takes days (weeks with MobileNet-v2).
+    /// outer steps (about 14 minutes). The default is the paper's setting, sized for a GPU
+    /// (`--features cuda`): on a CPU it takes days (weeks with MobileNet-v2, years with the
+    /// LSTM).
     #[arg(long, conflicts_with = "preset")]
     quick: bool,
     /// A named setting. `cpu`: the whole table at a size two CPU cores finish in under 45
@@ -663,34 +664,12 @@ impl Personalize {
     /// Refuses, before any data is read, flags that do not go with `--dataset`: the model of
     /// another kind of data, `--images` or `--seq` where they mean nothing.
     fn check_data_flags(&self) -> Result<()> {
-        let text = self.dataset.text();
-        if text {
-            if let Some(m) = self.model.filter(|&m| m != ModelKind::Lstm) {
-                bail!(
-                    "--model {} takes images; --dataset shakespeare takes --model lstm (the default)",
-                    model_name(m)
-                );
-            }
-            if self.images.is_some() {
-                bail!(
-                    "--images counts images; with --dataset shakespeare the clients' windows follow from the text and --seq (and --clients sets how many characters)"
-                );
-            }
-        } else {
-            if self.model == Some(ModelKind::Lstm) {
-                bail!(
-                    "--model lstm reads text: give --dataset shakespeare (--dataset {} is images)",
-                    self.dataset.name()
-                );
-            }
-            if self.seq.is_some() {
-                bail!(
-                    "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
-                    self.dataset.name()
-                );
-            }
-        }
-        Ok(())
+        crate::setup::check_data_kind(
+            self.dataset,
+            self.model.map(model_name).as_deref(),
+            self.images.is_some(),
+            self.seq.is_some(),
+        )
     }
 
     /// The Shakespeare task (paper 004 App. A.1): the text, `--clients` speaking characters
@@ -710,9 +689,15 @@ impl Personalize {
         let corpus = crate::setup::load_text(self.data_dir.as_deref(), seq)?;
         let source = corpus.description.clone();
         let (min_windows, cap) = if quick == 1 {
-            (TEXT_QUICK_WINDOWS.1, Some(TEXT_QUICK_WINDOWS))
+            (
+                (
+                    TEXT_QUICK_WINDOWS.1,
+                    "--quick's validation and test windows",
+                ),
+                Some(TEXT_QUICK_WINDOWS),
+            )
         } else {
-            (batch, None)
+            ((batch, "a --batch of each"), None)
         };
         let (chosen, how) = corpus.choose(
             (clients, "--clients"),
