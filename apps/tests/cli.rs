@@ -1473,7 +1473,8 @@ fn fedhyper_runs_every_method_reproducibly() {
         assert!(!o.status.success() && !err.contains("panicked"), "{err}");
         let first = err.lines().next().unwrap_or("");
         assert!(
-            first.contains("--splits") && first.contains("neither `iid` nor a Dirichlet"),
+            first.contains("--splits")
+                && first.contains("neither `iid`, `natural` nor a Dirichlet"),
             "{err}"
         );
     }
