@@ -122,68 +122,85 @@ pub fn load_text(data_dir: Option<&Path>, seq: usize) -> Result<TextCorpus> {
     }
 }
 
+/// Symbols per window: paper 004's 200, and `--quick`'s 20.
+pub fn text_seq(quick: bool) -> usize {
+    if quick { 20 } else { 200 }
+}
+
+/// Paper 004's next-character LSTM (App. A.1: an embedding of 8, two LSTM layers, a dense
+/// layer to the 80 symbols) on windows of `seq`: 256 units a layer, 32 with `--quick`.
+pub fn text_lstm(seq: usize, quick: bool) -> hgp_models::nn::Architecture {
+    hgp_models::nn::Architecture::CharLstm {
+        seq,
+        vocab: hgp_models::text::VOCABULARY_SIZE,
+        embed: 8,
+        hidden: if quick { 32 } else { 256 },
+        layers: 2,
+    }
+}
+
+/// `--quick` keeps each character's first this many training windows, and (second)
+/// validation and test windows; the characters drawn have at least the second in each part.
+pub const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
+
 impl TextCorpus {
-    /// `n` clients drawn from those with at least `min_windows` windows in each part
-    /// (reproducibly from `seed`; `hgp_models::text::choose_clients`), each cut to its
-    /// first `cap` = (training, validation and test) windows if given; with the choice in
-    /// words.
+    /// `n` clients drawn (reproducibly from `seed`; `hgp_models::text::choose_clients`) from
+    /// those with enough windows in each part: a `batch` of each, or with `quick`
+    /// [`TEXT_QUICK_WINDOWS`]' second, each then cut to its first [`TEXT_QUICK_WINDOWS`];
+    /// with the choice in words.
     ///
     /// # Errors
     ///
-    /// Fewer than `n` characters with enough text (naming `flag`, which sets `n`, and
-    /// `threshold`, which says what sets `min_windows`).
+    /// Fewer than `n` characters with enough text (naming `flag`, which sets `n`, and what
+    /// sets the threshold).
     pub fn choose(
         self,
         (n, flag): (usize, &str),
-        (min_windows, threshold): (usize, &str),
-        cap: Option<(usize, usize)>,
+        quick: bool,
+        batch: usize,
         seed: u64,
     ) -> Result<(Vec<TextClient>, String)> {
-        let choose = |clients| {
-            hgp_models::text::choose_clients(clients, n, min_windows, seed).map_err(|e| match e {
-                hgp_models::text::TextError::TooFewClients {
-                    eligible, total, ..
-                } => anyhow::anyhow!(
-                    "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",
-                ),
-                e => anyhow::Error::from(e).context(format!("{flag} {n}")),
-            })
+        let (min_windows, threshold) = if quick {
+            (
+                TEXT_QUICK_WINDOWS.1,
+                "--quick's validation and test windows",
+            )
+        } else {
+            (batch, "a --batch of each")
+        };
+        let refused = |e| match e {
+            hgp_models::text::TextError::TooFewClients {
+                eligible, total, ..
+            } => anyhow::anyhow!(
+                "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",
+            ),
+            e => anyhow::Error::from(e).context(format!("{flag} {n}")),
         };
         let (total, mut chosen) = match self.kind {
-            CorpusKind::Leaf(clients) => (clients.len(), choose(clients)?),
+            CorpusKind::Leaf(clients) => (
+                clients.len(),
+                hgp_models::text::choose_clients(clients, n, min_windows, seed).map_err(refused)?,
+            ),
             CorpusKind::Raw(speakers) => {
-                // Stand-ins with the window counts only (windows of 0 symbols), one
-                // character's windows at a time; then the chosen ones in full.
-                let counts: Vec<TextClient> = speakers
+                // Chosen by their window counts; only the chosen ones are cut into windows.
+                let counts: Vec<(&str, usize)> = speakers
                     .iter()
-                    .map(|s| {
-                        let c = s.split(self.seq);
-                        let count = |w: &Windows| Windows {
-                            seq: 0,
-                            symbols: Vec::new(),
-                            next: vec![0; w.len()],
-                        };
-                        TextClient {
-                            name: c.name.clone(),
-                            train: count(&c.train),
-                            validation: count(&c.validation),
-                            test: count(&c.test),
-                        }
-                    })
+                    .map(|s| (s.name.as_str(), s.min_windows(self.seq)))
                     .collect();
-                let names: Vec<String> = choose(counts)?.into_iter().map(|c| c.name).collect();
-                let chosen = names
+                let chosen = hgp_models::text::choose_by_counts(&counts, n, min_windows, seed)
+                    .map_err(refused)?;
+                let clients = chosen
                     .iter()
-                    .filter_map(|name| speakers.iter().find(|s| &s.name == name))
-                    .map(|s| s.split(self.seq))
+                    .map(|&k| speakers[k].split(self.seq))
                     .collect();
-                (speakers.len(), chosen)
+                (speakers.len(), clients)
             }
         };
         let mut how = format!(
             "{n} of {total} drawn at random from those with at least {min_windows} windows in each part"
         );
-        if let Some((train, other)) = cap {
+        if quick {
+            let (train, other) = TEXT_QUICK_WINDOWS;
             for c in &mut chosen {
                 c.truncate(train, other);
             }

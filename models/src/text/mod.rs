@@ -250,22 +250,42 @@ impl TextClient {
 /// [`TextError::TooFewClients`] if fewer than `n` clients have enough windows, saying how
 /// many do.
 pub fn choose_clients(
-    mut clients: Vec<TextClient>,
+    clients: Vec<TextClient>,
     n: usize,
     min_windows: usize,
     seed: u64,
 ) -> Result<Vec<TextClient>, TextError> {
-    let total = clients.len();
-    clients.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut eligible: Vec<TextClient> = clients
-        .into_iter()
-        .filter(|c| c.min_windows() >= min_windows)
+    let counts: Vec<(&str, usize)> = clients
+        .iter()
+        .map(|c| (c.name.as_str(), c.min_windows()))
         .collect();
+    let chosen = choose_by_counts(&counts, n, min_windows, seed)?;
+    let mut slots: Vec<Option<TextClient>> = clients.into_iter().map(Some).collect();
+    Ok(chosen.iter().filter_map(|&k| slots[k].take()).collect())
+}
+
+/// The draw of [`choose_clients`] from the clients' names and fewest windows of their three
+/// parts alone (so a caller can choose before it cuts any text into windows): the indices
+/// into `counts` of the `n` drawn, in the order of their names.
+///
+/// # Errors
+///
+/// [`TextError::TooFewClients`] as [`choose_clients`].
+pub fn choose_by_counts(
+    counts: &[(&str, usize)],
+    n: usize,
+    min_windows: usize,
+    seed: u64,
+) -> Result<Vec<usize>, TextError> {
+    let mut eligible: Vec<usize> = (0..counts.len())
+        .filter(|&k| counts[k].1 >= min_windows)
+        .collect();
+    eligible.sort_by(|&a, &b| counts[a].0.cmp(counts[b].0));
     if eligible.len() < n {
         return Err(TextError::TooFewClients {
             wanted: n,
             eligible: eligible.len(),
-            total,
+            total: counts.len(),
             min_windows,
         });
     }
@@ -275,7 +295,7 @@ pub fn choose_clients(
         eligible.swap(i, j);
     }
     eligible.truncate(n);
-    eligible.sort_by(|a, b| a.name.cmp(&b.name));
+    eligible.sort_by(|&a, &b| counts[a].0.cmp(counts[b].0));
     Ok(eligible)
 }
 

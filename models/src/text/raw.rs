@@ -78,16 +78,35 @@ impl Speaker {
     /// [`parse_complete_works`] never returns but a hand-built speaker may hold, are left
     /// out.
     pub fn split(&self, seq: usize) -> TextClient {
+        let [train, validation, test] = self.parts().map(|p| Windows::from_text(&p, seq));
+        TextClient {
+            name: self.name.clone(),
+            train,
+            validation,
+            test,
+        }
+    }
+
+    /// The fewest windows of `seq` symbols of the three parts of [`Speaker::split`], without
+    /// cutting the text into windows.
+    pub fn min_windows(&self, seq: usize) -> usize {
+        self.parts()
+            .iter()
+            .map(|p| p.len().saturating_sub(seq))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The symbols of the training, validation and test lines (see [`Speaker::split`]).
+    fn parts(&self) -> [Vec<u8>; 3] {
         let count = self.lines.len();
         let b = count - count.div_ceil(5);
         let a = b - b.div_ceil(4);
-        let part = |lines: &[String]| Windows::from_text(&join_symbols(lines), seq);
-        TextClient {
-            name: self.name.clone(),
-            train: part(&self.lines[..a]),
-            validation: part(&self.lines[a..b]),
-            test: part(&self.lines[b..]),
-        }
+        [
+            join_symbols(&self.lines[..a]),
+            join_symbols(&self.lines[a..b]),
+            join_symbols(&self.lines[b..]),
+        ]
     }
 }
 
@@ -708,5 +727,45 @@ mod tests {
             odd.train,
             Windows::from_text(&encode("ab c d e").unwrap(), 1)
         );
+    }
+
+    /// The window count used to choose characters is the fewest windows of the split's
+    /// parts, and drawing by counts picks the same characters as drawing the split clients.
+    #[test]
+    fn window_counts_match_the_split() {
+        let speakers: Vec<Speaker> = (0..12)
+            .map(|k| {
+                let lines: Vec<String> = (0..3 + 2 * k)
+                    .map(|j| format!("Line {j} of speaker {k}, said twice over."))
+                    .collect();
+                Speaker {
+                    name: format!("PLAY_SPEAKER{k}"),
+                    lines,
+                }
+            })
+            .collect();
+        for seq in [1, 8, 40, 200] {
+            for s in &speakers {
+                assert_eq!(s.min_windows(seq), s.split(seq).min_windows(), "{seq}");
+            }
+            let counts: Vec<(&str, usize)> = speakers
+                .iter()
+                .map(|s| (s.name.as_str(), s.min_windows(seq)))
+                .collect();
+            let clients: Vec<TextClient> = speakers.iter().map(|s| s.split(seq)).collect();
+            let (n, min) = (3, 5);
+            match (
+                crate::text::choose_by_counts(&counts, n, min, 7),
+                crate::text::choose_clients(clients, n, min, 7),
+            ) {
+                (Ok(ids), Ok(chosen)) => {
+                    let names: Vec<&str> = ids.iter().map(|&k| counts[k].0).collect();
+                    let chosen: Vec<&str> = chosen.iter().map(|c| c.name.as_str()).collect();
+                    assert_eq!(names, chosen);
+                }
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("seq {seq}: {a:?} vs {}", b.is_ok()),
+            }
+        }
     }
 }

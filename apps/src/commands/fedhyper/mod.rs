@@ -53,9 +53,6 @@ const TEXT_QUICK_ROUNDS: usize = 20;
 /// Base local rate with text: paper 004's inner rate for Shakespeare (its Table 2); at 1.0
 /// the LSTM stays at predicting the most frequent symbol for the first rounds.
 const TEXT_LR: f64 = 10.0;
-/// `--quick` with text keeps each character's first this many training windows, and
-/// (second) test windows; the characters drawn have at least the second in each part.
-const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
 /// Default target test accuracy with text (next-character accuracy: paper 004's
 /// personalized LSTMs reach about 0.4).
 const TEXT_TARGET: f64 = 0.4;
@@ -106,11 +103,11 @@ pub struct FedHyperCmd {
     /// The MLP instead of the small CNN, and 50 rounds instead of 25: every method and split
     /// in about 6 minutes on 2 cores (the default, the CNN, takes about an hour). With colour
     /// images the CIFAR CNN for 8 rounds (about 7 minutes; a first look, far from trained).
-    /// With text: 24 speaking characters (6 a round) of 100 training windows of 20 symbols,
-    /// an LSTM of 2 × 32 units, 20 rounds.
+    /// With text: 24 speaking characters (6 a round), each training on its first 100 training
+    /// and 40 validation windows of 20 symbols, an LSTM of 2 × 32 units, 20 rounds.
     #[arg(long)]
     quick: bool,
-    /// The network [default: cnn; mlp with --quick].
+    /// The network [default: cnn; mlp with --quick; lstm with --dataset shakespeare].
     #[arg(long, value_enum)]
     model: Option<Model>,
     /// The images: grey digits or clothes (IDX), or CIFAR-10 / CIFAR-100 in colour (paper
@@ -218,13 +215,7 @@ impl FedHyperCmd {
 
     fn arch(&self, classes: usize) -> Architecture {
         match (self.model(), self.dataset.colour()) {
-            (Model::Lstm, _) => Architecture::CharLstm {
-                seq: self.seq(),
-                vocab: hgp_models::text::VOCABULARY_SIZE,
-                embed: 8,
-                hidden: if self.quick { 32 } else { 256 },
-                layers: 2,
-            },
+            (Model::Lstm, _) => crate::setup::text_lstm(self.seq(), self.quick),
             (Model::Cnn, false) => Architecture::SmallCnn { classes },
             (Model::Cnn, true) => Architecture::CifarCnn { classes },
             (Model::Mlp, _) => Architecture::Mlp { classes },
@@ -240,7 +231,7 @@ impl FedHyperCmd {
     }
 
     fn seq(&self) -> usize {
-        self.seq.unwrap_or(if self.quick { 20 } else { 200 })
+        self.seq.unwrap_or(crate::setup::text_seq(self.quick))
     }
 
     fn clients(&self) -> usize {
@@ -483,21 +474,10 @@ impl FedHyperCmd {
     fn text(&self) -> Result<(Pool, ImageSet, String)> {
         let corpus = crate::setup::load_text(self.data_dir.as_deref(), self.seq())?;
         let source = corpus.description.clone();
-        let (min_windows, cap) = if self.quick {
-            (
-                (
-                    TEXT_QUICK_WINDOWS.1,
-                    "--quick's validation and test windows",
-                ),
-                Some(TEXT_QUICK_WINDOWS),
-            )
-        } else {
-            ((self.batch, "a --batch of each"), None)
-        };
         let (chosen, how) = corpus.choose(
             (self.clients(), "--clients"),
-            min_windows,
-            cap,
+            self.quick,
+            self.batch,
             crate::setup::derive(self.seed, crate::setup::domain::DATA),
         )?;
         let mut parts = Vec::with_capacity(chosen.len());

@@ -170,14 +170,6 @@ const TEXT_SIZES: [Sizes; 2] = [
         neumann_terms: NEUMANN_TERMS,
     },
 ];
-/// Symbols per window with text: paper 004's 200, and `--quick`'s.
-const TEXT_SEQ: [usize; 2] = [200, 20];
-/// Units of each LSTM layer: paper 004's 256, and `--quick`'s.
-const TEXT_HIDDEN: [usize; 2] = [256, 32];
-/// `--quick` with text keeps each character's first this many training windows, and
-/// (second) validation and test windows; the characters drawn have at least the second in
-/// each part.
-const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
 const NEUMANN_TERMS: usize = 10;
 /// Push-Sum (or gossip) steps S per average.
@@ -212,11 +204,11 @@ pub fn after_help() -> String {
         line(&COLOUR_SIZES[0]),
         line(&COLOUR_SIZES[1]),
         line(&TEXT_SIZES[0]).replace(" --images all", ""),
-        TEXT_SEQ[0],
+        crate::setup::text_seq(false),
         line(&TEXT_SIZES[1]).replace(" --images all", ""),
-        TEXT_SEQ[1],
-        TEXT_QUICK_WINDOWS.0,
-        TEXT_QUICK_WINDOWS.1
+        crate::setup::text_seq(true),
+        crate::setup::TEXT_QUICK_WINDOWS.0,
+        crate::setup::TEXT_QUICK_WINDOWS.1
     )
 }
 
@@ -682,36 +674,19 @@ impl Personalize {
         placement: &Placement,
     ) -> Result<(Vec<ImageClient>, Setting, String)> {
         let sizes = self.sizes();
-        let quick = usize::from(self.quick || self.preset.is_some());
-        let seq = self.seq.unwrap_or(TEXT_SEQ[quick]);
+        let quick = self.quick || self.preset.is_some();
+        let seq = self.seq.unwrap_or(crate::setup::text_seq(quick));
         let clients = self.clients.unwrap_or(sizes.clients);
         let batch = self.batch.unwrap_or(sizes.batch);
         let corpus = crate::setup::load_text(self.data_dir.as_deref(), seq)?;
         let source = corpus.description.clone();
-        let (min_windows, cap) = if quick == 1 {
-            (
-                (
-                    TEXT_QUICK_WINDOWS.1,
-                    "--quick's validation and test windows",
-                ),
-                Some(TEXT_QUICK_WINDOWS),
-            )
-        } else {
-            ((batch, "a --batch of each"), None)
-        };
         let (chosen, how) = corpus.choose(
             (clients, "--clients"),
-            min_windows,
-            cap,
+            quick,
+            batch,
             derive(seed, domain::DATA),
         )?;
-        let arch = Architecture::CharLstm {
-            seq,
-            vocab: hgp_models::text::VOCABULARY_SIZE,
-            embed: 8,
-            hidden: TEXT_HIDDEN[quick],
-            layers: 2,
-        };
+        let arch = crate::setup::text_lstm(seq, quick);
         let setting = Setting {
             arch,
             steps: self.sgp_steps.unwrap_or(sizes.steps),
