@@ -170,6 +170,15 @@ impl TextCorpus {
         };
         let refused = |e| match e {
             hgp_models::text::TextError::TooFewClients {
+                eligible: 0, total, ..
+            } => {
+                anyhow::anyhow!(
+                    "none of the {total} speaking characters has {min_windows} windows of --seq {} symbols in each of train, validation and test ({threshold}): use a shorter --seq{}",
+                    self.seq,
+                    if quick { "" } else { " or a smaller --batch" }
+                )
+            }
+            hgp_models::text::TextError::TooFewClients {
                 eligible, total, ..
             } => anyhow::anyhow!(
                 "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",
