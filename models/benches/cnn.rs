@@ -1,9 +1,12 @@
-//! The networks' gradient step (forward + backward) and Hessian-vector product (double
-//! backward) on a batch of 128 images (f32, CPU): the CNN of HGP Table 5, the small CNN of
-//! Table 3, the MLP, the colour-image networks, and paper 004's next-character LSTM (2 × 256
-//! units, windows of 200 symbols: an "image" is a window). Next to each time: its FLOP count, the achieved GFLOP/s, and the
-//! ratio to a plain candle matrix product of the same number of FLOPs measured in the same
-//! run (1.0 would be the machine's GEMM speed).
+//! The networks' gradient step (forward + backward) and Hessian-vector product on a batch of
+//! 128 images (f32, CPU): the CNN of HGP Table 5, the small CNN of Table 3, the MLP, the
+//! colour-image networks, and paper 004's next-character LSTM (2 × 256 units, windows of 200
+//! symbols: an "image" is a window). Each network on candle (`gradient`, `hvp`: autograd
+//! and double backward) and, where it covers the network, on the fused engine
+//! (`fused-gradient`, `fused-hvp`: hand-derived passes, forward-over-reverse HVP). Next to
+//! each time: its FLOP count, the achieved GFLOP/s, the ratio to a plain candle matrix
+//! product of the same number of FLOPs measured in the same run (1.0 would be the machine's
+//! GEMM speed), and the HVP's time over the step's.
 
 use std::time::Duration;
 
@@ -11,7 +14,7 @@ use candle_core::{Device, Tensor};
 use criterion::{Criterion, criterion_group};
 use hgp_base::rng;
 use hgp_models::nn::{
-    Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
+    Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
 use hgp_models::{Batch, InnerCost, InnerHvp};
 use rand::RngExt;
@@ -89,17 +92,24 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(2));
     group.measurement_time(Duration::from_secs(5));
     for (name, arch) in NETWORKS {
-        let net = client(arch);
+        let fused = client(arch);
         let x: Vec<f32> = arch.init(7).iter().map(|&v| v as f32).collect();
         let lambda = vec![0.0f32; arch.outputs()];
         let u: Vec<f32> = arch.init(8).iter().map(|&v| v as f32).collect();
         let mut out = vec![0.0f32; x.len()];
-        group.bench_function(format!("{name}/gradient"), |b| {
-            b.iter(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
-        });
-        group.bench_function(format!("{name}/hvp"), |b| {
-            b.iter(|| net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut out))
-        });
+        let candle = fused.clone().with_engine(Engine::Candle).expect("candle");
+        let mut engines = vec![("", candle)];
+        if fused.engine() == Engine::Fused {
+            engines.push(("fused-", fused));
+        }
+        for (prefix, net) in &engines {
+            group.bench_function(format!("{name}/{prefix}gradient"), |b| {
+                b.iter(|| net.inner_grad(&x, &lambda, Batch::Full, &mut out))
+            });
+            group.bench_function(format!("{name}/{prefix}hvp"), |b| {
+                b.iter(|| net.inner_hvp(&x, &lambda, &u, Batch::Full, &mut out))
+            });
+        }
         for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
             let n = side(flops);
             let a = Tensor::randn(0f32, 1.0, (n, n), &Device::Cpu).expect("matrix");
@@ -121,23 +131,32 @@ fn summary() {
     println!("\nbatch {BATCH}, f32, CPU; ratio = time / a candle matmul of the same FLOPs");
     for (name, arch) in NETWORKS {
         println!("{} ({} parameters)", arch.name(), arch.dim());
-        for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
-            let (Some(t), Some(gemm)) = (
-                mean_seconds(&format!("{name}/{kind}")),
-                mean_seconds(&format!("{name}/matmul-as-{kind}")),
-            ) else {
-                println!("  {kind}: not measured in this run");
-                continue;
-            };
-            println!(
-                "  {kind:<9} {:>8.1} ms  {:>6.2} GFLOP -> {:>5.1} GFLOP/s   matmul {:>6.1} ms ({:>5.1} GFLOP/s)   ratio {:.2}",
-                t * 1e3,
-                flops / 1e9,
-                flops / t / 1e9,
-                gemm * 1e3,
-                flops / gemm / 1e9,
-                t / gemm
-            );
+        for prefix in ["", "fused-"] {
+            for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
+                let row = format!("{prefix}{kind}");
+                let (Some(t), Some(gemm)) = (
+                    mean_seconds(&format!("{name}/{row}")),
+                    mean_seconds(&format!("{name}/matmul-as-{kind}")),
+                ) else {
+                    if prefix.is_empty() {
+                        println!("  {row}: not measured in this run");
+                    }
+                    continue;
+                };
+                let per_step = match (kind, mean_seconds(&format!("{name}/{prefix}gradient"))) {
+                    ("hvp", Some(step)) => format!("   {:.2} × the step", t / step),
+                    _ => String::new(),
+                };
+                println!(
+                    "  {row:<15} {:>8.1} ms  {:>6.2} GFLOP -> {:>5.1} GFLOP/s   matmul {:>6.1} ms ({:>5.1} GFLOP/s)   ratio {:.2}{per_step}",
+                    t * 1e3,
+                    flops / 1e9,
+                    flops / t / 1e9,
+                    gemm * 1e3,
+                    flops / gemm / 1e9,
+                    t / gemm
+                );
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A client whose inner and outer costs are a network's losses, with derivatives by automatic
 //! differentiation (double backward) or by central differences of gradients.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use candle_core::backprop::GradStore;
@@ -9,6 +10,8 @@ use hgp_base::Scalar;
 
 use super::arch::{Architecture, log_softmax};
 use super::autodiff::{DerivativeMode, double_backward_available};
+use super::fused::{Fused, Head, Rows, Set, Stack};
+use super::ops::NetScalar;
 use crate::error::{ModelError, Result};
 use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 
@@ -56,12 +59,28 @@ pub struct NetConfig {
     pub derivatives: DerivativeMode,
 }
 
-/// Labelled instances on the device: features (m × p) and targets (one-hot m × C, or 0/1
-/// labels m × 1 for the logistic model).
+/// Which code computes a [`NetClient`]'s costs and derivatives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The fused CPU engine (`fused`): hand-derived backward passes over buffers kept from
+    /// call to call, Hessian-vector and cross products by forward-over-reverse
+    /// differentiation (Pearlmutter's R-operator). The default on the CPU for the networks
+    /// it covers: the CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP and the
+    /// linear model, in every λ mode.
+    Fused,
+    /// candle's autograd, with Hessian-vector products by double backward: every network,
+    /// any device. The reference the fused engine is tested against, and the engine of
+    /// MobileNet-v2, the LSTM and the logistic model.
+    Candle,
+}
+
+/// Labelled instances on the device: features (m × p), targets (one-hot m × C, or 0/1
+/// labels m × 1 for the logistic model) and the labels themselves.
 #[derive(Clone, Debug)]
 struct Instances {
     features: Tensor,
     targets: Tensor,
+    labels: Vec<u8>,
     len: usize,
 }
 
@@ -80,6 +99,8 @@ pub struct NetClient<T> {
     /// Set on a stand-in for a client whose data another rank holds
     /// ([`NetClient::held_elsewhere`]).
     elsewhere: bool,
+    /// The fused engine, when it runs this client (see [`Engine`]).
+    fused: Option<Fused<T>>,
     _scalar: PhantomData<T>,
 }
 
@@ -104,7 +125,7 @@ fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_
     }
 }
 
-impl<T: Scalar + WithDType> NetClient<T> {
+impl<T: NetScalar> NetClient<T> {
     /// A client from its training set and outer set (features row-major, `labels` class
     /// indices, or 0/1 for the logistic model).
     pub fn new<F: Copy + Into<f64>>(
@@ -118,6 +139,11 @@ impl<T: Scalar + WithDType> NetClient<T> {
         let train = Self::instances(arch, train, "training set", &device)?;
         let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
         let specs = arch.params();
+        let fused = if device.is_cpu() {
+            Stack::of(arch).map(Fused::new)
+        } else {
+            None
+        };
         Ok(Self {
             config,
             device,
@@ -126,8 +152,44 @@ impl<T: Scalar + WithDType> NetClient<T> {
             shapes: specs.iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
             elsewhere: false,
+            fused,
             _scalar: PhantomData,
         })
+    }
+
+    /// The engine that computes this client's costs and derivatives.
+    pub fn engine(&self) -> Engine {
+        if self.fused.is_some() {
+            Engine::Fused
+        } else {
+            Engine::Candle
+        }
+    }
+
+    /// This client on `engine`: [`Engine::Candle`] is always available;
+    /// [`Engine::Fused`] on the CPU for the networks it covers.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Network`] for the fused engine on a network it does not cover or off
+    /// the CPU.
+    pub fn with_engine(mut self, engine: Engine) -> Result<Self> {
+        self.fused = match engine {
+            Engine::Candle => None,
+            Engine::Fused => {
+                let stack = Stack::of(self.config.arch)
+                    .filter(|_| self.device.is_cpu())
+                    .ok_or_else(|| {
+                        ModelError::Network(format!(
+                            "the fused engine runs the CNNs, LeNet-5, the MLP and the linear model on the CPU, not the {} on {:?}",
+                            self.config.arch.name(),
+                            self.device
+                        ))
+                    })?;
+                Some(Fused::new(stack))
+            }
+        };
+        Ok(self)
     }
 
     fn check_config(config: &NetConfig) -> Result<()> {
@@ -194,6 +256,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             Ok(Instances {
                 features: empty(arch.inputs())?,
                 targets: empty(arch.outputs())?,
+                labels: Vec::new(),
                 len,
             })
         };
@@ -206,6 +269,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
             shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
             elsewhere: true,
+            fused: Stack::of(arch).map(Fused::new),
             _scalar: PhantomData,
         })
     }
@@ -292,6 +356,7 @@ impl<T: Scalar + WithDType> NetClient<T> {
         Ok(Instances {
             features,
             targets,
+            labels: labels.to_vec(),
             len: m,
         })
     }
@@ -534,6 +599,9 @@ impl<T: Scalar + WithDType> NetClient<T> {
 
     /// The value of a cost on `batch` (the outer cost always uses its whole set).
     fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> CandleResult<f64> {
+        if let Some(f) = &self.fused {
+            return self.fused_value(f, cost, x, lambda, batch);
+        }
         let (params, lt) = (self.params(x, lambda)?, self.tensor(lambda)?);
         let (parts, size) = self.parts(cost, batch);
         let (weight, variable) = self.ridge(cost, x, lambda);
@@ -547,6 +615,38 @@ impl<T: Scalar + WithDType> NetClient<T> {
 
     /// Gradients of a cost on `batch` in x and λ, summed over its parts.
     fn gradients(
+        &self,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<(Vec<T>, Vec<T>)> {
+        let (mut gx, mut gl) = (vec![T::ZERO; x.len()], vec![T::ZERO; lambda.len()]);
+        self.gradients_into(cost, x, lambda, batch, &mut gx, &mut gl)?;
+        Ok((gx, gl))
+    }
+
+    /// [`Self::gradients`] written to `gx` and `gl`.
+    fn gradients_into(
+        &self,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()> {
+        if let Some(f) = &self.fused {
+            return self.fused_gradients(f, cost, x, lambda, batch, gx, gl);
+        }
+        let (a, b) = self.candle_gradients(cost, x, lambda, batch)?;
+        gx.copy_from_slice(&a);
+        gl.copy_from_slice(&b);
+        Ok(())
+    }
+
+    /// [`Self::gradients`] by candle's backward pass.
+    fn candle_gradients(
         &self,
         cost: Cost,
         x: &[T],
@@ -651,6 +751,30 @@ impl<T: Scalar + WithDType> NetClient<T> {
         Ok((diff(plus_x, minus_x), diff(plus_l, minus_l)))
     }
 
+    /// (∂²_x g · u, ∂²_{xλ} g · u) written to `hvp` and `cross`: by the fused engine where
+    /// it runs (exact, whatever the derivative mode but central differences), else as
+    /// [`Self::second`].
+    fn second_into(
+        &self,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) {
+        match self.fused.as_ref() {
+            Some(f) if self.config.derivatives != DerivativeMode::FiniteDifferences => {
+                unwrap_candle(self.fused_second(f, x, lambda, u, batch, hvp, cross));
+            }
+            _ => {
+                let (h, c) = self.second(x, lambda, u, batch);
+                hvp.copy_from_slice(&h);
+                cross.copy_from_slice(&c);
+            }
+        }
+    }
+
     fn second(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>) -> (Vec<T>, Vec<T>) {
         let exact = match self.config.derivatives {
             DerivativeMode::DoubleBackward => true,
@@ -664,6 +788,209 @@ impl<T: Scalar + WithDType> NetClient<T> {
         };
         unwrap_candle(result)
     }
+}
+
+/// The fused engine's side of the costs (see [`Engine::Fused`]): the same costs, parts and
+/// ridge terms as candle's side above.
+impl<T: NetScalar> NetClient<T> {
+    /// Each network's flat parameters: one per ensemble member; for a representation, its
+    /// body (λ) then its head (x), the storage order of [`Architecture::params`].
+    fn networks<'v>(&self, x: &'v [T], lambda: &'v [T]) -> Vec<Cow<'v, [T]>> {
+        match self.config.mode {
+            HyperMode::Ensemble { .. } => x.chunks(self.member_dim).map(Cow::Borrowed).collect(),
+            HyperMode::Representation { .. } => vec![Cow::Owned([lambda, x].concat())],
+            _ => vec![Cow::Borrowed(x)],
+        }
+    }
+
+    /// How λ enters `cost`.
+    fn head(&self, cost: Cost, lambda: &[T]) -> Head {
+        let values = || lambda.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
+        match (self.config.mode, cost) {
+            (HyperMode::InstanceWeights, Cost::Inner) => Head::Weighted(values()),
+            (HyperMode::ClassMask, _) => Head::Mask(super::fused::softmax(&values())),
+            (HyperMode::Ensemble { .. }, _) => Head::Ensemble(
+                super::fused::softmax(&values())
+                    .iter()
+                    .map(|p| p.ln())
+                    .collect(),
+            ),
+            _ => Head::Plain,
+        }
+    }
+
+    /// Runs `f` on the set of `cost` as the engine reads it (the features in place).
+    fn with_set<R>(&self, cost: Cost, f: impl FnOnce(Set<'_, T>) -> R) -> CandleResult<R> {
+        self.assert_held_here();
+        let set = match cost {
+            Cost::Inner => &self.train,
+            Cost::Outer => &self.outer,
+        };
+        let (storage, layout) = set.features.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            return Err(candle_core::Error::Msg(
+                "the fused engine needs the instances on the CPU".into(),
+            ));
+        };
+        let values = cpu.as_slice::<T>()?;
+        let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
+            candle_core::Error::Msg("the instances are not contiguous".to_string())
+        })?;
+        Ok(f(Set {
+            features: &values[start..end],
+            labels: &set.labels,
+        }))
+    }
+
+    /// The layers before the first whose parameters are in x (a representation's body).
+    fn first_x_layer(&self) -> usize {
+        self.body_tensors() / 2
+    }
+
+    fn fused_value(
+        &self,
+        f: &Fused<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<f64> {
+        let (parts, size) = self.parts(cost, batch);
+        let members = self.networks(x, lambda);
+        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+        let head = self.head(cost, lambda);
+        let (weight, variable) = self.ridge(cost, x, lambda);
+        let ridge = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
+        let rows = rows_of(&parts);
+        let loss = self.with_set(cost, |set| {
+            f.value(&refs, &head, set, &rows, 1.0 / size as f64)
+        })?;
+        Ok(ridge + loss)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fused_gradients(
+        &self,
+        f: &Fused<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()> {
+        let (parts, size) = self.parts(cost, batch);
+        let members = self.networks(x, lambda);
+        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+        let head = self.head(cost, lambda);
+        // The ridge term's share, then the engine adds the losses'.
+        let (weight, on_x) = match cost {
+            Cost::Inner => (self.config.l2, true),
+            Cost::Outer => (self.config.l2_lambda, false),
+        };
+        let w = T::cast(weight);
+        for (g, &v) in gx.iter_mut().zip(x) {
+            *g = if on_x { w * v } else { T::ZERO };
+        }
+        for (g, &v) in gl.iter_mut().zip(lambda) {
+            *g = if on_x { T::ZERO } else { w * v };
+        }
+        let mut through_head = vec![0.0; head.lambda_len()];
+        let rows = rows_of(&parts);
+        let scale = 1.0 / size as f64;
+        self.with_set(cost, |set| {
+            self.into_places(gx, gl, |out| {
+                f.gradient(&refs, &head, set, &rows, scale, out, &mut through_head)
+            });
+            add_f64(gl, &through_head);
+        })
+    }
+
+    /// Runs `fill`, which adds the engine's per-network result (flat, networks one after
+    /// another) to the slice it is given: `in_x` itself, or for a representation a buffer
+    /// whose body part then goes to `in_lambda` and head part to `in_x`.
+    fn into_places(&self, in_x: &mut [T], in_lambda: &mut [T], fill: impl FnOnce(&mut [T])) {
+        match self.config.mode {
+            HyperMode::Representation { .. } => {
+                let body = in_lambda.len();
+                let mut flat: Vec<T> = in_lambda.iter().chain(in_x.iter()).copied().collect();
+                fill(&mut flat);
+                in_lambda.copy_from_slice(&flat[..body]);
+                in_x.copy_from_slice(&flat[body..]);
+            }
+            _ => fill(in_x),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fused_second(
+        &self,
+        f: &Fused<T>,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) -> CandleResult<()> {
+        let (parts, size) = self.parts(Cost::Inner, batch);
+        let members = self.networks(x, lambda);
+        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+        // The direction of each network: zero on a representation's body.
+        let directions: Vec<Cow<'_, [T]>> = match self.config.mode {
+            HyperMode::Representation { .. } => {
+                let mut d = vec![T::ZERO; lambda.len()];
+                d.extend_from_slice(u);
+                vec![Cow::Owned(d)]
+            }
+            _ => u.chunks(self.member_dim).map(Cow::Borrowed).collect(),
+        };
+        let dirs: Vec<&[T]> = directions.iter().map(|d| &**d).collect();
+        let head = self.head(Cost::Inner, lambda);
+        // The ridge term's share: γ u; then the engine adds the losses'.
+        let gamma = T::cast(self.config.l2);
+        for (h, &v) in hvp.iter_mut().zip(u) {
+            *h = gamma * v;
+        }
+        cross.fill(T::ZERO);
+        let mut through_head = vec![0.0; head.lambda_len()];
+        let rows = rows_of(&parts);
+        let scale = 1.0 / size as f64;
+        self.with_set(Cost::Inner, |set| {
+            self.into_places(hvp, cross, |out| {
+                f.second(
+                    &refs,
+                    &dirs,
+                    self.first_x_layer(),
+                    &head,
+                    set,
+                    &rows,
+                    scale,
+                    out,
+                    &mut through_head,
+                )
+            });
+            add_f64(cross, &through_head);
+        })
+    }
+}
+
+/// a += b, b in f64.
+fn add_f64<T: NetScalar>(a: &mut [T], b: &[f64]) {
+    for (a, &b) in a.iter_mut().zip(b) {
+        *a += T::cast(b);
+    }
+}
+
+/// The engine's view of the parts of a batch.
+fn rows_of<'a>(parts: &[Part<'a>]) -> Vec<Rows<'a>> {
+    parts
+        .iter()
+        .map(|p| match *p {
+            Part::Range(start, len) => Rows::Range(start, len),
+            Part::Indices(idx) => Rows::Indices(idx),
+        })
+        .collect()
 }
 
 /// Adds the gradient of `v` in `grads` to `acc` (nothing where `v` did not reach the loss).
@@ -772,7 +1099,7 @@ fn unwrap_candle<V>(r: CandleResult<V>) -> V {
     }
 }
 
-impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
+impl<T: NetScalar> InnerCost<T> for NetClient<T> {
     fn dim_x(&self) -> usize {
         self.layout()
             .filter(|s| s.0 == Source::X)
@@ -800,20 +1127,22 @@ impl<T: Scalar + WithDType> InnerCost<T> for NetClient<T> {
         )))
     }
     fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]) {
-        let (gx, _) = unwrap_candle(self.gradients(Cost::Inner, x, lambda, batch));
-        out.copy_from_slice(&gx);
+        let mut gl = vec![T::ZERO; lambda.len()];
+        unwrap_candle(self.gradients_into(Cost::Inner, x, lambda, batch, out, &mut gl));
     }
 }
 
-impl<T: Scalar + WithDType> InnerHvp<T> for NetClient<T> {
+impl<T: NetScalar> InnerHvp<T> for NetClient<T> {
     fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
-        out.copy_from_slice(&self.second(x, lambda, u, batch).0);
+        let mut cross = vec![T::ZERO; lambda.len()];
+        self.second_into(x, lambda, u, batch, out, &mut cross);
     }
 }
 
-impl<T: Scalar + WithDType> InnerCrossJvp<T> for NetClient<T> {
+impl<T: NetScalar> InnerCrossJvp<T> for NetClient<T> {
     fn inner_cross_jvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
-        out.copy_from_slice(&self.second(x, lambda, u, batch).1);
+        let mut hvp = vec![T::ZERO; x.len()];
+        self.second_into(x, lambda, u, batch, &mut hvp, out);
     }
 
     /// One second backward pass gives both products.
@@ -826,13 +1155,11 @@ impl<T: Scalar + WithDType> InnerCrossJvp<T> for NetClient<T> {
         hvp: &mut [T],
         cross: &mut [T],
     ) {
-        let (h, c) = self.second(x, lambda, u, batch);
-        hvp.copy_from_slice(&h);
-        cross.copy_from_slice(&c);
+        self.second_into(x, lambda, u, batch, hvp, cross);
     }
 }
 
-impl<T: Scalar + WithDType> OuterCost<T> for NetClient<T> {
+impl<T: NetScalar> OuterCost<T> for NetClient<T> {
     fn outer_value(&self, x: &[T], lambda: &[T]) -> T {
         T::cast(unwrap_candle(self.cost_value(
             Cost::Outer,
@@ -842,28 +1169,42 @@ impl<T: Scalar + WithDType> OuterCost<T> for NetClient<T> {
         )))
     }
     fn outer_grad_x(&self, x: &[T], lambda: &[T], out: &mut [T]) {
-        let (gx, _) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
-        out.copy_from_slice(&gx);
+        let mut gl = vec![T::ZERO; lambda.len()];
+        unwrap_candle(self.gradients_into(Cost::Outer, x, lambda, Batch::Full, out, &mut gl));
     }
     fn outer_grad_lambda(&self, x: &[T], lambda: &[T], out: &mut [T]) {
-        let (_, gl) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
-        out.copy_from_slice(&gl);
+        let mut gx = vec![T::ZERO; x.len()];
+        unwrap_candle(self.gradients_into(Cost::Outer, x, lambda, Batch::Full, &mut gx, out));
     }
 
     /// One backward pass gives both gradients.
     fn outer_grads(&self, x: &[T], lambda: &[T], grad_x: &mut [T], grad_lambda: &mut [T]) {
-        let (gx, gl) = unwrap_candle(self.gradients(Cost::Outer, x, lambda, Batch::Full));
-        grad_x.copy_from_slice(&gx);
-        grad_lambda.copy_from_slice(&gl);
+        unwrap_candle(self.gradients_into(
+            Cost::Outer,
+            x,
+            lambda,
+            Batch::Full,
+            grad_x,
+            grad_lambda,
+        ));
     }
 }
 
-impl<T: Scalar + WithDType> NetClient<T> {
+impl<T: NetScalar> NetClient<T> {
     /// Predicted classes of `features` (row-major, m × inputs) for parameters x and λ: the
     /// argmax of the masked logits, or of the ensemble's mixed probabilities.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
         self.assert_held_here();
         let p = self.config.arch.inputs();
+        if let Some(f) = &self.fused {
+            let members = self.networks(x, lambda);
+            let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+            let head = match self.head(Cost::Inner, lambda) {
+                Head::Weighted(_) => Head::Plain,
+                head => head,
+            };
+            return Ok(f.predict(&refs, &head, features, self.config.arch.chunk()));
+        }
         let run = || -> CandleResult<Vec<u8>> {
             let lt = self.tensor(lambda)?;
             let params = self.params(x, lambda)?;

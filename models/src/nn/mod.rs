@@ -10,10 +10,12 @@
 mod arch;
 mod autodiff;
 mod client;
+mod fused;
 mod ops;
 
 pub use arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec, log_softmax};
 pub use autodiff::{
     DOUBLE_BACKWARD_ENV, DerivativeMode, double_backward_available, enable_double_backward,
 };
-pub use client::{CHUNK, HyperMode, NetClient, NetConfig, default_device};
+pub use client::{CHUNK, Engine, HyperMode, NetClient, NetConfig, default_device};
+pub use ops::NetScalar;

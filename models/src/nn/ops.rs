@@ -109,9 +109,17 @@ macro_rules! on_floats {
 /// values for the Table 5 CNN) stay in cache. Fixed, so sums do not depend on threads.
 pub(crate) const GROUP: usize = 8;
 
-/// The scalars the products run on.
-pub(crate) trait Float:
-    Copy + Send + Sync + PartialOrd + std::ops::AddAssign + std::ops::Mul<Output = Self> + 'static
+/// The scalars the networks run on: f32 and f64.
+pub trait NetScalar:
+    hgp_base::Scalar
+    + candle_core::WithDType
+    + Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::AddAssign
+    + std::ops::Mul<Output = Self>
+    + 'static
 {
     /// 0.
     const ZERO: Self;
@@ -119,12 +127,12 @@ pub(crate) trait Float:
     const ONE: Self;
 }
 
-impl Float for f32 {
+impl NetScalar for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
 }
 
-impl Float for f64 {
+impl NetScalar for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
 }
@@ -132,7 +140,7 @@ impl Float for f64 {
 /// im2col of consecutive images (each h · w · c) into rows (i, j) × columns (di, dj, c),
 /// over the channels of group `q`. With channels last and one group, each of a window's k
 /// rows is one contiguous run of k · c values; with groups, runs of c / groups.
-fn unfold<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
+pub(crate) fn unfold<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
     if g.groups > 1 {
         return unfold_grouped(g, q, images, rows);
     }
@@ -145,9 +153,22 @@ fn unfold<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
             let (i, j) = (p / ow, p % ow);
             for (di, part) in row.chunks_exact_mut(run).enumerate() {
                 let start = ((i + di) * g.w + j) * g.c;
-                part.copy_from_slice(&image[start..start + run]);
+                copy_run(part, &image[start..start + run]);
             }
         }
+    }
+}
+
+/// dst = src: short runs (a grey image's k values) by a loop, which the compiler inlines,
+/// instead of a call to memcpy per run.
+#[inline(always)]
+fn copy_run<T: Copy>(dst: &mut [T], src: &[T]) {
+    if dst.len() <= 16 {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s;
+        }
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -171,7 +192,7 @@ fn unfold_grouped<T: Copy>(g: Windows, q: usize, images: &[T], rows: &mut [T]) {
 
 /// col2im, the adjoint of [`unfold`]: every row added to the pixels of its window, in the
 /// channels of group `q` (the images start at zero).
-fn fold<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
+pub(crate) fn fold<T: NetScalar>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
     if g.groups > 1 {
         return fold_grouped(g, q, rows, images);
     }
@@ -193,7 +214,7 @@ fn fold<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
 }
 
 /// [`fold`] of group `q` of several.
-fn fold_grouped<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
+fn fold_grouped<T: NetScalar>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
     let (ow, cg, cols, per) = (g.out_w(), g.group_c(), g.cols(), g.positions());
     for (image, rows) in images
         .chunks_exact_mut(g.image_len())
@@ -215,12 +236,22 @@ fn fold_grouped<T: Float>(g: Windows, q: usize, rows: &[T], images: &mut [T]) {
 /// A row-major m × k by k × n product into `dst` (m × n, rows `dst_rs` apart: a block of
 /// a wider matrix), single-threaded (the callers parallelize over image groups). Each
 /// operand is given by its column and row strides, so transposes cost nothing.
-#[allow(clippy::too_many_arguments)]
-fn gemm<T: Float>(
+pub(crate) fn gemm<T: NetScalar>(
+    dims: (usize, usize, usize),
+    dst: (&mut [T], usize),
+    lhs: (&[T], usize, usize),
+    rhs: (&[T], usize, usize),
+) {
+    gemm_into(dims, dst, lhs, rhs, false);
+}
+
+/// [`gemm`] that adds the product to `dst` when `accumulate` is set.
+pub(crate) fn gemm_into<T: NetScalar>(
     (m, n, k): (usize, usize, usize),
     (dst, dst_rs): (&mut [T], usize),
     (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
     (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
+    accumulate: bool,
 ) {
     assert!(dst_rs >= n);
     assert!(m == 0 || n == 0 || dst.len() >= (m - 1) * dst_rs + n);
@@ -235,14 +266,14 @@ fn gemm<T: Float>(
             dst.as_mut_ptr(),
             1,
             dst_rs as isize,
-            false,
+            accumulate,
             lhs.as_ptr(),
             lhs_cs as isize,
             lhs_rs as isize,
             rhs.as_ptr(),
             rhs_cs as isize,
             rhs_rs as isize,
-            T::ZERO,
+            if accumulate { T::ONE } else { T::ZERO },
             T::ONE,
             false,
             false,
@@ -289,7 +320,7 @@ fn depthwise(g: Windows) -> bool {
 
 /// Depthwise [`conv`]: y[b, i, j, ch] = Σ_t x[b, i + di, j + dj, ch / m] · W[ch, t] over the
 /// taps t = (di, dj) in order (m = out / c outputs per input channel).
-fn conv_depthwise<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
+fn conv_depthwise<T: NetScalar>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
     let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
     y.par_chunks_mut(GROUP * per * out)
         .zip(x.par_chunks(GROUP * g.image_len()))
@@ -313,7 +344,7 @@ fn conv_depthwise<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T
 }
 
 /// Depthwise [`conv_t`]: dx[b, i + di, j + dj, q] += Σ_{o < m} dy[b, i, j, q m + o] W[q m + o, t].
-fn conv_t_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
+fn conv_t_depthwise<T: NetScalar>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
     let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
     dx.par_chunks_mut(GROUP * g.image_len())
         .zip(dy.par_chunks(GROUP * per * out))
@@ -338,7 +369,7 @@ fn conv_t_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mu
 
 /// Depthwise [`kernel_grad`]: dW[ch, t] = Σ_{b, i, j} dy[b, i, j, ch] x[b, i + di, j + dj,
 /// ch / m], per image group, the groups' partial sums added in order.
-fn kernel_grad_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
+fn kernel_grad_depthwise<T: NetScalar>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
     let (per, kk, m, ow) = (g.positions(), g.k * g.k, out / g.c, g.out_w());
     let partials: Vec<Vec<T>> = dy
         .par_chunks(GROUP * per * out)
@@ -374,7 +405,7 @@ fn kernel_grad_depthwise<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw
     }
 }
 
-fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
+fn conv<T: NetScalar>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
     if depthwise(g) {
         return conv_depthwise(g, out, x, w, y);
     }
@@ -396,7 +427,7 @@ fn conv<T: Float>(g: Windows, out: usize, x: &[T], w: &[T], y: &mut [T]) {
         });
 }
 
-fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
+fn conv_t<T: NetScalar>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
     if depthwise(g) {
         return conv_t_depthwise(g, out, dy, w, dx);
     }
@@ -418,7 +449,7 @@ fn conv_t<T: Float>(g: Windows, out: usize, dy: &[T], w: &[T], dx: &mut [T]) {
         });
 }
 
-fn kernel_grad<T: Float>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
+fn kernel_grad<T: NetScalar>(g: Windows, out: usize, dy: &[T], x: &[T], dw: &mut [T]) {
     if depthwise(g) {
         return kernel_grad_depthwise(g, out, dy, x, dw);
     }
@@ -494,7 +525,7 @@ impl ConvProduct {
         }
     }
 
-    fn run<T: Float>(&self, a: &[T], b: &[T], dst: &mut [T]) {
+    fn run<T: NetScalar>(&self, a: &[T], b: &[T], dst: &mut [T]) {
         match self.product {
             Product::Conv => conv(self.g, self.out, a, b, dst),
             Product::ConvT => conv_t(self.g, self.out, a, b, dst),

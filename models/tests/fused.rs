@@ -1,0 +1,395 @@
+//! The fused CPU engine against candle's autograd (the reference): costs, gradients,
+//! Hessian-vector and cross products equal to 1e-12 relative in f64 on every network the
+//! engine covers and every λ mode; HVP symmetry; max-pooling ties and ReLU boundaries routed
+//! as the CPU ops route them; f32 against f64; the same bits for any number of threads.
+
+use hgp_base::rng;
+use hgp_models::nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
+use hgp_models::{Batch, InnerCost, InnerCrossJvp, OuterCost};
+use proptest::prelude::*;
+use rand::RngExt;
+
+const ARCHS: [Architecture; 7] = [
+    Architecture::Table5Cnn { classes: 10 },
+    Architecture::SmallCnn { classes: 10 },
+    Architecture::CifarCnn { classes: 10 },
+    Architecture::LeNet {
+        channels: 3,
+        classes: 10,
+    },
+    Architecture::LeNet {
+        channels: 1,
+        classes: 10,
+    },
+    Architecture::Mlp { classes: 10 },
+    Architecture::Linear { classes: 10 },
+];
+
+/// The λ modes of `arch` (a representation needs a layer below its head).
+fn modes(arch: Architecture) -> Vec<HyperMode> {
+    let mut modes = vec![
+        HyperMode::InstanceWeights,
+        HyperMode::ClassMask,
+        HyperMode::Ensemble { members: 2 },
+        HyperMode::Plain,
+    ];
+    // Up to two trailing linear layers as the head, at least one layer below them.
+    let specs = arch.params();
+    let layers = specs.len() / 2;
+    let linear = specs.iter().filter(|s| s.shape.len() == 2).count();
+    let head = linear.min(2).min(layers - 1);
+    if head > 0 {
+        modes.push(HyperMode::Representation { head_layers: head });
+    }
+    modes
+}
+
+fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut r = rng::stream(seed, 91, n as u64);
+    (0..n).map(|_| r.random_range(lo..hi)).collect()
+}
+
+fn labels(n: usize, seed: u64) -> Vec<u8> {
+    let mut r = rng::stream(seed, 92, n as u64);
+    (0..n).map(|_| r.random_range(0..10u8)).collect()
+}
+
+/// max |a − b| / max |b|.
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
+    a.iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// A client pair (fused, candle) on the same data, and a point (x, λ) and two directions.
+struct Case {
+    fused: NetClient<f64>,
+    candle: NetClient<f64>,
+    x: Vec<f64>,
+    lambda: Vec<f64>,
+    u: Vec<f64>,
+    w: Vec<f64>,
+}
+
+fn case(arch: Architecture, mode: HyperMode, seed: u64, train: &[f64], outer: &[f64]) -> Case {
+    let p = arch.inputs();
+    let (m, n) = (train.len() / p, outer.len() / p);
+    let config = NetConfig {
+        arch,
+        mode,
+        l2: 1e-3,
+        l2_lambda: 1e-2,
+        derivatives: DerivativeMode::DoubleBackward,
+    };
+    let (ty, oy) = (labels(m, seed), labels(n, seed + 1));
+    let fused = NetClient::<f64>::new(config, (train, &ty), (outer, &oy)).unwrap();
+    assert_eq!(fused.engine(), Engine::Fused, "{}", arch.name());
+    let candle = fused.clone().with_engine(Engine::Candle).unwrap();
+    assert_eq!(candle.engine(), Engine::Candle);
+    // Parameters: PyTorch's initialization moved by a random share of its scale, so that
+    // no two networks (ensemble members) and no biases are alike.
+    let network = |s: u64| -> Vec<f64> {
+        let init = arch.init(s);
+        let noise = uniform(init.len(), s + 7, -0.05, 0.05);
+        init.iter().zip(noise).map(|(a, b)| a + b).collect()
+    };
+    let (x, lambda) = match mode {
+        HyperMode::Ensemble { members } => (
+            (0..members as u64)
+                .flat_map(|k| network(seed + 10 * k))
+                .collect(),
+            uniform(members, seed + 3, -1.0, 1.0),
+        ),
+        HyperMode::Representation { .. } => {
+            let all = network(seed);
+            let body = fused.dim_lambda();
+            (all[body..].to_vec(), all[..body].to_vec())
+        }
+        HyperMode::InstanceWeights => (network(seed), uniform(m, seed + 3, 0.2, 1.8)),
+        HyperMode::ClassMask => (network(seed), uniform(10, seed + 3, -1.0, 1.0)),
+        HyperMode::Plain => (network(seed), Vec::new()),
+    };
+    assert_eq!((x.len(), lambda.len()), (fused.dim_x(), fused.dim_lambda()));
+    let u = uniform(x.len(), seed + 4, -1.0, 1.0);
+    let w = uniform(x.len(), seed + 5, -1.0, 1.0);
+    Case {
+        fused,
+        candle,
+        x,
+        lambda,
+        u,
+        w,
+    }
+}
+
+/// Every quantity of the two engines, on `batch`, to `tol` relative.
+fn assert_engines_agree(c: &Case, batch: Batch<'_>, tol: f64, what: &str) {
+    let (x, l) = (&c.x[..], &c.lambda[..]);
+    let (dx, dl) = (x.len(), l.len());
+    let (a, b) = (&c.fused, &c.candle);
+    let check = |name: &str, got: &[f64], want: &[f64]| {
+        let e = rel(got, want);
+        assert!(e <= tol, "{what}: {name} differs by {e:e} (relative)");
+    };
+    check(
+        "inner value",
+        &[a.inner_value(x, l, batch)],
+        &[b.inner_value(x, l, batch)],
+    );
+    check(
+        "outer value",
+        &[a.outer_value(x, l)],
+        &[b.outer_value(x, l)],
+    );
+    let (mut g1, mut g2) = (vec![0.0; dx], vec![0.0; dx]);
+    a.inner_grad(x, l, batch, &mut g1);
+    b.inner_grad(x, l, batch, &mut g2);
+    check("inner gradient", &g1, &g2);
+    let (mut h1, mut h2, mut l1, mut l2) =
+        (vec![0.0; dx], vec![0.0; dx], vec![0.0; dl], vec![0.0; dl]);
+    a.outer_grads(x, l, &mut h1, &mut l1);
+    b.outer_grads(x, l, &mut h2, &mut l2);
+    check("outer gradient in x", &h1, &h2);
+    check("outer gradient in λ", &l1, &l2);
+    a.inner_second_order(x, l, &c.u, batch, &mut h1, &mut l1);
+    b.inner_second_order(x, l, &c.u, batch, &mut h2, &mut l2);
+    check("Hessian-vector product", &h1, &h2);
+    check("cross product", &l1, &l2);
+    let p = c.fused.config().arch.inputs();
+    let images: Vec<f32> = uniform(5 * p, 3, 0.0, 1.0)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    assert_eq!(
+        a.predict(x, l, &images).unwrap(),
+        b.predict(x, l, &images).unwrap(),
+        "{what}: predictions"
+    );
+}
+
+/// Every network and λ mode, on the full set and on a batch with a repeated instance, at
+/// 1e-12 relative: the engine computes the same derivatives as candle's autograd.
+#[test]
+fn the_fused_engine_equals_candle_on_every_network_and_mode() {
+    for (i, &arch) in ARCHS.iter().enumerate() {
+        let p = arch.inputs();
+        let train = uniform(7 * p, 100 + i as u64, 0.0, 1.0);
+        let outer = uniform(4 * p, 200 + i as u64, 0.0, 1.0);
+        for mode in modes(arch) {
+            let c = case(arch, mode, 300 + i as u64, &train, &outer);
+            let what = format!("{} in {mode:?}", arch.name());
+            assert_engines_agree(&c, Batch::Full, 1e-12, &what);
+            assert_engines_agree(&c, Batch::Indices(&[5, 1, 5, 0]), 1e-12, &what);
+        }
+    }
+}
+
+/// Hessian-vector products of the engine are symmetric: ⟨w, H u⟩ = ⟨u, H w⟩ to 1e-12 of
+/// ‖w‖ ‖Hu‖.
+#[test]
+fn fused_hessian_vector_products_are_symmetric() {
+    for (i, &arch) in ARCHS.iter().enumerate() {
+        let p = arch.inputs();
+        let train = uniform(6 * p, 400 + i as u64, 0.0, 1.0);
+        for mode in modes(arch) {
+            let c = case(arch, mode, 500 + i as u64, &train, &train);
+            let (mut hu, mut hw) = (vec![0.0; c.x.len()], vec![0.0; c.x.len()]);
+            let l = &c.lambda;
+            c.fused.inner_hvp_into(&c.x, l, &c.u, &mut hu);
+            c.fused.inner_hvp_into(&c.x, l, &c.w, &mut hw);
+            let (a, b) = (dot(&c.w, &hu), dot(&c.u, &hw));
+            // Relative to the scale of the sums' rounding, ‖w‖ ‖Hu‖ (Cauchy–Schwarz): the
+            // products cancel over 2 million terms on the Table 5 CNN.
+            let norm = |v: &[f64]| dot(v, v).sqrt();
+            let scale = norm(&c.w) * norm(&hu) + norm(&c.u) * norm(&hw);
+            assert!(
+                (a - b).abs() <= 1e-12 * scale,
+                "{} in {mode:?}: {a} vs {b}",
+                arch.name()
+            );
+        }
+    }
+}
+
+/// A helper so the symmetry test reads as the math.
+trait HvpInto {
+    fn inner_hvp_into(&self, x: &[f64], l: &[f64], u: &[f64], out: &mut [f64]);
+}
+
+impl HvpInto for NetClient<f64> {
+    fn inner_hvp_into(&self, x: &[f64], l: &[f64], u: &[f64], out: &mut [f64]) {
+        hgp_models::InnerHvp::inner_hvp(self, x, l, u, Batch::Full, out);
+    }
+}
+
+/// Blank images and zero biases: every pooling window of the first convolution ties (all
+/// its outputs are 0) and every pre-activation sits on the ReLU's boundary. The engine
+/// routes each window's gradient to its first maximum and passes the ReLU at 0, as the CPU
+/// ops do, so the two engines still agree to 1e-12.
+#[test]
+fn ties_and_relu_boundaries_route_as_the_cpu_ops() {
+    for arch in [
+        Architecture::Table5Cnn { classes: 10 },
+        Architecture::SmallCnn { classes: 10 },
+        Architecture::LeNet {
+            channels: 1,
+            classes: 10,
+        },
+    ] {
+        let p = arch.inputs();
+        let mut train = uniform(6 * p, 600, 0.0, 1.0);
+        // Three blank images, and a blank half on the others.
+        train[..3 * p].fill(0.0);
+        for img in 3..6 {
+            train[img * p..img * p + p / 2].fill(0.0);
+        }
+        let mut c = case(arch, HyperMode::ClassMask, 601, &train, &train);
+        // Zero biases of both convolutions.
+        let specs = arch.params();
+        let mut at = 0;
+        for (t, s) in specs.iter().enumerate() {
+            if t == 1 || t == 3 {
+                c.x[at..at + s.len()].fill(0.0);
+            }
+            at += s.len();
+        }
+        assert_engines_agree(
+            &c,
+            Batch::Full,
+            1e-12,
+            &format!("{} on blanks", arch.name()),
+        );
+    }
+}
+
+/// f32 against f64 on the engine: 1e-5 relative (f32 rounding over sums of a few thousand
+/// products; the loss head runs in f64 in both).
+#[test]
+fn f32_agrees_with_f64() {
+    for (i, &arch) in ARCHS.iter().enumerate() {
+        let p = arch.inputs();
+        let train = uniform(6 * p, 700 + i as u64, 0.0, 1.0);
+        let c = case(arch, HyperMode::ClassMask, 800 + i as u64, &train, &train);
+        let config = *c.fused.config();
+        let ty = labels(6, 800 + i as u64);
+        let single = NetClient::<f32>::new(config, (&train, &ty), (&train, &ty)).unwrap();
+        assert_eq!(single.engine(), Engine::Fused);
+        let f = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+        let back = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
+        let (x, l, u) = (f(&c.x), f(&c.lambda), f(&c.u));
+        let mut g32 = vec![0f32; x.len()];
+        let mut g64 = vec![0f64; x.len()];
+        single.inner_grad(&x, &l, Batch::Full, &mut g32);
+        c.fused.inner_grad(&c.x, &c.lambda, Batch::Full, &mut g64);
+        assert!(rel(&back(&g32), &g64) < 1e-5, "{}: gradient", arch.name());
+        let (mut h32, mut c32) = (vec![0f32; x.len()], vec![0f32; l.len()]);
+        let (mut h64, mut c64) = (vec![0f64; x.len()], vec![0f64; l.len()]);
+        single.inner_second_order(&x, &l, &u, Batch::Full, &mut h32, &mut c32);
+        c.fused
+            .inner_second_order(&c.x, &c.lambda, &c.u, Batch::Full, &mut h64, &mut c64);
+        assert!(rel(&back(&h32), &h64) < 1e-5, "{}: HVP", arch.name());
+        assert!(rel(&back(&c32), &c64) < 1e-5, "{}: cross", arch.name());
+    }
+}
+
+/// The same bits with 1, 2 and 3 threads: work is cut into fixed image groups and column
+/// blocks, and partial sums are added in a fixed order.
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    for arch in [
+        Architecture::Table5Cnn { classes: 10 },
+        Architecture::Mlp { classes: 10 },
+    ] {
+        let p = arch.inputs();
+        // 37 images: several image groups and a partial one.
+        let train = uniform(37 * p, 900, 0.0, 1.0);
+        let c = case(
+            arch,
+            HyperMode::InstanceWeights,
+            901,
+            &train,
+            &train[..4 * p],
+        );
+        let run = || {
+            let mut g = vec![0.0; c.x.len()];
+            let (mut h, mut cr) = (vec![0.0; c.x.len()], vec![0.0; c.lambda.len()]);
+            c.fused.inner_grad(&c.x, &c.lambda, Batch::Full, &mut g);
+            c.fused
+                .inner_second_order(&c.x, &c.lambda, &c.u, Batch::Full, &mut h, &mut cr);
+            (g, h, cr)
+        };
+        let results: Vec<_> = [1, 2, 3]
+            .iter()
+            .map(|&t| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build()
+                    .unwrap()
+                    .install(run)
+            })
+            .collect();
+        for r in &results[1..] {
+            assert!(
+                r == &results[0],
+                "{}: results differ by thread count",
+                arch.name()
+            );
+        }
+    }
+}
+
+/// The fused engine is refused where it does not run; candle is always available.
+#[test]
+fn the_engine_is_chosen_per_network() {
+    for arch in [
+        Architecture::MobileNetV2 { classes: 10 },
+        Architecture::Logistic { inputs: 4 },
+    ] {
+        let p = arch.inputs();
+        let x = vec![0.5; 2 * p];
+        let config = NetConfig {
+            arch,
+            mode: HyperMode::Plain,
+            l2: 0.0,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        };
+        let c = NetClient::<f32>::new(config, (&x, &[0, 1]), (&x, &[0, 1])).unwrap();
+        assert_eq!(c.engine(), Engine::Candle);
+        let e = c.clone().with_engine(Engine::Fused).unwrap_err();
+        assert!(e.to_string().contains("fused engine"), "{e}");
+        assert!(c.with_engine(Engine::Candle).is_ok());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Random networks, modes, parameters, batches (with repeats) and directions.
+    #[test]
+    fn the_engines_agree_on_random_cases(
+        a in 0..ARCHS.len(),
+        mode_pick in 0usize..5,
+        seed in 0u64..1_000_000,
+        batch in proptest::collection::vec(0usize..9, 1..12),
+        full in any::<bool>(),
+    ) {
+        let arch = ARCHS[a];
+        let all = modes(arch);
+        let mode = all[mode_pick % all.len()];
+        let p = arch.inputs();
+        let train = uniform(9 * p, seed, -0.5, 1.5);
+        let outer = uniform(3 * p, seed + 1, -0.5, 1.5);
+        let c = case(arch, mode, seed + 2, &train, &outer);
+        let what = format!("{} in {mode:?}, seed {seed}", arch.name());
+        let batch = if full { Batch::Full } else { Batch::Indices(&batch) };
+        assert_engines_agree(&c, batch, 1e-12, &what);
+    }
+}
