@@ -1,14 +1,16 @@
 //! Measures the memory one gradient and one Hessian-vector product of each network take per
-//! instance (f32, CPU): the figures behind `Architecture::graph_bytes_per_instance`.
+//! instance (f32, CPU), on candle's autograd (the figures behind
+//! `Architecture::graph_bytes_per_instance`) and on the fused engine where it runs (next to
+//! the engine's own count, `Architecture::graph_bytes`).
 //!
 //! `cargo run --release -p hgp-models --example graph_memory [NAME…]`. For each network,
-//! each of two batch sizes and each product, a fresh process (this program, run again)
-//! builds the client, reads its resident memory, evaluates once and reads its peak (VmHWM);
-//! the slope between the two batches is the memory per instance, without what does not grow
-//! with the batch. Linux only. mimalloc as the benches (and `hgp`) use it.
+//! engine, each of two batch sizes and each product, a fresh process (this program, run
+//! again) builds the client, reads its resident memory, evaluates once and reads its peak
+//! (VmHWM); the slope between the two batches is the memory per instance, without what does
+//! not grow with the batch. Linux only. mimalloc as the benches (and `hgp`) use it.
 
 use hgp_models::nn::{
-    Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
+    Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
 use hgp_models::{Batch, InnerCost, InnerHvp};
 
@@ -35,8 +37,9 @@ fn peak_of(f: impl FnOnce()) -> f64 {
     field("VmHWM:") - before
 }
 
-/// One measurement in this process: `kind` (gradient or hvp) of `arch` at batch `m`.
-fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
+/// One measurement in this process: `kind` (gradient or hvp) of `arch` at batch `m` on
+/// `engine` (fused or candle).
+fn one(arch: Architecture, m: usize, kind: &str, engine: &str) -> f64 {
     let p = arch.inputs();
     let images: Vec<f32> = match arch {
         // Windows of symbol indices.
@@ -56,7 +59,13 @@ fn one(arch: Architecture, m: usize, kind: &str) -> f64 {
         derivatives: DerivativeMode::DoubleBackward,
     };
     let net = NetClient::<f32>::new(config, (&images, &labels), (&images[..2 * p], &labels[..2]))
-        .expect("client");
+        .expect("client")
+        .with_engine(if engine == "fused" {
+            Engine::Fused
+        } else {
+            Engine::Candle
+        })
+        .expect("the engine runs this network");
     let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();
     let u: Vec<f32> = arch.init(2).iter().map(|&v| v as f32).collect();
     let lambda = vec![0.0f32; arch.outputs()];
@@ -105,13 +114,13 @@ fn main() {
     if args.first().map(String::as_str) == Some("--one") {
         let (name, m, kind) = (&args[1], args[2].parse().expect("batch"), &args[3]);
         let arch = networks.iter().find(|n| n.0 == name).expect("network").1;
-        println!("{}", one(arch, m, kind));
+        println!("{}", one(arch, m, kind, &args[4]));
         return;
     }
     let me = std::env::current_exe().expect("this program");
-    let measure = |name: &str, m: usize, kind: &str| -> f64 {
+    let measure = |name: &str, m: usize, kind: &str, engine: &str| -> f64 {
         let out = std::process::Command::new(&me)
-            .args(["--one", name, &m.to_string(), kind])
+            .args(["--one", name, &m.to_string(), kind, engine])
             .output()
             .expect("run a measurement");
         String::from_utf8_lossy(&out.stdout)
@@ -119,20 +128,48 @@ fn main() {
             .parse()
             .expect("a size")
     };
-    println!("network        per instance: gradient      HVP   (f32, MB)");
-    for (name, _, batches) in networks {
+    println!(
+        "per instance (f32, MB):  candle gradient      HVP    fused gradient      HVP   (its count)"
+    );
+    for (name, arch, batches) in networks {
         if !args.is_empty() && !args.iter().any(|w| w == name) {
             continue;
         }
-        let slope = |kind: &str| {
-            (measure(name, batches[1], kind) - measure(name, batches[0], kind))
+        let slope = |kind: &str, engine: &str| {
+            (measure(name, batches[1], kind, engine) - measure(name, batches[0], kind, engine))
                 / (batches[1] - batches[0]) as f64
                 / 1e6
         };
-        println!(
-            "{name:<14} {:>22.2} {:>8.2}",
-            slope("gradient"),
-            slope("hvp")
+        let mut row = format!(
+            "{name:<14} {:>24.2} {:>8.2}",
+            slope("gradient", "candle"),
+            slope("hvp", "candle")
         );
+        let fused = NetConfig {
+            arch,
+            mode: HyperMode::Plain,
+            l2: 0.0,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        };
+        let p = arch.inputs();
+        let probe = NetClient::<f32>::new(
+            fused,
+            (&vec![0.0; 2 * p], &[0, 1]),
+            (&vec![0.0; 2 * p], &[0, 1]),
+        );
+        if probe.is_ok_and(|c| c.engine() == Engine::Fused) {
+            let count = |b: usize| arch.graph_bytes(b);
+            let (lo, hi) = (count(batches[0]), count(batches[1]));
+            let per = |a: f64, b: f64| (b - a) / (batches[1] - batches[0]) as f64 / 1e6;
+            row += &format!(
+                " {:>17.2} {:>8.2}   ({:.2}, {:.2})",
+                slope("gradient", "fused"),
+                slope("hvp", "fused"),
+                per(lo.0, hi.0),
+                per(lo.1, hi.1)
+            );
+        }
+        println!("{row}");
     }
 }

@@ -899,7 +899,7 @@ impl<T: NetScalar> NetClient<T> {
         let rows = rows_of(&parts);
         let scale = 1.0 / size as f64;
         self.with_set(cost, |set| {
-            self.into_places(gx, gl, |out| {
+            self.fill_places(gx, gl, |out| {
                 f.gradient(&refs, &head, set, &rows, scale, out, &mut through_head)
             });
             add_f64(gl, &through_head);
@@ -909,7 +909,7 @@ impl<T: NetScalar> NetClient<T> {
     /// Runs `fill`, which adds the engine's per-network result (flat, networks one after
     /// another) to the slice it is given: `in_x` itself, or for a representation a buffer
     /// whose body part then goes to `in_lambda` and head part to `in_x`.
-    fn into_places(&self, in_x: &mut [T], in_lambda: &mut [T], fill: impl FnOnce(&mut [T])) {
+    fn fill_places(&self, in_x: &mut [T], in_lambda: &mut [T], fill: impl FnOnce(&mut [T])) {
         match self.config.mode {
             HyperMode::Representation { .. } => {
                 let body = in_lambda.len();
@@ -957,7 +957,7 @@ impl<T: NetScalar> NetClient<T> {
         let rows = rows_of(&parts);
         let scale = 1.0 / size as f64;
         self.with_set(Cost::Inner, |set| {
-            self.into_places(hvp, cross, |out| {
+            self.fill_places(hvp, cross, |out| {
                 f.second(
                     &refs,
                     &dirs,
