@@ -1,5 +1,6 @@
-//! A client whose inner and outer costs are a network's losses, with derivatives by automatic
-//! differentiation (double backward) or by central differences of gradients.
+//! A client whose inner and outer costs are a network's losses, with derivatives from the
+//! fused engine (hand-derived passes, forward-over-reverse HVPs), from candle's automatic
+//! differentiation (double backward) or from central differences of gradients.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -842,6 +843,18 @@ impl<T: NetScalar> NetClient<T> {
         }))
     }
 
+    /// What an engine call on `cost` over `batch` takes: the networks' parameters, how λ
+    /// enters, the batch's parts and its scale 1/|batch|.
+    fn call<'v>(&self, cost: Cost, x: &'v [T], lambda: &'v [T], batch: Batch<'v>) -> Call<'v, T> {
+        let (parts, size) = self.parts(cost, batch);
+        Call {
+            networks: self.networks(x, lambda),
+            head: self.head(cost, lambda),
+            rows: rows_of(&parts),
+            scale: 1.0 / size as f64,
+        }
+    }
+
     /// The layers before the first whose parameters are in x (a representation's body).
     fn first_x_layer(&self) -> usize {
         self.body_tensors() / 2
@@ -855,15 +868,11 @@ impl<T: NetScalar> NetClient<T> {
         lambda: &[T],
         batch: Batch<'_>,
     ) -> CandleResult<f64> {
-        let (parts, size) = self.parts(cost, batch);
-        let members = self.networks(x, lambda);
-        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
-        let head = self.head(cost, lambda);
+        let c = self.call(cost, x, lambda, batch);
         let (weight, variable) = self.ridge(cost, x, lambda);
         let ridge = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
-        let rows = rows_of(&parts);
         let loss = self.with_set(cost, |set| {
-            f.value(&refs, &head, set, &rows, 1.0 / size as f64)
+            f.value(&c.refs(), &c.head, set, &c.rows, c.scale)
         })?;
         Ok(ridge + loss)
     }
@@ -879,10 +888,7 @@ impl<T: NetScalar> NetClient<T> {
         gx: &mut [T],
         gl: &mut [T],
     ) -> CandleResult<()> {
-        let (parts, size) = self.parts(cost, batch);
-        let members = self.networks(x, lambda);
-        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
-        let head = self.head(cost, lambda);
+        let c = self.call(cost, x, lambda, batch);
         // The ridge term's share, then the engine adds the losses'.
         let (weight, on_x) = match cost {
             Cost::Inner => (self.config.l2, true),
@@ -895,12 +901,18 @@ impl<T: NetScalar> NetClient<T> {
         for (g, &v) in gl.iter_mut().zip(lambda) {
             *g = if on_x { T::ZERO } else { w * v };
         }
-        let mut through_head = vec![0.0; head.lambda_len()];
-        let rows = rows_of(&parts);
-        let scale = 1.0 / size as f64;
+        let mut through_head = vec![0.0; c.head.lambda_len()];
         self.with_set(cost, |set| {
             self.fill_places(gx, gl, |out| {
-                f.gradient(&refs, &head, set, &rows, scale, out, &mut through_head)
+                f.gradient(
+                    &c.refs(),
+                    &c.head,
+                    set,
+                    &c.rows,
+                    c.scale,
+                    out,
+                    &mut through_head,
+                )
             });
             add_f64(gl, &through_head);
         })
@@ -933,9 +945,7 @@ impl<T: NetScalar> NetClient<T> {
         hvp: &mut [T],
         cross: &mut [T],
     ) -> CandleResult<()> {
-        let (parts, size) = self.parts(Cost::Inner, batch);
-        let members = self.networks(x, lambda);
-        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+        let c = self.call(Cost::Inner, x, lambda, batch);
         // The direction of each network: zero on a representation's body.
         let directions: Vec<Cow<'_, [T]>> = match self.config.mode {
             HyperMode::Representation { .. } => {
@@ -946,26 +956,23 @@ impl<T: NetScalar> NetClient<T> {
             _ => u.chunks(self.member_dim).map(Cow::Borrowed).collect(),
         };
         let dirs: Vec<&[T]> = directions.iter().map(|d| &**d).collect();
-        let head = self.head(Cost::Inner, lambda);
         // The ridge term's share: γ u; then the engine adds the losses'.
         let gamma = T::cast(self.config.l2);
         for (h, &v) in hvp.iter_mut().zip(u) {
             *h = gamma * v;
         }
         cross.fill(T::ZERO);
-        let mut through_head = vec![0.0; head.lambda_len()];
-        let rows = rows_of(&parts);
-        let scale = 1.0 / size as f64;
+        let mut through_head = vec![0.0; c.head.lambda_len()];
         self.with_set(Cost::Inner, |set| {
             self.fill_places(hvp, cross, |out| {
                 f.second(
-                    &refs,
+                    &c.refs(),
                     &dirs,
                     self.first_x_layer(),
-                    &head,
+                    &c.head,
                     set,
-                    &rows,
-                    scale,
+                    &c.rows,
+                    c.scale,
                     out,
                     &mut through_head,
                 )
@@ -979,6 +986,20 @@ impl<T: NetScalar> NetClient<T> {
 fn add_f64<T: NetScalar>(a: &mut [T], b: &[f64]) {
     for (a, &b) in a.iter_mut().zip(b) {
         *a += T::cast(b);
+    }
+}
+
+/// What one engine call takes (see `NetClient::call`).
+struct Call<'v, T: Clone> {
+    networks: Vec<Cow<'v, [T]>>,
+    head: Head,
+    rows: Vec<Rows<'v>>,
+    scale: f64,
+}
+
+impl<T: Clone> Call<'_, T> {
+    fn refs(&self) -> Vec<&[T]> {
+        self.networks.iter().map(|m| &**m).collect()
     }
 }
 
