@@ -1400,23 +1400,23 @@ fn conv_forward<T: NetScalar>(
                         let o = ((img * ps + i) * ps + j) * out;
                         let top = (img * per + 2 * i * cs + 2 * j) * width;
                         let at = [top, top + width, top + cs * width, top + (cs + 1) * width];
-                        let window = at.map(|start| &y[start..start + width]);
-                        pool_run(
-                            window,
-                            inp.bias,
+                        let window = at.map(|start| &y[start..start + out]);
+                        let (a, mask, argmax) = (
                             &mut a[o..o + out],
                             &mut mask[o..o + out],
                             &mut argmax[o..o + out],
                         );
-                        if let Some(ra) = ra.as_deref_mut() {
-                            let ra = &mut ra[o..o + out];
-                            for ch in 0..out {
-                                let pos = usize::from(argmax[o + ch]);
-                                let mut r = window[pos][out + ch];
-                                if let Some(vb) = inp.vbias {
-                                    r += vb[ch];
-                                }
-                                ra[ch] = if mask[o + ch] != 0 { r } else { T::ZERO };
+                        match ra.as_deref_mut() {
+                            None => pool_run(window, inp.bias, a, mask, argmax),
+                            Some(ra) => {
+                                let r_window = at.map(|start| &y[start + out..start + 2 * out]);
+                                pool_run_r(
+                                    (window, r_window),
+                                    (inp.bias, inp.vbias),
+                                    (a, &mut ra[o..o + out]),
+                                    mask,
+                                    argmax,
+                                );
                             }
                         }
                     }
@@ -1458,6 +1458,48 @@ fn pool_run<T: NetScalar>(
     }
 }
 
+/// [`pool_run`] with the R-forward pass: R{a} is the R{y} of the window's maximum, plus
+/// the direction's bias (when the layer has one), through the same ReLU mask.
+#[inline]
+fn pool_run_r<T: NetScalar>(
+    (rows, r_rows): ([&[T]; 4], [&[T]; 4]),
+    (bias, vbias): (&[T], Option<&[T]>),
+    (a, ra): (&mut [T], &mut [T]),
+    mask: &mut [u8],
+    argmax: &mut [u8],
+) {
+    let n = a.len();
+    let (r0, r1, r2, r3) = (&rows[0][..n], &rows[1][..n], &rows[2][..n], &rows[3][..n]);
+    let (q0, q1, q2, q3) = (
+        &r_rows[0][..n],
+        &r_rows[1][..n],
+        &r_rows[2][..n],
+        &r_rows[3][..n],
+    );
+    let (bias, ra, mask, argmax) = (&bias[..n], &mut ra[..n], &mut mask[..n], &mut argmax[..n]);
+    for ch in 0..n {
+        let (mut best, mut r, mut pos) = (r0[ch], q0[ch], 0u8);
+        if r1[ch] > best {
+            (best, r, pos) = (r1[ch], q1[ch], 1);
+        }
+        if r2[ch] > best {
+            (best, r, pos) = (r2[ch], q2[ch], 2);
+        }
+        if r3[ch] > best {
+            (best, r, pos) = (r3[ch], q3[ch], 3);
+        }
+        let z = best + bias[ch];
+        let pass = z >= T::ZERO;
+        a[ch] = if pass { z } else { T::ZERO };
+        mask[ch] = u8::from(pass);
+        argmax[ch] = pos;
+        if let Some(vb) = vbias {
+            r += vb[ch];
+        }
+        ra[ch] = if pass { r } else { T::ZERO };
+    }
+}
+
 /// The inputs of a convolution block's backward pass.
 struct ConvBack<'a, T> {
     x: &'a [T],
@@ -1487,7 +1529,10 @@ fn conv_backward<T: NetScalar>(
 ) {
     let (il, ol, per, cols, out) = (l.in_len(), l.out_len(), l.positions(), l.cols(), l.out);
     let second = inp.rd.is_some();
-    let width = if second { 2 * out } else { out };
+    // dy itself serves the kernel gradient (plain pass), the input's δ, and R{∂K} through
+    // R{x}; a second pass on the first block needs none of them, only R{dy}.
+    let need_dy = !second || dx.is_some() || inp.rx.is_some();
+    let width = if second && need_dy { 2 * out } else { out };
     // In a second pass columns [0, out) hold R{dy} and [out, 2 out) dy.
     let dy_at = if second { out } else { 0 };
     let g = l.windows();
@@ -1525,7 +1570,9 @@ fn conv_backward<T: NetScalar>(
                                 continue;
                             }
                             let start = at[usize::from(route[ch])];
-                            y[start + dy_at + ch] = d[ch];
+                            if need_dy {
+                                y[start + dy_at + ch] = d[ch];
+                            }
                             match inp.rd {
                                 Some(rd) => {
                                     y[start + ch] = rd[k + ch];
