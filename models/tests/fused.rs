@@ -393,3 +393,28 @@ proptest! {
         assert_engines_agree(&c, batch, 1e-12, &what);
     }
 }
+
+/// Predictions over several parts (more images than a part holds) are those of candle, and
+/// an empty set predicts nothing.
+#[test]
+fn predictions_over_several_parts_match_candle() {
+    for arch in [
+        Architecture::Mlp { classes: 10 },
+        Architecture::SmallCnn { classes: 10 },
+    ] {
+        let p = arch.inputs();
+        let train = uniform(4 * p, 1000, 0.0, 1.0);
+        for mode in [HyperMode::ClassMask, HyperMode::Ensemble { members: 2 }] {
+            let c = case(arch, mode, 1001, &train, &train);
+            let images: Vec<f32> = uniform(300 * p, 1002, 0.0, 1.0)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let (x, l) = (&c.x, &c.lambda);
+            let fused = c.fused.predict(x, l, &images).unwrap();
+            assert_eq!(fused.len(), 300);
+            assert_eq!(fused, c.candle.predict(x, l, &images).unwrap());
+            assert!(c.fused.predict(x, l, &[]).unwrap().is_empty());
+        }
+    }
+}

@@ -43,7 +43,7 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use super::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
-use super::ops::{GROUP, NetScalar, Windows, fold, gemm, gemm_into, unfold};
+use super::ops::{GROUP, NetScalar, Windows, assert_operands, fold, gemm, gemm_into, unfold};
 
 /// Columns (or rows) of one parallel task of a dense product.
 pub(crate) const BLOCK: usize = 128;
@@ -416,9 +416,12 @@ fn par_gemm<T: NetScalar>(
     if m == 0 || n == 0 {
         return;
     }
-    assert!(dst_rs >= n && dst.len() >= (m - 1) * dst_rs + n);
-    assert!(k == 0 || lhs.len() > (m - 1) * lhs_rs + (k - 1) * lhs_cs);
-    assert!(k == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
+    assert_operands(
+        (m, n, k),
+        (dst.len(), dst_rs),
+        (lhs.len(), lhs_cs, lhs_rs),
+        (rhs.len(), rhs_cs, rhs_rs),
+    );
     let by_columns = n >= m;
     let len = if by_columns { n } else { m };
     let out = Shared(dst.as_mut_ptr());
@@ -429,7 +432,7 @@ fn par_gemm<T: NetScalar>(
         } else {
             (size, n, start * dst_rs, start * lhs_rs, 0)
         };
-        // SAFETY: the asserts above keep every access inside the three slices; task q
+        // SAFETY: `assert_operands` above keeps every access inside the three slices; task q
         // writes only its own block of columns (or rows) of dst, so no two tasks write the
         // same value, and dst is not read by anyone else while they run.
         unsafe {
@@ -628,22 +631,27 @@ impl<T: NetScalar> Fused<T> {
     ) -> Vec<u8> {
         let p = self.stack.inputs();
         let m = features.len() / p;
-        let values: Vec<T> = features.iter().map(|&v| T::cast(f64::from(v))).collect();
-        let labels = vec![0u8; m];
-        let set = Set {
-            features: &values,
-            labels: &labels,
-        };
-        let parts: Vec<Rows<'_>> = (0..m)
-            .step_by(chunk.max(1))
-            .map(|s| Rows::Range(s, chunk.min(m - s)))
-            .collect();
+        let chunk = chunk.clamp(1, m.max(1));
+        let labels = vec![0u8; chunk];
         let mut work = self.take();
-        self.prepare(&mut work, members, None, &parts, Pass::Value);
+        self.prepare(
+            &mut work,
+            members,
+            None,
+            &[Rows::Range(0, chunk)],
+            Pass::Value,
+        );
         let classes = self.stack.classes();
         let last = self.stack.stages() - 1;
         let mut out = Vec::with_capacity(m);
-        for &rows in &parts {
+        // A part at a time, so only a part of the images is converted to T at once.
+        for part in features[..m * p].chunks(chunk * p) {
+            let values: Vec<T> = part.iter().map(|&v| T::cast(f64::from(v))).collect();
+            let rows = Rows::Range(0, part.len() / p);
+            let set = Set {
+                features: &values,
+                labels: &labels,
+            };
             self.load(&mut work, set, rows);
             for (k, mp) in members.iter().enumerate() {
                 self.forward(&mut work, k, mp, None, rows.len());
@@ -1039,6 +1047,11 @@ impl<T: NetScalar> Fused<T> {
         let mut total = 0.0;
         let mut mask_grad = vec![0.0; c];
         let mut mask_rgrad = vec![0.0; c];
+        // The class mask C · softmax(λ) (ones without one).
+        let mask: Vec<f64> = match head {
+            Head::Mask(pi) => pi.iter().map(|p| p * c as f64).collect(),
+            _ => vec![1.0; c],
+        };
         for i in 0..rows.len() {
             let y = usize::from(set.labels[rows.get(i)]);
             let at = i * c..(i + 1) * c;
@@ -1048,10 +1061,6 @@ impl<T: NetScalar> Fused<T> {
                     let weight = match head {
                         Head::Weighted(lambda) => scale * lambda[rows.get(i)],
                         _ => scale,
-                    };
-                    let mask: Vec<f64> = match head {
-                        Head::Mask(pi) => pi.iter().map(|p| p * c as f64).collect(),
-                        _ => vec![1.0; c],
                     };
                     let z: Vec<f64> = a.a[last][at.clone()].iter().map(|v| v.as_f64()).collect();
                     let s: Vec<f64> = z.iter().zip(&mask).map(|(z, m)| z * m).collect();

@@ -253,11 +253,13 @@ pub(crate) fn gemm_into<T: NetScalar>(
     (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
     accumulate: bool,
 ) {
-    assert!(dst_rs >= n);
-    assert!(m == 0 || n == 0 || dst.len() >= (m - 1) * dst_rs + n);
-    assert!(m == 0 || k == 0 || lhs.len() > (m - 1) * lhs_rs + (k - 1) * lhs_cs);
-    assert!(k == 0 || n == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
-    // SAFETY: the asserts keep every access of the three matrices inside their slices.
+    assert_operands(
+        (m, n, k),
+        (dst.len(), dst_rs),
+        (lhs.len(), lhs_cs, lhs_rs),
+        (rhs.len(), rhs_cs, rhs_rs),
+    );
+    // SAFETY: `assert_operands` keeps every access of the three matrices inside their slices.
     unsafe {
         gemm::gemm(
             m,
@@ -281,6 +283,21 @@ pub(crate) fn gemm_into<T: NetScalar>(
             gemm::Parallelism::None,
         );
     }
+}
+
+/// Panics unless every value a product (m × k by k × n into m × n) reads or writes lies
+/// inside its slice, given each slice's length and strides: the guard of the unsafe calls
+/// into `gemm`.
+pub(crate) fn assert_operands(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs): (usize, usize),
+    (lhs, lhs_cs, lhs_rs): (usize, usize, usize),
+    (rhs, rhs_cs, rhs_rs): (usize, usize, usize),
+) {
+    assert!(dst_rs >= n);
+    assert!(m == 0 || n == 0 || dst >= (m - 1) * dst_rs + n);
+    assert!(m == 0 || k == 0 || lhs > (m - 1) * lhs_rs + (k - 1) * lhs_cs);
+    assert!(k == 0 || n == 0 || rhs > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
 }
 
 /// The three matrix products of a convolution y = conv(x, W) (stride 1, no padding) of
