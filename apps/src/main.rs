@@ -95,7 +95,7 @@ impl Command {
 
 fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
-    unsafe { hgp_models::nn::enable_double_backward() };
+    unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
     let cli = Cli::parse();
     let result = match &cli.command {

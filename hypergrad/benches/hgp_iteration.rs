@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use hgp_averaging::{Averager, ClientBuffer, PushSum};
+use hgp_data::{ClientData, Dataset};
 use hgp_graphs::{Network, RandomDirected, RandomEdges, rng};
 use hgp_hypergrad::{Eta, Hgp, HgpOptions, HyperGradient};
-use hgp_models::data::{ClientData, Dataset};
 use hgp_models::{Batch, InnerCrossJvp, InnerHvp, L2Logistic, PerClient};
 use rand::RngExt;
 use rayon::prelude::*;

@@ -8,10 +8,10 @@ use hgp_averaging::{
     ClientBuffer, Crash, ExactAverage, Faults, MassExchange, Placement, PushSum, PushSumProtocol,
     Straggler, ThreadRanks,
 };
+use hgp_data::{SyntheticConfig, generate_synthetic};
 use hgp_graphs::{Network, RandomDirected, RandomEdges};
 use hgp_hypergrad::{Eta, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{InnerSolver, LrSchedule, Sgp};
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 
 fn clients(n: usize) -> Vec<L2Logistic<f64>> {

@@ -1,10 +1,10 @@
 //! The outer loop: Adam on λ with HGP's hyper-gradient lowers the outer loss (HGP eq. 3).
 
 use hgp_averaging::{ClientBuffer, PushSum};
+use hgp_data::{SyntheticConfig, generate_synthetic};
 use hgp_graphs::{RandomDirected, RandomEdges};
 use hgp_hypergrad::{Adam, Eta, Hgp, HgpOptions, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver};
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{L2Logistic, OuterCost, PerClient};
 use std::sync::Arc;
 

@@ -19,14 +19,14 @@
 use std::sync::Arc;
 
 use hgp_averaging::{ClientBuffer, DebiasWeights, ExactAverage, PushSum};
+use hgp_data::images::embedded_mnist;
 use hgp_graphs::{RandomDirected, RandomEdges};
 use hgp_hypergrad::{
     Adam, Eta, Hgp, HgpOptions, HyperGradient, PowerIteration, SampleMode, estimate_curvature,
 };
 use hgp_inner_solvers::total_gradient;
-use hgp_models::images::embedded_mnist;
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{Batch, BatchSize, InnerCrossJvp, InnerHvp, OuterCost, PerClient};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 
 const CLIENTS: usize = 3;
 const CLASSES: usize = 10;

@@ -15,8 +15,8 @@ use hgp_inner_solvers::schedulers::{
     RoundUpdates, ServerDecay,
 };
 use hgp_inner_solvers::{FedAvg, LrSchedule, LrScheduler};
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, PerClient};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rand::RngExt;
 
 /// The allocator of the `hgp` binary (the networks allocate large temporaries every step).

@@ -2,10 +2,10 @@
 //! training, 2,000 held out), plain SGD on mini-batches of 128 — test accuracy above 95 %.
 
 use hgp_averaging::ClientBuffer;
+use hgp_data::images::embedded_mnist;
 use hgp_inner_solvers::{InnerSolver, LocalSgd, LrSchedule};
-use hgp_models::images::embedded_mnist;
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, PerClient};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 
 #[test]
 fn table5_cnn_reaches_95_percent_on_mnist() {

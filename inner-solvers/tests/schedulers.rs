@@ -1,12 +1,12 @@
 //! FedAvg's learning-rate schedulers (paper 001): clipping bounds on every step, reduction to
 //! FedAvg at a zero hyper learning rate, and FedHyper-SL's rate that persists across rounds.
 
+use hgp_data::{SyntheticConfig, generate_synthetic};
 use hgp_inner_solvers::schedulers::{
     Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperG, FedHyperSl, LocalStep,
     LrScheduler, RoundUpdates, ServerDecay,
 };
 use hgp_inner_solvers::{FedAvg, LrSchedule, RoundRates};
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 use proptest::prelude::*;
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use hgp_averaging::ClientBuffer;
+use hgp_data::{SyntheticConfig, generate_synthetic};
 use hgp_graphs::{
     ExponentialOnePeer, FmmcOptions, Network, RandomDirected, RandomEdges, StaticUndirected,
     fastest_mixing,
@@ -11,7 +12,6 @@ use hgp_inner_solvers::{
     DecentralizedSgd, ExactNewton, FedAvg, InnerError, InnerSolver, LocalSgd, LrSchedule, Sgp,
     SgpOrder,
 };
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 
 fn problem(n: usize, seed: u64) -> (Vec<L2Logistic<f64>>, PerClient<f64>) {

@@ -1,6 +1,6 @@
 //! Errors of the `models` crate.
 
-pub use crate::data::DataError;
+pub use hgp_data::DataError;
 
 /// What went wrong while building or evaluating a client objective.
 #[derive(Debug, thiserror::Error)]

@@ -30,9 +30,9 @@ use hgp_base::{Scalar, rng};
 use rand::RngExt;
 
 use crate::error::{ModelError, Result};
-use crate::images::ImageSet;
 use crate::logistic::dot;
 use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use hgp_data::images::ImageSet;
 
 /// The sizes and the regularization of a [`HyperRep`] client.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,10 +8,11 @@
 //! trait in [`objective`].
 //!
 //! Models here: logistic regression with per-coordinate L2 hyper-parameters (eq. 11,
-//! [`L2Logistic`]) and with per-instance loss weights (eq. 12, [`WeightedLogistic`]), with
-//! analytic derivatives checked against finite differences. Data: images ([`images`]: IDX,
-//! CIFAR, the papers' splits), text ([`text`]: Shakespeare by speaking character), tabular
-//! ([`data`]); networks on candle ([`nn`], feature `nn`).
+//! [`L2Logistic`]) and with per-instance loss weights (eq. 12, [`WeightedLogistic`]), and
+//! the hyper-representation MLP of paper 003 ([`HyperRep`]), with analytic derivatives
+//! checked against finite differences. The data types they are built from are
+//! [`data`] (the `hgp-data` crate, here without its heavy formats); the papers' neural
+//! networks are the `hgp-nn` crate.
 //!
 //! ```
 //! use hgp_models::{Batch, InnerCost, InnerHvp, L2Logistic, data::{ClientData, Dataset}};
@@ -25,18 +26,15 @@
 //! # Ok::<(), hgp_models::ModelError>(())
 //! ```
 
-pub mod data;
-mod dirichlet;
+/// The data types and readers (the `hgp-data` crate).
+pub use hgp_data as data;
+
 mod error;
 mod hyperrep;
-pub mod images;
 mod logistic;
-#[cfg(feature = "nn")]
-pub mod nn;
 pub mod objective;
 mod per_client;
 mod sampler;
-pub mod text;
 
 pub use error::{ModelError, Result};
 /// The float bound of every trait here (f32 and f64).
@@ -59,15 +57,11 @@ mod auto_traits {
         send_sync::<L2Logistic<f32>>();
         send_sync::<L2Logistic<f64>>();
         send_sync::<WeightedLogistic<f64>>();
-        #[cfg(feature = "nn")]
-        send_sync::<nn::NetClient<f32>>();
-        #[cfg(feature = "nn")]
-        send_sync::<nn::NetClient<f64>>();
         send_sync::<PerClient<f64>>();
         send_sync::<hyperrep::HyperRep<f32>>();
         send_sync::<BatchSampler>();
         send_sync::<data::ClientData>();
-        send_sync::<images::ImageSet>();
+        send_sync::<data::images::ImageSet>();
         send_sync::<ModelError>();
     }
 }

@@ -6,9 +6,9 @@
 
 use hgp_base::Scalar;
 
-use crate::data::{ClientData, Dataset};
 use crate::error::{ModelError, Result};
 use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use hgp_data::{ClientData, Dataset};
 
 /// σ(s) = 1 / (1 + e^{−s}), evaluated without overflow.
 #[inline]

@@ -1,7 +1,7 @@
 //! Analytic derivatives of the logistic clients (HGP eqs. 11, 12) against central differences.
 
 use hgp_base::rng;
-use hgp_models::data::{ClientData, Dataset};
+use hgp_data::{ClientData, Dataset};
 use hgp_models::{
     Batch, InnerCost, InnerCrossJvp, InnerHvp, L2Logistic, OuterCost, WeightedLogistic,
 };

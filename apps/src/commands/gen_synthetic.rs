@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use hgp_models::data::{
+use hgp_data::{
     DataError, SyntheticConfig, generate_synthetic_with_progress, write_client_dir_with_progress,
 };
 

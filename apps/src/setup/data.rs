@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use clap::Args;
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
-use hgp_models::data::{
+use hgp_data::{
     ClientData, SyntheticConfig, generate_synthetic, load_client_dir, load_lambda_csv,
     peek_client_dir,
 };

@@ -66,8 +66,8 @@ impl Dataset {
 pub fn load_dataset(
     dataset: Dataset,
     data_dir: Option<&Path>,
-) -> Result<(hgp_models::images::ImageSet, Option<Vec<u8>>, String)> {
-    use hgp_models::images::{CifarKind, embedded_mnist, load_cifar_dir, load_idx_dir};
+) -> Result<(hgp_data::images::ImageSet, Option<Vec<u8>>, String)> {
+    use hgp_data::images::{CifarKind, embedded_mnist, load_cifar_dir, load_idx_dir};
     if dataset.text() {
         bail!(
             "--dataset {} is text: `hgp personalize` and `hgp fedhyper` take it",
@@ -128,11 +128,11 @@ pub fn check_image_counts(images: Option<usize>, test_images: usize, clients: us
 /// training images said in the command's options (`--clients`, `--images`), not the
 /// split's parameters.
 pub fn split_images(
-    set: &hgp_models::images::ImageSet,
-    config: &hgp_models::images::SplitConfig,
+    set: &hgp_data::images::ImageSet,
+    config: &hgp_data::images::SplitConfig,
     seed: u64,
-) -> Result<Vec<hgp_models::images::ImageClient>> {
-    use hgp_models::images::{ImageError, heterogeneous_split};
+) -> Result<Vec<hgp_data::images::ImageClient>> {
+    use hgp_data::images::{ImageError, heterogeneous_split};
     heterogeneous_split(set, config, seed).map_err(|e| match e {
         ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
             "client {client} has no training images after the split of {} images over {} clients (Dirichlet proportions leave some clients next to nothing): use fewer --clients or more --images",
@@ -159,11 +159,11 @@ pub fn load_image_experiment(
     test_images: usize,
     seed: u64,
 ) -> Result<(
-    hgp_models::images::ImageSet,
-    hgp_models::images::ImageSet,
+    hgp_data::images::ImageSet,
+    hgp_data::images::ImageSet,
     String,
 )> {
-    use hgp_models::images::hold_out;
+    use hgp_data::images::hold_out;
     let (mut all, _, source) = load_dataset(dataset, data_dir)?;
     if let Some(n) = images {
         all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());

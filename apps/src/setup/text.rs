@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use hgp_models::images::{ImageClient, ImageSet};
-use hgp_models::text::{TextClient, Windows};
+use hgp_data::images::{ImageClient, ImageSet};
+use hgp_data::text::{TextClient, Windows};
 
 /// Where `--data-dir` points for text, in words and in kind.
 enum TextSource<'a> {
@@ -62,7 +62,7 @@ pub struct TextCorpus {
 
 enum CorpusKind {
     Leaf(Vec<TextClient>),
-    Raw(Vec<hgp_models::text::Speaker>),
+    Raw(Vec<hgp_data::text::Speaker>),
 }
 
 /// The text in `data_dir` for windows of `seq` symbols (paper 004 App. A.1). LEAF's files
@@ -77,7 +77,7 @@ enum CorpusKind {
 pub fn load_text(data_dir: Option<&Path>, seq: usize) -> Result<TextCorpus> {
     match source(data_dir)? {
         TextSource::Leaf(dir) => {
-            let mut clients = hgp_models::text::read_leaf_dir(dir)?;
+            let mut clients = hgp_data::text::read_leaf_dir(dir)?;
             let found = clients.first().map_or(seq, |c| c.train.seq);
             if seq > found {
                 bail!(
@@ -107,7 +107,7 @@ pub fn load_text(data_dir: Option<&Path>, seq: usize) -> Result<TextCorpus> {
             })
         }
         TextSource::Raw(path) => {
-            let speakers = hgp_models::text::read_raw_text(&path)?;
+            let speakers = hgp_data::text::read_raw_text(&path)?;
             let description = format!(
                 "{} ({} speaking characters, each one's lines split in order 60 / 20 / 20 % into train / validation / test, windows of {seq} symbols)",
                 path.display(),
@@ -129,10 +129,10 @@ pub fn text_seq(quick: bool) -> usize {
 
 /// Paper 004's next-character LSTM (App. A.1: an embedding of 8, two LSTM layers, a dense
 /// layer to the 80 symbols) on windows of `seq`: 256 units a layer, 32 with `--quick`.
-pub fn text_lstm(seq: usize, quick: bool) -> hgp_models::nn::Architecture {
-    hgp_models::nn::Architecture::CharLstm {
+pub fn text_lstm(seq: usize, quick: bool) -> hgp_nn::Architecture {
+    hgp_nn::Architecture::CharLstm {
         seq,
-        vocab: hgp_models::text::VOCABULARY_SIZE,
+        vocab: hgp_data::text::VOCABULARY_SIZE,
         embed: 8,
         hidden: if quick { 32 } else { 256 },
         layers: 2,
@@ -144,7 +144,7 @@ pub fn text_lstm(seq: usize, quick: bool) -> hgp_models::nn::Architecture {
 pub const TEXT_QUICK_WINDOWS: (usize, usize) = (100, 40);
 
 impl TextCorpus {
-    /// `n` clients drawn (reproducibly from `seed`; `hgp_models::text::choose_clients`) from
+    /// `n` clients drawn (reproducibly from `seed`; `hgp_data::text::choose_clients`) from
     /// those with enough windows in each part: a `batch` of each, or with `quick`
     /// [`TEXT_QUICK_WINDOWS`]' second, each then cut to its first [`TEXT_QUICK_WINDOWS`];
     /// with the choice in words.
@@ -169,7 +169,7 @@ impl TextCorpus {
             (batch, "a --batch of each")
         };
         let refused = |e| match e {
-            hgp_models::text::TextError::TooFewClients {
+            hgp_data::text::TextError::TooFewClients {
                 eligible: 0, total, ..
             } => {
                 anyhow::anyhow!(
@@ -178,7 +178,7 @@ impl TextCorpus {
                     if quick { "" } else { " or a smaller --batch" }
                 )
             }
-            hgp_models::text::TextError::TooFewClients {
+            hgp_data::text::TextError::TooFewClients {
                 eligible, total, ..
             } => anyhow::anyhow!(
                 "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",
@@ -188,7 +188,7 @@ impl TextCorpus {
         let (total, mut chosen) = match self.kind {
             CorpusKind::Leaf(clients) => (
                 clients.len(),
-                hgp_models::text::choose_clients(clients, n, min_windows, seed).map_err(refused)?,
+                hgp_data::text::choose_clients(clients, n, min_windows, seed).map_err(refused)?,
             ),
             CorpusKind::Raw(speakers) => {
                 // Chosen by their window counts; only the chosen ones are cut into windows.
@@ -196,7 +196,7 @@ impl TextCorpus {
                     .iter()
                     .map(|s| (s.name.as_str(), s.min_windows(self.seq)))
                     .collect();
-                let chosen = hgp_models::text::choose_by_counts(&counts, n, min_windows, seed)
+                let chosen = hgp_data::text::choose_by_counts(&counts, n, min_windows, seed)
                     .map_err(refused)?;
                 let clients = chosen
                     .iter()

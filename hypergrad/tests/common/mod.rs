@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use hgp_models::data::{ClientData, Dataset};
+use hgp_data::{ClientData, Dataset};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 

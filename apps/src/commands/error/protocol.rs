@@ -96,10 +96,10 @@ pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64
 mod tests {
     use super::*;
     use hgp_averaging::ExactAverage;
+    use hgp_data::{SyntheticConfig, generate_synthetic};
     use hgp_hypergrad::Hgp;
     use hgp_hypergrad::{Eta, Exact, HgpOptions, HyperGradient};
     use hgp_models::L2Logistic;
-    use hgp_models::data::{SyntheticConfig, generate_synthetic};
 
     /// With exact averaging and full batches the error starts at 1 (v^(0) = ∂_λ f = 0 for
     /// the L2 weights) and falls to rounding: HGP's limit is the exact d_λF at any x.

@@ -272,8 +272,8 @@ pub fn run_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hgp_data::{SyntheticConfig, generate_synthetic};
     use hgp_graphs::{RandomDirected, RandomEdges};
-    use hgp_models::data::{SyntheticConfig, generate_synthetic};
 
     /// Clients, λ, a RandD network and x*.
     type Setup = (

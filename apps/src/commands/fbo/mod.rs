@@ -10,9 +10,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_models::images::ImageSet;
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_data::images::ImageSet;
 use hgp_models::{HyperRep, HyperRepConfig};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};

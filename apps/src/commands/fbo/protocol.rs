@@ -7,11 +7,11 @@
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use hgp_averaging::{Central, ClientBuffer, Placement};
+use hgp_data::images::{FedSplit, ImageSet, federated_split};
 use hgp_hypergrad::{AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator};
 use hgp_inner_solvers::LocalUpdate;
-use hgp_models::images::{FedSplit, ImageSet, federated_split};
-use hgp_models::nn::{NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, HyperRep, HyperRepConfig, InnerCost, PerClient};
+use hgp_nn::{NetClient, NetConfig};
 
 use crate::setup::{derive, domain};
 
@@ -120,7 +120,7 @@ pub enum Model {
     /// analytic derivatives ([`HyperRep`]).
     Mlp(HyperRepConfig),
     /// A network on candle whose last linear layers are the lower variable
-    /// ([`HyperMode::Representation`](hgp_models::nn::HyperMode::Representation)): paper 003's LeNet-5 (App. A.2).
+    /// ([`HyperMode::Representation`](hgp_nn::HyperMode::Representation)): paper 003's LeNet-5 (App. A.2).
     Net(NetConfig),
 }
 

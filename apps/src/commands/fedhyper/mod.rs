@@ -11,9 +11,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
+use hgp_data::images::ImageSet;
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
-use hgp_models::images::ImageSet;
-use hgp_models::nn::Architecture;
+use hgp_nn::Architecture;
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
@@ -552,7 +552,7 @@ impl FedHyperCmd {
             };
             let classes = match &images {
                 Pool::Pooled(images) => images.classes().max(test.classes()),
-                Pool::PerClient(_) => hgp_models::text::VOCABULARY_SIZE,
+                Pool::PerClient(_) => hgp_data::text::VOCABULARY_SIZE,
             };
             let settings = self.validate(classes, schedulers);
             Ok((images, test, description, settings))

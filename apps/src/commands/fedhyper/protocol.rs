@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use hgp_data::images::{ImageSet, LabelSplit, label_split};
 use hgp_inner_solvers::schedulers::{
     Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperG, FedHyperSl, ServerDecay,
 };
 use hgp_inner_solvers::{FedAvg, InnerError, LrSchedule, LrScheduler};
-use hgp_models::images::{ImageSet, LabelSplit, label_split};
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, PerClient};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 
 use crate::engine::agree_on;
 use crate::setup::{derive, domain};

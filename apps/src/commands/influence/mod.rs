@@ -16,10 +16,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
+use hgp_data::images::{SplitConfig, embedded_mnist, load_idx_dir};
 use hgp_inner_solvers::{ConvergenceTest, InnerSolution};
-use hgp_models::images::{SplitConfig, embedded_mnist, load_idx_dir};
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{BatchSize, ClientObjective, InnerCost, PerClient, WeightedLogistic};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::Placement;
-use hgp_models::images::{ImageClient, SplitConfig};
-use hgp_models::nn::Architecture;
+use hgp_data::images::{ImageClient, SplitConfig};
+use hgp_nn::Architecture;
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineArgs};
@@ -44,7 +44,7 @@ pub enum ModelKind {
     CifarCnn,
     /// MobileNet-v2 with a linear classifier (paper 004's network for CIFAR; the default of
     /// the paper's setting with --dataset cifar10 and cifar100; batch normalization by batch
-    /// statistics, see `hgp_models::nn::Architecture::MobileNetV2`).
+    /// statistics, see `hgp_nn::Architecture::MobileNetV2`).
     MobilenetV2,
     /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
     /// symbols): 256 units in the paper's setting, 32 with --quick and --preset cpu; the only
@@ -691,7 +691,7 @@ impl Personalize {
             arch,
             steps: self.sgp_steps.unwrap_or(sizes.steps),
             batch,
-            classes: hgp_models::text::VOCABULARY_SIZE,
+            classes: hgp_data::text::VOCABULARY_SIZE,
             eta,
         };
         let largest = chosen.iter().map(|c| c.train.len()).max().unwrap_or(0);
@@ -715,7 +715,7 @@ impl Personalize {
         let mut split: Vec<ImageClient> =
             chosen.iter().map(crate::setup::text_image_client).collect();
         drop(chosen);
-        if hgp_models::nn::default_device().is_cpu() {
+        if hgp_nn::default_device().is_cpu() {
             let own = placement.owned(clients).len();
             let data = (
                 format!("the {windows} windows of the clients"),
@@ -846,7 +846,7 @@ impl Personalize {
             setting.batch
         );
         placement.check_clients(clients)?;
-        if hgp_models::nn::default_device().is_cpu() {
+        if hgp_nn::default_device().is_cpu() {
             let own = placement.owned(clients).len();
             let data = (
                 format!("the {} images and their split over the clients", set.len()),
@@ -882,9 +882,9 @@ impl Personalize {
         let arch = setting.arch;
         let threads = rayon::current_num_threads().min(own.max(1));
         let chunk = arch.chunk();
-        let on_batch = arch.graph_bytes(setting.batch.min(chunk)).1;
+        let on_batch = hgp_nn::graph_bytes(&arch, setting.batch.min(chunk)).1;
         let full = chunk.min(largest_train);
-        let on_full = arch.graph_bytes(full).0;
+        let on_full = hgp_nn::graph_bytes(&arch, full).0;
         let graphs = if on_batch >= on_full {
             format!(
                 "the Hessian-vector products on --batch {} instances (in parts of at most {chunk}) of the {} ({:.0} MB a part)",
@@ -931,12 +931,12 @@ impl Personalize {
     /// 3,000 per client. Returns the split and its description.
     fn colour_split(
         &self,
-        set: &hgp_models::images::ImageSet,
+        set: &hgp_data::images::ImageSet,
         coarse: Option<&[u8]>,
         clients: usize,
         seed: u64,
     ) -> Result<(Vec<ImageClient>, String)> {
-        use hgp_models::images::{PachinkoConfig, dirichlet_split, pachinko_split};
+        use hgp_data::images::{PachinkoConfig, dirichlet_split, pachinko_split};
         let seed = derive(seed, domain::DATA);
         match coarse {
             None => {
@@ -948,7 +948,7 @@ impl Personalize {
                     val_fraction: 0.25,
                 };
                 let split = dirichlet_split(set, &config, seed).map_err(|e| match e {
-                    hgp_models::images::ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
+                    hgp_data::images::ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
                         "client {client} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
                         set.len()
                     ),

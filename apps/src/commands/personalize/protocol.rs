@@ -6,15 +6,15 @@
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, Placement, PushSum};
+use hgp_data::images::ImageClient;
 use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{
     Adam, Hgp, HgpOptions, HyperGradient, Local, PdboHgp, PdboOptions, SampleMode,
 };
 use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
-use hgp_models::images::ImageClient;
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
 use crate::engine::agree_on;
@@ -269,7 +269,7 @@ pub fn accuracies(
     lambda: &PerClient<f32>,
     which: Set,
 ) -> Result<Vec<Option<(f64, usize)>>> {
-    fn set_of(data: &ImageClient, which: Set) -> &hgp_models::images::ImageSet {
+    fn set_of(data: &ImageClient, which: Set) -> &hgp_data::images::ImageSet {
         match which {
             Set::Train => &data.train,
             Set::Validation => &data.val,
@@ -617,8 +617,8 @@ impl Protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
     use hgp_hypergrad::{Eta, PowerIteration};
-    use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
 
     /// Paper 004's Table 2 rates with colour images: the decays at the last 100 and 50 of
     /// 1,200 steps, one inner rate for every method, Adam's rate 1 and L2 0.01 on every

@@ -18,6 +18,7 @@
 //! the offending value.
 
 mod error;
+#[cfg(feature = "leaf")]
 mod leaf;
 mod raw;
 
@@ -27,6 +28,7 @@ use hgp_base::rng::stream;
 use rand::RngExt;
 
 pub use error::TextError;
+#[cfg(feature = "leaf")]
 pub use leaf::read_leaf_dir;
 pub use raw::{Speaker, parse_complete_works, read_raw_text};
 

@@ -1,9 +1,9 @@
 //! Times one gradient and one Hessian-vector product of the next-character LSTM.
 //! `cargo run --release -p hgp-models --example lstm_time [BATCH] [SEQ] [HIDDEN]`.
-use hgp_models::nn::{
+use hgp_models::{Batch, InnerCost, InnerHvp};
+use hgp_nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
-use hgp_models::{Batch, InnerCost, InnerHvp};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

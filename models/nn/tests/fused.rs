@@ -4,8 +4,8 @@
 //! as the CPU ops route them; f32 against f64; the same bits for any number of threads.
 
 use hgp_base::rng;
-use hgp_models::nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
 use hgp_models::{Batch, InnerCost, InnerCrossJvp, OuterCost};
+use hgp_nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
 use proptest::prelude::*;
 use rand::RngExt;
 

@@ -13,10 +13,10 @@ use std::time::Duration;
 use candle_core::{Device, Tensor};
 use criterion::{Criterion, criterion_group};
 use hgp_base::rng;
-use hgp_models::nn::{
+use hgp_models::{Batch, InnerCost, InnerHvp};
+use hgp_nn::{
     Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
-use hgp_models::{Batch, InnerCost, InnerHvp};
 use rand::RngExt;
 
 #[global_allocator]

@@ -1109,7 +1109,7 @@ mod tests {
     #[test]
     fn the_path_off_the_cpu_has_the_cpu_ops_derivatives() {
         // .cargo/config.toml sets CANDLE_GRAD_DO_NOT_DETACH=1 for cargo's processes.
-        assert!(crate::nn::double_backward_available());
+        assert!(crate::double_backward_available());
         // Blank margins: the first four rows of every image are one grey level, so the
         // convolution is constant there and its first pooling windows tie (with a nonzero
         // derivative in w, unlike a margin of 0).

@@ -13,15 +13,28 @@
 //! unavailable, from central differences of gradients. candle is the reference the fused
 //! engine is tested against.
 
+#[cfg(test)]
+mod auto_traits {
+    fn send_sync<T: Send + Sync>() {}
+
+    /// Clients are evaluated from every rayon thread at once.
+    #[test]
+    fn clients_are_send_and_sync() {
+        send_sync::<super::NetClient<f32>>();
+        send_sync::<super::NetClient<f64>>();
+    }
+}
+
 mod arch;
 mod autodiff;
 mod client;
 mod fused;
 mod ops;
 
-pub use arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec, log_softmax};
+pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec, log_softmax};
 pub use autodiff::{
-    DOUBLE_BACKWARD_ENV, DerivativeMode, double_backward_available, enable_double_backward,
+    DOUBLE_BACKWARD_ENV, DerivativeMode, default_device, double_backward_available,
+    enable_double_backward,
 };
-pub use client::{CHUNK, Engine, HyperMode, NetClient, NetConfig, default_device};
+pub use client::{Engine, HyperMode, NetClient, NetConfig, graph_bytes};
 pub use ops::NetScalar;

@@ -2,11 +2,11 @@
 //! against differences, symmetry of Hessian-vector products on the CNNs, the λ modes.
 
 use hgp_base::rng;
-use hgp_models::data::{ClientData, Dataset};
-use hgp_models::nn::{
+use hgp_data::{ClientData, Dataset};
+use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost, WeightedLogistic};
+use hgp_nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, double_backward_available,
 };
-use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost, WeightedLogistic};
 use rand::RngExt;
 
 fn random(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
@@ -313,7 +313,7 @@ fn modes_have_their_sizes_and_predict() {
     let x0 = mobile.init(3);
     let (mut at, mut ones) = (0, 0);
     for s in &specs {
-        if s.init == hgp_models::nn::Init::Ones {
+        if s.init == hgp_nn::Init::Ones {
             assert!(x0[at..at + s.len()].iter().all(|&v| v == 1.0));
             ones += 1;
         }

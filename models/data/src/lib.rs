@@ -1,8 +1,25 @@
-//! Data sets: the FedEM-style synthetic generator and the per-client CSV directory.
+//! The data sets of the four papers, read as hostile input: every size is checked before it
+//! is allocated, and every error names its file and record.
+//!
+//! - [`Dataset`] and [`ClientData`]: labelled rows of one client (train and validation); the
+//!   per-client CSV directory ([`load_client_dir`], [`write_client_dir`]) and the FedEM-style
+//!   synthetic generator of the HGP paper ([`generate_synthetic`]);
+//! - [`images`]: grey digits (IDX: MNIST, Fashion-MNIST, EMNIST, and an embedded MNIST
+//!   subset), colour images (the CIFAR-10/100 binary distributions) and the papers' client
+//!   splits;
+//! - [`text`]: Shakespeare by speaking character (LEAF's JSON, or the complete-works text).
+//!
+//! The plain types need nothing heavy; the formats that do are cargo features, all on by
+//! default: `gzip` (gzipped IDX and the embedded subset, flate2), `cifar-archive` (CIFAR's
+//! `.tar.gz`, tar) and `leaf` (LEAF's JSON, serde_json). The objectives (`hgp-models`) use
+//! this crate without them.
 
 mod csv;
+mod dirichlet;
 mod error;
+pub mod images;
 mod synthetic;
+pub mod text;
 
 pub use csv::{
     load_client_dir, load_lambda_csv, peek_client_dir, write_client_dir,

@@ -2,7 +2,7 @@
 
 use candle_core::{D, Result, Tensor};
 
-use super::ops::{conv2d_nhwc, max_pool2_nhwc};
+use crate::ops::{conv2d_nhwc, max_pool2_nhwc};
 use hgp_base::rng;
 use rand::RngExt;
 
@@ -184,6 +184,12 @@ impl ParamSpec {
 const LSTM_GRADIENT_BYTES: (f64, f64) = (82.0, 900.0);
 /// The same for a Hessian-vector product: 8.0 GB + 315 MB a window, raised by a fifth.
 const LSTM_HVP_BYTES: (f64, f64) = (366.0, 3_700.0);
+
+/// Instances evaluated in one pass (all networks but MobileNet-v2, see
+/// [`Architecture::chunk`]). Full-batch costs and larger batches are summed over chunks of at
+/// most this many, so memory stays bounded whatever the data size (the Table 5 CNN's patch
+/// matrix alone is about 0.6 MB per image).
+pub const CHUNK: usize = 256;
 
 /// Side of the images the CNNs take.
 pub const IMAGE_SIDE: usize = 28;
@@ -694,7 +700,7 @@ impl Architecture {
 
     /// Instances evaluated in one pass: larger batches and full-batch costs are summed over
     /// parts of at most this many, which bounds the autograd graph's memory
-    /// ([`CHUNK`](super::client::CHUNK) = 256; 32 for MobileNet-v2, whose graph holds 50 MB an
+    /// ([`CHUNK`] = 256; 32 for MobileNet-v2, whose graph holds 50 MB an
     /// image for a gradient and 195 MB for an HVP, and whose batch normalization then
     /// normalizes each part by its own statistics).
     pub fn chunk(&self) -> usize {
@@ -704,7 +710,7 @@ impl Architecture {
             // (each step's weight-gradient products, H × 4H): 8 GB for an HVP of the paper's
             // network, to which 16 windows add another 5 GB (see `graph_bytes`).
             Self::CharLstm { .. } => 16,
-            _ => super::client::CHUNK,
+            _ => CHUNK,
         }
     }
 
@@ -753,24 +759,7 @@ impl Architecture {
         (gradient * MB, hvp * MB)
     }
 
-    /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
-    /// instances (f32), on the engine that runs the network by default
-    /// ([`Engine`](super::Engine)): the fused engine's buffers where it runs (the CNNs,
-    /// LeNet-5, the MLP and the linear model on the CPU: about 0.7 MB an image for an HVP of
-    /// the Table 5 CNN, against 3.5 MB on candle), else candle's autograd graph,
-    /// [`Architecture::graph_bytes_per_instance`] times the instances, plus, for the LSTM,
-    /// a fixed part that does not grow with them (the per-step products for the weights'
-    /// gradients).
-    pub fn graph_bytes(&self, instances: usize) -> (f64, f64) {
-        if let Some(stack) = super::fused::Stack::of(*self)
-            && super::client::default_device().is_cpu()
-        {
-            return stack.workspace_bytes(instances);
-        }
-        self.candle_graph_bytes(instances)
-    }
-
-    /// [`Architecture::graph_bytes`] on candle's autograd.
+    /// [`graph_bytes`](crate::graph_bytes) on candle's autograd.
     pub fn candle_graph_bytes(&self, instances: usize) -> (f64, f64) {
         let (gradient, hvp) = self.graph_bytes_per_instance();
         let (fixed_gradient, fixed_hvp) = match *self {

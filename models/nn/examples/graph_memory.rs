@@ -9,10 +9,10 @@
 //! (VmHWM); the slope between the two batches is the memory per instance, without what does
 //! not grow with the batch. Linux only. mimalloc as the benches (and `hgp`) use it.
 
-use hgp_models::nn::{
+use hgp_models::{Batch, InnerCost, InnerHvp};
+use hgp_nn::{
     Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
-use hgp_models::{Batch, InnerCost, InnerHvp};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -159,7 +159,7 @@ fn main() {
             (&vec![0.0; 2 * p], &[0, 1]),
         );
         if probe.is_ok_and(|c| c.engine() == Engine::Fused) {
-            let count = |b: usize| arch.graph_bytes(b);
+            let count = |b: usize| hgp_nn::graph_bytes(&arch, b);
             let (lo, hi) = (count(batches[0]), count(batches[1]));
             let per = |a: f64, b: f64| (b - a) / (batches[1] - batches[0]) as f64 / 1e6;
             row += &format!(

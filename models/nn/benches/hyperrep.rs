@@ -9,7 +9,7 @@ use std::time::Duration;
 use candle_core::{Device, Tensor};
 use criterion::{Criterion, criterion_group};
 use hgp_base::rng;
-use hgp_models::images::ImageSet;
+use hgp_data::images::ImageSet;
 use hgp_models::{Batch, HyperRep, HyperRepConfig, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 use rand::RngExt;
 

@@ -42,8 +42,8 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
-use super::ops::{GROUP, NetScalar, Windows, assert_operands, fold, gemm, gemm_into, unfold};
+use crate::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
+use crate::ops::{GROUP, NetScalar, Windows, assert_operands, fold, gemm, gemm_into, unfold};
 
 /// Columns (or rows) of one parallel task of a dense product.
 pub(crate) const BLOCK: usize = 128;

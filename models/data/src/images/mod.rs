@@ -20,7 +20,7 @@
 //!   allocation over coarse, then fine labels).
 //!
 //! ```
-//! use hgp_models::images::{SplitConfig, embedded_mnist, heterogeneous_split};
+//! use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
 //!
 //! let mnist = embedded_mnist()?;
 //! assert_eq!((mnist.len(), mnist.rows, mnist.cols), (10_000, 28, 28));
@@ -28,7 +28,7 @@
 //! let clients = heterogeneous_split(&mnist, &config, 7)?;
 //! let total: usize = clients.iter().map(|c| c.train.len() + c.val.len() + c.test.len()).sum();
 //! assert_eq!(total, 10_000);
-//! # Ok::<(), hgp_models::images::ImageError>(())
+//! # Ok::<(), hgp_data::images::ImageError>(())
 //! ```
 
 mod cifar;
@@ -47,10 +47,12 @@ pub use label_split::{LabelSplit, label_split};
 pub use pachinko::{PachinkoConfig, pachinko_split};
 pub use split::{ImageClient, SplitConfig, dirichlet_split, heterogeneous_split};
 
+#[cfg(feature = "gzip")]
 /// The embedded MNIST subset's images (see `data/mnist10k/PROVENANCE.md`).
-static MNIST_IMAGES: &[u8] = include_bytes!("../../data/mnist10k/images-idx3-ubyte.gz");
+static MNIST_IMAGES: &[u8] = include_bytes!("../../mnist10k/images-idx3-ubyte.gz");
+#[cfg(feature = "gzip")]
 /// The embedded MNIST subset's labels.
-static MNIST_LABELS: &[u8] = include_bytes!("../../data/mnist10k/labels-idx1-ubyte.gz");
+static MNIST_LABELS: &[u8] = include_bytes!("../../mnist10k/labels-idx1-ubyte.gz");
 
 /// Images (grey, or colour with several channels) with integer labels.
 ///
@@ -307,6 +309,7 @@ impl ImageSet {
     }
 }
 
+#[cfg(feature = "gzip")]
 /// The 10,000-digit MNIST subset embedded in the crate: 28 × 28 images, pixels in [0, 1],
 /// labels 0–9 (provenance in `data/mnist10k/PROVENANCE.md` of the crate).
 ///

@@ -39,6 +39,7 @@ pub enum TextError {
     },
     /// A file is not JSON, or not of LEAF's shape (`users`, `num_samples`, `user_data` with
     /// `x` and `y` lists of strings).
+    #[cfg(feature = "leaf")]
     #[error("{file}: not a LEAF JSON file: {error}")]
     Json {
         /// The file.

@@ -10,6 +10,7 @@ use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "gzip")]
 use flate2::bufread::MultiGzDecoder;
 
 use super::{ImageError, ImageSet};
@@ -176,7 +177,8 @@ pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, ImageError> {
 }
 
 /// An [`ImageSet`] from the bytes of an images file and a labels file, transposing every
-/// image if `transpose`.
+/// image if `transpose` (the embedded subset's reader).
+#[cfg(feature = "gzip")]
 pub(super) fn image_set_from_bytes(
     images: &[u8],
     images_name: &str,
@@ -281,12 +283,19 @@ fn decode<R: BufRead>(
         })?
         .starts_with(&GZIP_MAGIC);
     if gzipped {
-        decode_stream(MultiGzDecoder::new(reader), file, kind, &|source| {
+        #[cfg(feature = "gzip")]
+        return decode_stream(MultiGzDecoder::new(reader), file, kind, &|source| {
             ImageError::Decompress {
                 file: file.to_owned(),
                 error: source,
             }
-        })
+        });
+        #[cfg(not(feature = "gzip"))]
+        return Err(ImageError::Unsupported {
+            file: file.to_owned(),
+            what: "gzipped",
+            feature: "gzip",
+        });
     } else {
         decode_stream(reader, file, kind, &|source| ImageError::Io {
             path: PathBuf::from(file),

@@ -16,6 +16,16 @@ pub enum ImageError {
         /// a printed chain names it once).
         error: std::io::Error,
     },
+    /// A file in a format whose reader this build leaves out (a cargo feature of `hgp-data`).
+    #[error("{file} is {what}, but this build of hgp-data leaves out its `{feature}` feature")]
+    Unsupported {
+        /// The file.
+        file: String,
+        /// What the file is.
+        what: &'static str,
+        /// The feature that reads it.
+        feature: &'static str,
+    },
     /// A file starts with the gzip magic bytes but does not decompress.
     #[error("{file}: gzip decompression failed: {error}")]
     Decompress {

@@ -4,8 +4,8 @@
 //! gradients and their symmetry, in f64.
 
 use hgp_base::rng;
-use hgp_models::nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rand::RngExt;
 
 const VOCAB: usize = 80;

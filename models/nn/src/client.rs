@@ -9,12 +9,12 @@ use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Result as CandleResult, Tensor, Var, WithDType};
 use hgp_base::Scalar;
 
-use super::arch::{Architecture, log_softmax};
-use super::autodiff::{DerivativeMode, double_backward_available};
-use super::fused::{Fused, Head, Rows, Set, Stack};
-use super::ops::NetScalar;
-use crate::error::{ModelError, Result};
-use crate::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use crate::arch::{Architecture, log_softmax};
+use crate::autodiff::{DerivativeMode, default_device, double_backward_available};
+use crate::fused::{Fused, Head, Rows, Set, Stack};
+use crate::ops::NetScalar;
+use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use hgp_models::{ModelError, Result};
 
 /// How the hyper-parameters λ_i enter the client's costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,15 +105,20 @@ pub struct NetClient<T> {
     _scalar: PhantomData<T>,
 }
 
-/// The device the networks run on: the first CUDA device with the `cuda` feature, else CPU.
-pub fn default_device() -> Device {
-    #[cfg(feature = "cuda")]
+/// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
+/// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
+/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP and the linear model
+/// on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
+/// candle), else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times
+/// the instances, plus, for the LSTM, a fixed part that does not grow with them (the
+/// per-step products for the weights' gradients).
+pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
+    if let Some(stack) = Stack::of(*arch)
+        && default_device().is_cpu()
     {
-        if let Ok(d) = Device::new_cuda(0) {
-            return d;
-        }
+        return stack.workspace_bytes(instances);
     }
-    Device::Cpu
+    arch.candle_graph_bytes(instances)
 }
 
 fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
@@ -809,9 +814,9 @@ impl<T: NetScalar> NetClient<T> {
         let values = || lambda.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
         match (self.config.mode, cost) {
             (HyperMode::InstanceWeights, Cost::Inner) => Head::Weighted(values()),
-            (HyperMode::ClassMask, _) => Head::Mask(super::fused::softmax(&values())),
+            (HyperMode::ClassMask, _) => Head::Mask(crate::fused::softmax(&values())),
             (HyperMode::Ensemble { .. }, _) => Head::Ensemble(
-                super::fused::softmax(&values())
+                crate::fused::softmax(&values())
                     .iter()
                     .map(|p| p.ln())
                     .collect(),
@@ -1055,12 +1060,6 @@ enum Part<'a> {
     Range(usize, usize),
     Indices(&'a [usize]),
 }
-
-/// Instances evaluated in one pass (all networks but MobileNet-v2, see
-/// [`Architecture::chunk`]). Full-batch costs and larger batches are summed over chunks of at
-/// most this many, so memory stays bounded whatever the data size (the Table 5 CNN's patch
-/// matrix alone is about 0.6 MB per image).
-pub const CHUNK: usize = 256;
 
 /// 0..len in consecutive parts of at most `chunk`: all of `chunk` but the last, or, with
 /// `balanced` (networks with batch normalization), ⌈len / chunk⌉ parts whose sizes differ by

@@ -21,9 +21,12 @@
 //! bounded readers.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+#[cfg(feature = "cifar-archive")]
+use std::io::BufReader;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "cifar-archive")]
 use flate2::read::MultiGzDecoder;
 
 use super::{ImageError, ImageSet};
@@ -329,6 +332,17 @@ fn read_file(path: &Path, name: &str, kind: CifarKind) -> Result<Vec<u8>, ImageE
     Ok(bytes)
 }
 
+/// Without the `cifar-archive` feature: an archive is refused, naming the feature.
+#[cfg(not(feature = "cifar-archive"))]
+fn read_archive(archive: &Path, _: CifarKind) -> Result<Vec<(String, Vec<u8>)>, ImageError> {
+    Err(ImageError::Unsupported {
+        file: archive.display().to_string(),
+        what: "a gzipped tar archive",
+        feature: "cifar-archive",
+    })
+}
+
+#[cfg(feature = "cifar-archive")]
 /// The distribution's files inside a gzipped tar archive (matched by their base name, in
 /// any folder of the archive), in the distribution's order.
 fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)>, ImageError> {
