@@ -92,19 +92,24 @@ record() {
     [ -d "$run_root/out" ] && cp -r "$run_root/out" "$dir/$name/files"
     echo "   $((SECONDS - start)) s" >&2
   done < <(cases)
-  if [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",mpi,"* ]]; then
-    if command -v mpirun >/dev/null; then
-      echo "== mpi: mpirun -n 2 hgp hypergrad --clients 4 --engine mpi --json" >&2
-      rm -rf "$run_root/out" "$dir/mpi"
-      mkdir -p "$dir/mpi"
-      (cd "$run_root" && mpirun --allow-run-as-root --oversubscribe -n 2 "$bin" hypergrad \
-        --clients 4 --engine mpi --json --out "$run_root/out") \
-        >"$dir/mpi/stdout" 2>"$dir/mpi/stderr" || echo "exit $?" >"$dir/mpi/exit"
-      [ -d "$run_root/out" ] && cp -r "$run_root/out" "$dir/mpi/files"
-    else
-      echo "== mpi: skipped (no mpirun)" >&2
+  # One process per client block: the same commands under mpirun, 2 ranks.
+  for mpi_case in "mpi-hypergrad|-|hypergrad --clients 4 --engine mpi --json" \
+    "mpi-influence|out|influence --quick --engine mpi --json"; do
+    IFS='|' read -r name out args <<<"$mpi_case"
+    [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]] && continue
+    if ! command -v mpirun >/dev/null; then
+      echo "== $name: skipped (no mpirun)" >&2
+      continue
     fi
-  fi
+    echo "== $name: mpirun -n 2 hgp $args" >&2
+    rm -rf "$run_root/out" "$dir/$name"
+    mkdir -p "$dir/$name"
+    [ "$out" = out ] && args="$args --out $run_root/out"
+    # shellcheck disable=SC2086
+    (cd "$run_root" && mpirun --allow-run-as-root --oversubscribe -n 2 "$bin" $args) \
+      >"$dir/$name/stdout" 2>"$dir/$name/stderr" || echo "exit $?" >"$dir/$name/exit"
+    [ -d "$run_root/out" ] && cp -r "$run_root/out" "$dir/$name/files"
+  done
 }
 
 compare() {

@@ -26,15 +26,16 @@ mod auto_traits {
 }
 
 mod arch;
-mod autodiff;
+mod candle;
 mod client;
 mod fused;
-mod ops;
+mod kernels;
 
-pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec, log_softmax};
-pub use autodiff::{
+pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec};
+pub use candle::autodiff::{
     DOUBLE_BACKWARD_ENV, DerivativeMode, default_device, double_backward_available,
     enable_double_backward,
 };
+pub use candle::forward::log_softmax;
 pub use client::{Engine, HyperMode, NetClient, NetConfig, graph_bytes};
-pub use ops::NetScalar;
+pub use kernels::NetScalar;

@@ -1,0 +1,246 @@
+//! The fused-engine paths of a [`NetClient`]: its networks' flat parameters, how λ enters
+//! the loss head, and one engine call per cost, gradient or second-order product, written
+//! straight into the caller's slices.
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::fused::{Fused, Head, Rows, Set};
+
+/// The fused engine's side of the costs (see [`Engine::Fused`]): the same costs, parts and
+/// ridge terms as candle's side above.
+impl<T: NetScalar> NetClient<T> {
+    /// Each network's flat parameters: one per ensemble member; for a representation, its
+    /// body (λ) then its head (x), the storage order of [`Architecture::params`].
+    pub(super) fn networks<'v>(&self, x: &'v [T], lambda: &'v [T]) -> Vec<Cow<'v, [T]>> {
+        match self.config.mode {
+            HyperMode::Ensemble { .. } => x.chunks(self.member_dim).map(Cow::Borrowed).collect(),
+            HyperMode::Representation { .. } => vec![Cow::Owned([lambda, x].concat())],
+            _ => vec![Cow::Borrowed(x)],
+        }
+    }
+
+    /// How λ enters `cost`.
+    pub(super) fn head(&self, cost: Cost, lambda: &[T]) -> Head {
+        let values = || lambda.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
+        match (self.config.mode, cost) {
+            (HyperMode::InstanceWeights, Cost::Inner) => Head::Weighted(values()),
+            (HyperMode::ClassMask, _) => Head::Mask(crate::fused::softmax(&values())),
+            (HyperMode::Ensemble { .. }, _) => Head::Ensemble(
+                crate::fused::softmax(&values())
+                    .iter()
+                    .map(|p| p.ln())
+                    .collect(),
+            ),
+            _ => Head::Plain,
+        }
+    }
+
+    /// Runs `f` on the set of `cost` as the engine reads it (the features in place).
+    pub(super) fn with_set<R>(
+        &self,
+        cost: Cost,
+        f: impl FnOnce(Set<'_, T>) -> R,
+    ) -> CandleResult<R> {
+        self.assert_held_here();
+        let set = match cost {
+            Cost::Inner => &self.train,
+            Cost::Outer => &self.outer,
+        };
+        let (storage, layout) = set.features.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            return Err(candle_core::Error::Msg(
+                "the fused engine needs the instances on the CPU".into(),
+            ));
+        };
+        let values = cpu.as_slice::<T>()?;
+        let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
+            candle_core::Error::Msg("the instances are not contiguous".to_string())
+        })?;
+        Ok(f(Set {
+            features: &values[start..end],
+            labels: &set.labels,
+        }))
+    }
+
+    /// What an engine call on `cost` over `batch` takes: the networks' parameters, how λ
+    /// enters, the batch's parts and its scale 1/|batch|.
+    pub(super) fn call<'v>(
+        &self,
+        cost: Cost,
+        x: &'v [T],
+        lambda: &'v [T],
+        batch: Batch<'v>,
+    ) -> Call<'v, T> {
+        let (parts, size) = self.parts(cost, batch);
+        Call {
+            networks: self.networks(x, lambda),
+            head: self.head(cost, lambda),
+            rows: rows_of(&parts),
+            scale: 1.0 / size as f64,
+        }
+    }
+
+    /// The layers before the first whose parameters are in x (a representation's body).
+    pub(super) fn first_x_layer(&self) -> usize {
+        self.body_tensors() / 2
+    }
+
+    pub(super) fn fused_value(
+        &self,
+        f: &Fused<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<f64> {
+        let c = self.call(cost, x, lambda, batch);
+        let (weight, variable) = self.ridge(cost, x, lambda);
+        let ridge = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
+        let loss = self.with_set(cost, |set| {
+            f.value(&c.refs(), &c.head, set, &c.rows, c.scale)
+        })?;
+        Ok(ridge + loss)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fused_gradients(
+        &self,
+        f: &Fused<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()> {
+        let c = self.call(cost, x, lambda, batch);
+        // The ridge term's share, then the engine adds the losses'.
+        let (weight, on_x) = match cost {
+            Cost::Inner => (self.config.l2, true),
+            Cost::Outer => (self.config.l2_lambda, false),
+        };
+        let w = T::cast(weight);
+        for (g, &v) in gx.iter_mut().zip(x) {
+            *g = if on_x { w * v } else { T::ZERO };
+        }
+        for (g, &v) in gl.iter_mut().zip(lambda) {
+            *g = if on_x { T::ZERO } else { w * v };
+        }
+        let mut through_head = vec![0.0; c.head.lambda_len()];
+        self.with_set(cost, |set| {
+            self.fill_places(gx, gl, |out| {
+                f.gradient(
+                    &c.refs(),
+                    &c.head,
+                    set,
+                    &c.rows,
+                    c.scale,
+                    out,
+                    &mut through_head,
+                )
+            });
+            add_f64(gl, &through_head);
+        })
+    }
+
+    /// Runs `fill`, which adds the engine's per-network result (flat, networks one after
+    /// another) to the slice it is given: `in_x` itself, or for a representation a buffer
+    /// whose body part then goes to `in_lambda` and head part to `in_x`.
+    pub(super) fn fill_places(
+        &self,
+        in_x: &mut [T],
+        in_lambda: &mut [T],
+        fill: impl FnOnce(&mut [T]),
+    ) {
+        match self.config.mode {
+            HyperMode::Representation { .. } => {
+                let body = in_lambda.len();
+                let mut flat: Vec<T> = in_lambda.iter().chain(in_x.iter()).copied().collect();
+                fill(&mut flat);
+                in_lambda.copy_from_slice(&flat[..body]);
+                in_x.copy_from_slice(&flat[body..]);
+            }
+            _ => fill(in_x),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fused_second(
+        &self,
+        f: &Fused<T>,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) -> CandleResult<()> {
+        let c = self.call(Cost::Inner, x, lambda, batch);
+        // The direction of each network: zero on a representation's body.
+        let directions: Vec<Cow<'_, [T]>> = match self.config.mode {
+            HyperMode::Representation { .. } => {
+                let mut d = vec![T::ZERO; lambda.len()];
+                d.extend_from_slice(u);
+                vec![Cow::Owned(d)]
+            }
+            _ => u.chunks(self.member_dim).map(Cow::Borrowed).collect(),
+        };
+        let dirs: Vec<&[T]> = directions.iter().map(|d| &**d).collect();
+        // The ridge term's share: γ u; then the engine adds the losses'.
+        let gamma = T::cast(self.config.l2);
+        for (h, &v) in hvp.iter_mut().zip(u) {
+            *h = gamma * v;
+        }
+        cross.fill(T::ZERO);
+        let mut through_head = vec![0.0; c.head.lambda_len()];
+        self.with_set(Cost::Inner, |set| {
+            self.fill_places(hvp, cross, |out| {
+                f.second(
+                    &c.refs(),
+                    &dirs,
+                    self.first_x_layer(),
+                    &c.head,
+                    set,
+                    &c.rows,
+                    c.scale,
+                    out,
+                    &mut through_head,
+                )
+            });
+            add_f64(cross, &through_head);
+        })
+    }
+}
+
+/// a += b, b in f64.
+pub(super) fn add_f64<T: NetScalar>(a: &mut [T], b: &[f64]) {
+    for (a, &b) in a.iter_mut().zip(b) {
+        *a += T::cast(b);
+    }
+}
+
+/// What one engine call takes (see `NetClient::call`).
+pub(super) struct Call<'v, T: Clone> {
+    pub(super) networks: Vec<Cow<'v, [T]>>,
+    pub(super) head: Head,
+    pub(super) rows: Vec<Rows<'v>>,
+    pub(super) scale: f64,
+}
+
+impl<T: Clone> Call<'_, T> {
+    pub(super) fn refs(&self) -> Vec<&[T]> {
+        self.networks.iter().map(|m| &**m).collect()
+    }
+}
+
+/// The engine's view of the parts of a batch.
+pub(super) fn rows_of<'a>(parts: &[Part<'a>]) -> Vec<Rows<'a>> {
+    parts
+        .iter()
+        .map(|p| match *p {
+            Part::Range(start, len) => Rows::Range(start, len),
+            Part::Indices(idx) => Rows::Indices(idx),
+        })
+        .collect()
+}

@@ -1,0 +1,235 @@
+//! The layer stack the fused engine runs: convolution blocks, then dense layers, with the
+//! sizes of every stage and the buffers a batch needs.
+
+use crate::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
+use crate::kernels::{GROUP, Windows};
+
+/// A convolution block: k × k convolution (stride 1, no padding) of `c` channels of
+/// `side` × `side` images into `out` channels, 2 × 2 max pooling, the bias, ReLU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ConvLayer {
+    pub(super) c: usize,
+    pub(super) out: usize,
+    pub(super) k: usize,
+    pub(super) side: usize,
+}
+
+impl ConvLayer {
+    pub(super) fn conv_side(&self) -> usize {
+        self.side + 1 - self.k
+    }
+    pub(super) fn pooled_side(&self) -> usize {
+        self.conv_side() / 2
+    }
+    pub(super) fn cols(&self) -> usize {
+        self.k * self.k * self.c
+    }
+    pub(super) fn in_len(&self) -> usize {
+        self.side * self.side * self.c
+    }
+    pub(super) fn positions(&self) -> usize {
+        self.conv_side() * self.conv_side()
+    }
+    pub(super) fn out_len(&self) -> usize {
+        self.pooled_side() * self.pooled_side() * self.out
+    }
+    pub(super) fn windows(&self) -> Windows {
+        Windows {
+            batch: 0,
+            h: self.side,
+            w: self.side,
+            c: self.c,
+            k: self.k,
+            groups: 1,
+        }
+    }
+    pub(super) fn weight_len(&self) -> usize {
+        self.out * self.cols()
+    }
+}
+
+/// A network the engine runs: convolution blocks, then dense layers with a ReLU between
+/// each two. Parameters in [`Architecture::params`]' order and PyTorch's layouts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stack {
+    /// Side and channels of the stored images (channels last).
+    pub(super) side: usize,
+    pub(super) channels: usize,
+    /// Zeros added on every side before the first convolution.
+    pub(super) pad: usize,
+    pub(super) convs: Vec<ConvLayer>,
+    /// (inputs, outputs) of each dense layer.
+    pub(super) dense: Vec<(usize, usize)>,
+}
+
+impl Stack {
+    /// The stack of `arch`, or None for the networks the engine does not cover
+    /// (MobileNet-v2, the LSTM, the bias-free logistic model).
+    pub(crate) fn of(arch: Architecture) -> Option<Self> {
+        let conv = |c, out, side| ConvLayer { c, out, k: 5, side };
+        let grey = |convs, dense| Self {
+            side: IMAGE_SIDE,
+            channels: 1,
+            pad: 0,
+            convs,
+            dense,
+        };
+        let colour = |convs, dense| Self {
+            side: COLOUR_SIDE,
+            channels: 3,
+            pad: 0,
+            convs,
+            dense,
+        };
+        let flat = IMAGE_SIDE * IMAGE_SIDE;
+        let stack = match arch {
+            Architecture::Table5Cnn { classes } => grey(
+                vec![conv(1, 32, 28), conv(32, 64, 12)],
+                vec![(1024, 2048), (2048, classes)],
+            ),
+            Architecture::SmallCnn { classes } => grey(
+                vec![conv(1, 20, 28), conv(20, 20, 12)],
+                vec![(320, classes)],
+            ),
+            Architecture::CifarCnn { classes } => colour(
+                vec![conv(3, 32, 32), conv(32, 64, 14)],
+                vec![(1600, 512), (512, classes)],
+            ),
+            Architecture::LeNet { channels, classes } => {
+                let dense = vec![(400, 120), (120, 84), (84, classes)];
+                match channels {
+                    3 => colour(vec![conv(3, 6, 32), conv(6, 16, 14)], dense),
+                    1 => Self {
+                        pad: 2,
+                        ..grey(vec![conv(1, 6, 32), conv(6, 16, 14)], dense)
+                    },
+                    _ => return None,
+                }
+            }
+            Architecture::Mlp { classes } => grey(vec![], vec![(flat, 200), (200, classes)]),
+            Architecture::Linear { classes } => grey(vec![], vec![(flat, classes)]),
+            Architecture::MobileNetV2 { .. }
+            | Architecture::CharLstm { .. }
+            | Architecture::Logistic { .. } => return None,
+        };
+        // The pooling windows tile each convolution's output (the backward pass writes
+        // every position through them).
+        debug_assert!(stack.convs.iter().all(|l| l.conv_side() % 2 == 0));
+        debug_assert_eq!(stack.params(), arch.dim());
+        debug_assert_eq!(stack.inputs(), arch.inputs());
+        Some(stack)
+    }
+
+    /// Features of a stored instance.
+    pub(super) fn inputs(&self) -> usize {
+        if self.convs.is_empty() {
+            self.dense[0].0
+        } else {
+            self.side * self.side * self.channels
+        }
+    }
+
+    /// Values of the first layer's input per instance (padded images).
+    pub(super) fn input_len(&self) -> usize {
+        match self.convs.first() {
+            Some(l) => l.in_len(),
+            None => self.dense[0].0,
+        }
+    }
+
+    pub(super) fn classes(&self) -> usize {
+        self.dense.last().map_or(0, |d| d.1)
+    }
+
+    /// Parameters of one network.
+    pub(super) fn params(&self) -> usize {
+        self.convs
+            .iter()
+            .map(|l| l.weight_len() + l.out)
+            .chain(self.dense.iter().map(|&(i, o)| i * o + o))
+            .sum()
+    }
+
+    /// Layers (convolution blocks, then dense layers).
+    pub(super) fn layers(&self) -> usize {
+        self.convs.len() + self.dense.len()
+    }
+
+    /// Stages: the input, each convolution block's output, each dense layer's input, the
+    /// logits.
+    pub(super) fn stages(&self) -> usize {
+        2 + self.layers()
+    }
+
+    /// Values per instance of stage `s`.
+    pub(super) fn stage_len(&self, s: usize) -> usize {
+        let nc = self.convs.len();
+        if s == 0 {
+            self.input_len()
+        } else if s <= nc {
+            self.convs[s - 1].out_len()
+        } else if s < self.stages() - 1 {
+            self.dense[s - nc - 1].0
+        } else {
+            self.classes()
+        }
+    }
+
+    /// The (weight, bias) offsets of each layer in a network's flat parameters.
+    pub(super) fn offsets(&self) -> Vec<(usize, usize)> {
+        let mut at = 0;
+        let mut out = Vec::with_capacity(self.layers());
+        for l in &self.convs {
+            out.push((at, at + l.weight_len()));
+            at += l.weight_len() + l.out;
+        }
+        for &(i, o) in &self.dense {
+            out.push((at, at + i * o));
+            at += i * o + o;
+        }
+        out
+    }
+
+    /// Bytes of buffers one network's call keeps for a part of `b` instances, f32:
+    /// (gradient, Hessian-vector product). Per instance, each stage's values (and their δ;
+    /// for an HVP also both R's), the ReLU masks and pooling routes; per group of
+    /// [`GROUP`] images, the unfolded patches and products; the permuted kernels and their
+    /// gradient sums. This is what the engine allocates (once, then reuses), raised by a
+    /// third: `cargo run --release -p hgp-models --example graph_memory` measured 0.26 /
+    /// 0.52 MB an image (gradient / HVP) for the Table 5 CNN against a count of 0.47 /
+    /// 0.54, and 0.87 / 0.78 for the CIFAR CNN against 0.66 / 0.74 (the peak resident
+    /// memory also holds the allocator's pages).
+    pub(crate) fn workspace_bytes(&self, b: usize) -> (f64, f64) {
+        const F32: f64 = 4.0;
+        let values: usize = (1..self.stages()).map(|s| self.stage_len(s)).sum();
+        let routes: usize = self.convs.iter().map(|l| l.out_len()).sum();
+        let (patches, products) = self.scratch_len();
+        let kernels: usize = self.convs.iter().map(|l| l.weight_len()).sum();
+        let omax = self.convs.iter().map(|l| l.out).max().unwrap_or(0);
+        let scratch = b.div_ceil(GROUP) * (patches + products + kernels + omax);
+        let bytes = |copies: usize| {
+            (F32 * (b * (self.input_len() + copies * values) + scratch + 3 * kernels) as f64
+                + (b * (values + routes)) as f64)
+                * 4.0
+                / 3.0
+        };
+        (bytes(2), bytes(4))
+    }
+
+    /// Largest per-group scratch: (patches, products) values.
+    pub(super) fn scratch_len(&self) -> (usize, usize) {
+        let patches = self
+            .convs
+            .iter()
+            .map(|l| GROUP * l.positions() * l.cols())
+            .max()
+            .unwrap_or(0);
+        let products = self
+            .convs
+            .iter()
+            .map(|l| GROUP * l.positions() * 2 * l.out)
+            .max()
+            .unwrap_or(0);
+        (patches, products)
+    }
+}
