@@ -26,6 +26,7 @@ mod auto_traits {
 }
 
 mod arch;
+mod backend;
 mod candle;
 mod client;
 mod fused;

@@ -4,5 +4,8 @@
 //! device candle supports, and is the reference the fused engine is tested against.
 
 pub(crate) mod autodiff;
+mod client;
 pub(crate) mod forward;
 pub(crate) mod ops;
+
+pub(crate) use client::{Candle, candle, unwrap_candle};

@@ -38,6 +38,7 @@
 //! rows (dense products); partial sums over groups are added in group order, so results are
 //! the same bits for any number of threads.
 
+mod client;
 mod heads;
 mod kernels;
 mod passes;

@@ -1,15 +1,122 @@
-//! The candle paths of a [`NetClient`]: the parameters as tensors, the losses of every λ
-//! mode as one differentiable program, gradients by backward, and second derivatives by
-//! double backward (or central differences of gradients where it is unavailable).
+//! The candle engine's [`Backend`]: a [`NetClient`]'s parameters as tensors, the losses of
+//! every λ mode as one differentiable program, gradients by backward, and second
+//! derivatives by double backward (or central differences of gradients where it is
+//! unavailable).
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Result as CandleResult, Tensor, Var, WithDType};
 use hgp_base::Scalar;
+use hgp_models::{Batch, ModelError, Result};
 
-use super::*;
-use crate::candle::forward::log_softmax;
+use super::autodiff::{DerivativeMode, double_backward_available};
+use super::forward::log_softmax;
+use crate::arch::Architecture;
+use crate::backend::Backend;
+use crate::client::{Cost, Engine, HyperMode, Instances, NetClient, Part, Source, ranges};
+use crate::kernels::NetScalar;
 
-pub(super) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
+/// The candle engine (see [`Engine::Candle`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Candle;
+
+impl<T: NetScalar> Backend<T> for Candle {
+    fn engine(&self) -> Engine {
+        Engine::Candle
+    }
+
+    fn value(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<f64> {
+        let (params, lt) = (client.params(x, lambda)?, client.tensor(lambda)?);
+        let (parts, size) = client.parts(cost, batch);
+        let (weight, variable) = client.ridge(cost, x, lambda);
+        let mut total = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
+        for part in parts {
+            let l = client.part_loss(cost, &params, &lt, part, size)?;
+            total += l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        }
+        Ok(total)
+    }
+
+    fn gradients_into(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()> {
+        let (a, b) = client.candle_gradients(cost, x, lambda, batch)?;
+        gx.copy_from_slice(&a);
+        gl.copy_from_slice(&b);
+        Ok(())
+    }
+
+    fn second_into(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) {
+        let exact = match client.config.derivatives {
+            DerivativeMode::DoubleBackward => true,
+            DerivativeMode::FiniteDifferences => false,
+            DerivativeMode::Auto => double_backward_available(),
+        };
+        let result = if exact {
+            client.second_order(x, lambda, u, batch)
+        } else {
+            client.second_order_by_differences(x, lambda, u, batch)
+        };
+        let (h, c) = unwrap_candle(result);
+        hvp.copy_from_slice(&h);
+        cross.copy_from_slice(&c);
+    }
+
+    fn predict(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        features: &[f32],
+    ) -> Result<Vec<u8>> {
+        let p = client.config.arch.inputs();
+        let run = || -> CandleResult<Vec<u8>> {
+            let lt = client.tensor(lambda)?;
+            let params = client.params(x, lambda)?;
+            let mut out = Vec::with_capacity(features.len() / p.max(1));
+            // At most a chunk of images at a time, so memory stays bounded.
+            let arch = client.config.arch;
+            let m = features.len() / p.max(1);
+            for part in ranges(m, arch.chunk(), arch.batch_statistics()) {
+                let Part::Range(start, size) = part else {
+                    unreachable!("ranges gives ranges")
+                };
+                let rows = &features[start * p..(start + size) * p];
+                out.extend(client.predict_chunk(&params, &lt, rows)?);
+            }
+            Ok(out)
+        };
+        run().map_err(candle("prediction"))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Backend<T>> {
+        Box::new(*self)
+    }
+}
+
+pub(crate) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
     // candle's messages may carry a backtrace after the first line.
     move |e| {
         ModelError::Network(format!(
@@ -22,7 +129,7 @@ pub(super) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Mode
 impl<T: NetScalar> NetClient<T> {
     /// Where each parameter tensor sits: in λ (the body of a representation, first) or in
     /// the flat x (member after member), at an offset, with a length and a shape.
-    pub(super) fn layout(&self) -> impl Iterator<Item = (Source, usize, usize, &[usize])> + '_ {
+    pub(crate) fn layout(&self) -> impl Iterator<Item = (Source, usize, usize, &[usize])> + '_ {
         let body = self.body_tensors();
         let len = |shape: &[usize]| shape.iter().product::<usize>();
         let per: usize = self.shapes[body..].iter().map(|s| len(s)).sum();
@@ -398,7 +505,7 @@ pub(super) fn softmax(v: &Tensor) -> CandleResult<Tensor> {
 
 /// The costs are validated at construction, so a candle failure here is a bug or a device
 /// failure, not bad input.
-pub(super) fn unwrap_candle<V>(r: CandleResult<V>) -> V {
+pub(crate) fn unwrap_candle<V>(r: CandleResult<V>) -> V {
     match r {
         Ok(v) => v,
         Err(e) => panic!(

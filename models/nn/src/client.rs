@@ -2,18 +2,15 @@
 //! fused engine (hand-derived passes, forward-over-reverse HVPs), from candle's automatic
 //! differentiation (double backward) or from central differences of gradients.
 
-mod candle;
-mod fused;
-
 use std::marker::PhantomData;
 
-use candle_core::{DType, Device, Result as CandleResult, Tensor};
-
-use candle::*;
+use candle_core::{Device, Result as CandleResult, Tensor};
 
 use crate::arch::Architecture;
-use crate::candle::autodiff::{DerivativeMode, default_device, double_backward_available};
-use crate::fused::{Fused, Head, Stack};
+use crate::backend::Backend;
+use crate::candle::autodiff::{DerivativeMode, default_device};
+use crate::candle::{Candle, candle, unwrap_candle};
+use crate::fused::{Fused, Stack};
 use crate::kernels::NetScalar;
 use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 use hgp_models::{ModelError, Result};
@@ -80,11 +77,11 @@ pub enum Engine {
 /// Labelled instances on the device: features (m × p), targets (one-hot m × C, or 0/1
 /// labels m × 1 for the logistic model) and the labels themselves.
 #[derive(Clone, Debug)]
-struct Instances {
-    features: Tensor,
-    targets: Tensor,
-    labels: Vec<u8>,
-    len: usize,
+pub(crate) struct Instances {
+    pub(crate) features: Tensor,
+    pub(crate) targets: Tensor,
+    pub(crate) labels: Vec<u8>,
+    pub(crate) len: usize,
 }
 
 /// A client of a decentralized bilevel problem whose inner cost is a network's training
@@ -93,18 +90,18 @@ struct Instances {
 /// vector of all parameters (one row of the n × d buffer).
 #[derive(Clone, Debug)]
 pub struct NetClient<T> {
-    config: NetConfig,
-    device: Device,
-    train: Instances,
-    outer: Instances,
-    shapes: Vec<Vec<usize>>,
-    member_dim: usize,
+    pub(crate) config: NetConfig,
+    pub(crate) device: Device,
+    pub(crate) train: Instances,
+    pub(crate) outer: Instances,
+    pub(crate) shapes: Vec<Vec<usize>>,
+    pub(crate) member_dim: usize,
     /// Set on a stand-in for a client whose data another rank holds
     /// ([`NetClient::held_elsewhere`]).
-    elsewhere: bool,
-    /// The fused engine, when it runs this client (see [`Engine`]).
-    fused: Option<Fused<T>>,
-    _scalar: PhantomData<T>,
+    pub(crate) elsewhere: bool,
+    /// The engine that computes this client's costs and derivatives (see [`Engine`]).
+    pub(crate) backend: Box<dyn Backend<T>>,
+    pub(crate) _scalar: PhantomData<T>,
 }
 
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
@@ -137,10 +134,9 @@ impl<T: NetScalar> NetClient<T> {
         let train = Self::instances(arch, train, "training set", &device)?;
         let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
         let specs = arch.params();
-        let fused = if device.is_cpu() {
-            Stack::of(arch).map(Fused::new)
-        } else {
-            None
+        let backend: Box<dyn Backend<T>> = match Stack::of(arch) {
+            Some(stack) if device.is_cpu() => Box::new(Fused::new(stack)),
+            _ => Box::new(Candle),
         };
         Ok(Self {
             config,
@@ -150,18 +146,14 @@ impl<T: NetScalar> NetClient<T> {
             shapes: specs.iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
             elsewhere: false,
-            fused,
+            backend,
             _scalar: PhantomData,
         })
     }
 
     /// The engine that computes this client's costs and derivatives.
     pub fn engine(&self) -> Engine {
-        if self.fused.is_some() {
-            Engine::Fused
-        } else {
-            Engine::Candle
-        }
+        self.backend.engine()
     }
 
     /// This client on `engine`: [`Engine::Candle`] is always available;
@@ -172,8 +164,8 @@ impl<T: NetScalar> NetClient<T> {
     /// [`ModelError::Network`] for the fused engine on a network it does not cover or off
     /// the CPU.
     pub fn with_engine(mut self, engine: Engine) -> Result<Self> {
-        self.fused = match engine {
-            Engine::Candle => None,
+        self.backend = match engine {
+            Engine::Candle => Box::new(Candle),
             Engine::Fused => {
                 let stack = Stack::of(self.config.arch)
                     .filter(|_| self.device.is_cpu())
@@ -184,7 +176,7 @@ impl<T: NetScalar> NetClient<T> {
                             self.device
                         ))
                     })?;
-                Some(Fused::new(stack))
+                Box::new(Fused::new(stack))
             }
         };
         Ok(self)
@@ -267,7 +259,10 @@ impl<T: NetScalar> NetClient<T> {
             shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
             elsewhere: true,
-            fused: Stack::of(arch).map(Fused::new),
+            backend: match Stack::of(arch) {
+                Some(stack) => Box::new(Fused::new(stack)),
+                None => Box::new(Candle),
+            },
             _scalar: PhantomData,
         })
     }
@@ -277,7 +272,7 @@ impl<T: NetScalar> NetClient<T> {
         self.elsewhere
     }
 
-    fn assert_held_here(&self) {
+    pub(crate) fn assert_held_here(&self) {
         assert!(
             !self.elsewhere,
             "a client held by another MPI rank was evaluated on this one"
@@ -364,7 +359,7 @@ impl<T: NetScalar> NetClient<T> {
         &self.config
     }
 
-    fn members(&self) -> usize {
+    pub(crate) fn members(&self) -> usize {
         match self.config.mode {
             HyperMode::Ensemble { members } => members,
             _ => 1,
@@ -372,7 +367,7 @@ impl<T: NetScalar> NetClient<T> {
     }
 
     /// Parameter tensors read from λ (the representation's layers), before those from x.
-    fn body_tensors(&self) -> usize {
+    pub(crate) fn body_tensors(&self) -> usize {
         match self.config.mode {
             HyperMode::Representation { head_layers } => self.shapes.len() - 2 * head_layers,
             _ => 0,
@@ -382,7 +377,7 @@ impl<T: NetScalar> NetClient<T> {
     /// The ridge term of a cost and the variable it is on: (γ/2)|x|² for the inner cost,
     /// (l2_lambda / 2)|λ|² for the outer one. Its gradient is (weight) · variable and its
     /// Hessian (weight) · I.
-    fn ridge<'v>(&self, cost: Cost, x: &'v [T], lambda: &'v [T]) -> (f64, &'v [T]) {
+    pub(crate) fn ridge<'v>(&self, cost: Cost, x: &'v [T], lambda: &'v [T]) -> (f64, &'v [T]) {
         match cost {
             Cost::Inner => (self.config.l2, x),
             Cost::Outer => (self.config.l2_lambda, lambda),
@@ -391,7 +386,7 @@ impl<T: NetScalar> NetClient<T> {
 
     /// The parts (of at most [`Architecture::chunk`] instances) of `batch` of the set of
     /// `cost`, and the batch size.
-    fn parts<'a>(&self, cost: Cost, batch: Batch<'a>) -> (Vec<Part<'a>>, usize) {
+    pub(crate) fn parts<'a>(&self, cost: Cost, batch: Batch<'a>) -> (Vec<Part<'a>>, usize) {
         let (chunk, balanced) = (
             self.config.arch.chunk(),
             self.config.arch.batch_statistics(),
@@ -405,22 +400,11 @@ impl<T: NetScalar> NetClient<T> {
 
     /// The value of a cost on `batch` (the outer cost always uses its whole set).
     fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> CandleResult<f64> {
-        if let Some(f) = &self.fused {
-            return self.fused_value(f, cost, x, lambda, batch);
-        }
-        let (params, lt) = (self.params(x, lambda)?, self.tensor(lambda)?);
-        let (parts, size) = self.parts(cost, batch);
-        let (weight, variable) = self.ridge(cost, x, lambda);
-        let mut total = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
-        for part in parts {
-            let l = self.part_loss(cost, &params, &lt, part, size)?;
-            total += l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-        }
-        Ok(total)
+        self.backend.value(self, cost, x, lambda, batch)
     }
 
     /// Gradients of a cost on `batch` in x and λ, summed over its parts.
-    fn gradients(
+    pub(crate) fn gradients(
         &self,
         cost: Cost,
         x: &[T],
@@ -442,18 +426,11 @@ impl<T: NetScalar> NetClient<T> {
         gx: &mut [T],
         gl: &mut [T],
     ) -> CandleResult<()> {
-        if let Some(f) = &self.fused {
-            return self.fused_gradients(f, cost, x, lambda, batch, gx, gl);
-        }
-        let (a, b) = self.candle_gradients(cost, x, lambda, batch)?;
-        gx.copy_from_slice(&a);
-        gl.copy_from_slice(&b);
-        Ok(())
+        self.backend
+            .gradients_into(self, cost, x, lambda, batch, gx, gl)
     }
 
-    /// (∂²_x g · u, ∂²_{xλ} g · u) written to `hvp` and `cross`: by the fused engine where
-    /// it runs (exact, whatever the derivative mode but central differences), else as
-    /// [`Self::second`].
+    /// (∂²_x g · u, ∂²_{xλ} g · u) written to `hvp` and `cross` by the client's engine.
     fn second_into(
         &self,
         x: &[T],
@@ -463,36 +440,14 @@ impl<T: NetScalar> NetClient<T> {
         hvp: &mut [T],
         cross: &mut [T],
     ) {
-        match self.fused.as_ref() {
-            Some(f) if self.config.derivatives != DerivativeMode::FiniteDifferences => {
-                unwrap_candle(self.fused_second(f, x, lambda, u, batch, hvp, cross));
-            }
-            _ => {
-                let (h, c) = self.second(x, lambda, u, batch);
-                hvp.copy_from_slice(&h);
-                cross.copy_from_slice(&c);
-            }
-        }
-    }
-
-    fn second(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>) -> (Vec<T>, Vec<T>) {
-        let exact = match self.config.derivatives {
-            DerivativeMode::DoubleBackward => true,
-            DerivativeMode::FiniteDifferences => false,
-            DerivativeMode::Auto => double_backward_available(),
-        };
-        let result = if exact {
-            self.second_order(x, lambda, u, batch)
-        } else {
-            self.second_order_by_differences(x, lambda, u, batch)
-        };
-        unwrap_candle(result)
+        self.backend
+            .second_into(self, x, lambda, u, batch, hvp, cross);
     }
 }
 
 /// Which vector a parameter tensor is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
+pub(crate) enum Source {
     /// The inner variable x.
     X,
     /// The hyper-parameters λ (the body of a representation).
@@ -501,7 +456,7 @@ enum Source {
 
 /// Which of the client's two costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cost {
+pub(crate) enum Cost {
     /// g_i on the training set.
     Inner,
     /// f_i on the outer set.
@@ -510,7 +465,7 @@ enum Cost {
 
 /// Some instances of a set: `len` consecutive ones from `start`, or a list.
 #[derive(Clone, Copy, Debug)]
-enum Part<'a> {
+pub(crate) enum Part<'a> {
     Range(usize, usize),
     Indices(&'a [usize]),
 }
@@ -520,7 +475,7 @@ enum Part<'a> {
 /// at most one (65 images in parts of 22, 22 and 21, not 32, 32 and 1: the batch statistics
 /// of one image are degenerate, and the gradient through them exploded to 1e9 on
 /// MobileNet-v2 at its initial point).
-fn ranges(len: usize, chunk: usize, balanced: bool) -> Vec<Part<'static>> {
+pub(crate) fn ranges(len: usize, chunk: usize, balanced: bool) -> Vec<Part<'static>> {
     if !balanced {
         return (0..len)
             .step_by(chunk)
@@ -539,7 +494,7 @@ fn ranges(len: usize, chunk: usize, balanced: bool) -> Vec<Part<'static>> {
 }
 
 /// `idx` in parts of at most `chunk`, balanced as [`ranges`] with `balanced`.
-fn index_parts(idx: &[usize], chunk: usize, balanced: bool) -> Vec<Part<'_>> {
+pub(crate) fn index_parts(idx: &[usize], chunk: usize, balanced: bool) -> Vec<Part<'_>> {
     ranges(idx.len(), chunk, balanced)
         .into_iter()
         .map(|p| match p {
@@ -645,33 +600,7 @@ impl<T: NetScalar> NetClient<T> {
     /// argmax of the masked logits, or of the ensemble's mixed probabilities.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
         self.assert_held_here();
-        let p = self.config.arch.inputs();
-        if let Some(f) = &self.fused {
-            let members = self.networks(x, lambda);
-            let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
-            let head = match self.head(Cost::Inner, lambda) {
-                Head::Weighted(_) => Head::Plain,
-                head => head,
-            };
-            return Ok(f.predict(&refs, &head, features, self.config.arch.chunk()));
-        }
-        let run = || -> CandleResult<Vec<u8>> {
-            let lt = self.tensor(lambda)?;
-            let params = self.params(x, lambda)?;
-            let mut out = Vec::with_capacity(features.len() / p.max(1));
-            // At most a chunk of images at a time, so memory stays bounded.
-            let arch = self.config.arch;
-            let m = features.len() / p.max(1);
-            for part in ranges(m, arch.chunk(), arch.batch_statistics()) {
-                let Part::Range(start, size) = part else {
-                    unreachable!("ranges gives ranges")
-                };
-                let rows = &features[start * p..(start + size) * p];
-                out.extend(self.predict_chunk(&params, &lt, rows)?);
-            }
-            Ok(out)
-        };
-        run().map_err(candle("prediction"))
+        self.backend.predict(self, x, lambda, features)
     }
 }
 

@@ -1,11 +1,88 @@
-//! The fused-engine paths of a [`NetClient`]: its networks' flat parameters, how λ enters
-//! the loss head, and one engine call per cost, gradient or second-order product, written
-//! straight into the caller's slices.
+//! The fused engine's [`Backend`]: a [`NetClient`]'s networks' flat parameters, how λ
+//! enters the loss head, and one engine call per cost, gradient or second-order product,
+//! written straight into the caller's slices.
 
 use std::borrow::Cow;
 
-use super::*;
-use crate::fused::{Fused, Head, Rows, Set};
+use candle_core::Result as CandleResult;
+use hgp_models::{Batch, Result};
+
+use super::{Fused, Head, Rows, Set};
+use crate::backend::Backend;
+use crate::candle::Candle;
+use crate::candle::autodiff::DerivativeMode;
+use crate::client::{Cost, Engine, HyperMode, NetClient, Part};
+use crate::kernels::NetScalar;
+
+impl<T: NetScalar> Backend<T> for Fused<T> {
+    fn engine(&self) -> Engine {
+        Engine::Fused
+    }
+
+    fn value(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<f64> {
+        client.fused_value(self, cost, x, lambda, batch)
+    }
+
+    fn gradients_into(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()> {
+        client.fused_gradients(self, cost, x, lambda, batch, gx, gl)
+    }
+
+    /// Exact whatever the derivative mode, but central differences, which run on candle.
+    fn second_into(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    ) {
+        if client.config.derivatives == DerivativeMode::FiniteDifferences {
+            Candle.second_into(client, x, lambda, u, batch, hvp, cross);
+        } else {
+            crate::candle::unwrap_candle(
+                client.fused_second(self, x, lambda, u, batch, hvp, cross),
+            );
+        }
+    }
+
+    fn predict(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        features: &[f32],
+    ) -> Result<Vec<u8>> {
+        let members = client.networks(x, lambda);
+        let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
+        let head = match client.head(Cost::Inner, lambda) {
+            Head::Weighted(_) => Head::Plain,
+            head => head,
+        };
+        Ok(self.predict(&refs, &head, features, client.config.arch.chunk()))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Backend<T>> {
+        Box::new(self.clone())
+    }
+}
 
 /// The fused engine's side of the costs (see [`Engine::Fused`]): the same costs, parts and
 /// ridge terms as candle's side above.
