@@ -112,21 +112,6 @@ impl Engine {
         result
     }
 
-    /// The run's reporter (progress, log lines and `hgp.log` in `out`) on rank 0, a silent
-    /// one on the other ranks.
-    pub fn reporter(
-        &self,
-        args: &crate::report::ReportArgs,
-        out: Option<&std::path::Path>,
-        json: bool,
-    ) -> Result<crate::report::Reporter> {
-        if self.is_root() {
-            crate::report::Reporter::new(args, out, json, false)
-        } else {
-            crate::report::Reporter::silent()
-        }
-    }
-
     /// Where the clients live.
     pub fn placement(&self) -> &Placement {
         &self.placement

@@ -6,6 +6,7 @@
 mod advice;
 mod commands;
 mod engine;
+mod lifecycle;
 mod memory;
 mod plot;
 mod report;

@@ -8,8 +8,9 @@ use hgp_averaging::ClientBuffer;
 use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::report::{ReportArgs, Table, comm_json, sci};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
     DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
     newton_step_json, total_outer_loss_on,
@@ -66,15 +67,50 @@ impl Hypergrad {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        execute(self)
+    }
+}
+
+/// The checked data of a run: its description, the clients and λ.
+pub struct Setup {
+    description: String,
+    clients: Vec<L2Logistic<f64>>,
+    lambda: PerClient<f64>,
+}
+
+/// What a run computed.
+pub struct Outcome {
+    description: String,
+    solved: Solved<f64>,
+    central_mean: Option<PerClient<f64>>,
+    outer_loss: f64,
+}
+
+impl Experiment for Hypergrad {
+    type Setup = Setup;
+    type Outcome = Outcome;
+
+    fn engine(&self) -> EngineKind {
+        self.engine.engine
     }
 
-    fn run_on(&self, engine: &Engine) -> Result<()> {
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            report: &self.report,
+            out: None,
+        }
+    }
+
+    /// Its text has the engine in its aligned block.
+    fn engine_line(&self) -> bool {
+        false
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Setup> {
         let defaults = Defaults::LOGISTIC;
         let pipeline = self.pipeline().with_placement(engine.placement().clone());
-        // Every rank checks the flags, reads the data and checks the setup; a failure on any
-        // rank stops all of them, and rank 0 says why.
-        let setup = (|| {
+        {
             self.data.validate()?;
             pipeline.validate(&defaults)?;
             pipeline.validate_engine()?;
@@ -96,14 +132,49 @@ impl Hypergrad {
                 &defaults,
                 self.json || !engine.is_root(),
             )?;
-            Ok((description, clients, lambda))
-        })();
-        let (description, clients, lambda) = engine.agree(setup)?;
+            Ok(Setup {
+                description,
+                clients,
+                lambda,
+            })
+        }
+    }
+
+    fn run(&self, setup: Setup, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
+        let defaults = Defaults::LOGISTIC;
+        let pipeline = self.pipeline().with_placement(engine.placement().clone());
+        let Setup {
+            description,
+            clients,
+            lambda,
+        } = setup;
         let n = clients.len();
         let d = clients[0].dim_x();
+        let solved = pipeline.solve_and_estimate(
+            (&clients, &lambda, &ClientBuffer::zeros(n, d)),
+            &defaults,
+            reporter,
+            engine.is_root(),
+        )?;
+        let (x, eta) = (&solved.solution.x, solved.estimate.eta);
+        let central_mean = pipeline.central_mean((&clients, &lambda, x), eta, &defaults)?;
+        let outer_loss = total_outer_loss_on(engine.placement(), &clients, x, &lambda);
+        Ok(Outcome {
+            description,
+            solved,
+            central_mean,
+            outer_loss,
+        })
+    }
 
-        // Only rank 0 reports progress.
-        let reporter = engine.reporter(&self.report, None, self.json)?;
+    fn report(&self, outcome: &Outcome, mpi_traffic: Option<serde_json::Value>) -> Result<()> {
+        let pipeline = self.pipeline();
+        let Outcome {
+            description,
+            solved,
+            central_mean,
+            outer_loss,
+        } = outcome;
         let Solved {
             lower,
             estimator,
@@ -111,22 +182,11 @@ impl Hypergrad {
             convergence,
             estimate,
             diagnostics,
-        } = pipeline.solve_and_estimate(
-            (&clients, &lambda, &ClientBuffer::zeros(n, d)),
-            &defaults,
-            &reporter,
-            engine.is_root(),
-        )?;
-        let central_mean =
-            pipeline.central_mean((&clients, &lambda, &solution.x), estimate.eta, &defaults)?;
-        let outer_loss = total_outer_loss_on(engine.placement(), &clients, &solution.x, &lambda);
-        let mpi_traffic = engine.traffic_json();
-        if !engine.is_root() {
-            return Ok(());
-        }
+        } = solved;
+        let outer_loss = *outer_loss;
         let xbar = solution.mean();
         let (index, q_mean) = match diagnostics {
-            Some(Diagnostics::AggItd { index, q_mean }) => (Some(index), q_mean),
+            Some(Diagnostics::AggItd { index, q_mean }) => (Some(*index), q_mean.as_ref()),
             _ => (None, None),
         };
         let central_spread = central_mean
@@ -158,7 +218,7 @@ impl Hypergrad {
                     "consensus_error": solution.consensus_error,
                     "stationarity": solution.stationarity,
                     "initial_stationarity": convergence.initial_stationarity,
-                    "newton_step": newton_step_json(&convergence),
+                    "newton_step": newton_step_json(convergence),
                     "converged": convergence.verdict(&ConvergenceTest::default()).is_ok(),
                     "comm": comm_json(&solution.comm),
                 },
@@ -183,7 +243,7 @@ impl Hypergrad {
             if let Some(q) = index {
                 out["aggitd"] = json!({
                     "q": q,
-                    "q_mean": q_mean.as_ref().map(PerClient::to_rows),
+                    "q_mean": q_mean.map(PerClient::to_rows),
                     "q_spread": spread,
                 });
             }
@@ -199,7 +259,7 @@ impl Hypergrad {
             sci(convergence.initial_stationarity),
             solution.steps
         );
-        if let Some(step) = newton_step_json(&convergence).as_f64() {
+        if let Some(step) = newton_step_json(convergence).as_f64() {
             println!(
                 "            distance to the solution ‖H⁻¹∇G(x̄)‖ {} ({:.2} % of ‖x̄‖)",
                 sci(step),

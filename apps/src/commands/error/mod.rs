@@ -23,7 +23,8 @@ use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
@@ -192,7 +193,7 @@ const PUSH_STEPS: [usize; 5] = [1, 2, 5, 10, 100];
 const REPORT_AT: [usize; 4] = [0, 10, 100, 1000];
 
 /// What `validate` checked and loaded: the settings and the problem.
-struct Checked {
+pub struct Checked {
     seeds: usize,
     m_max: usize,
     eta: Eta,
@@ -392,14 +393,55 @@ impl ErrorCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        execute(self)
+    }
+}
+
+/// What a run computed: every panel's setup, the runs and their error curves, and the
+/// means over seeds (paper 004's estimators).
+pub struct Outcome {
+    started: Instant,
+    seeds: usize,
+    m_max: usize,
+    gamma: f64,
+    steps: Vec<usize>,
+    n: usize,
+    setups: Vec<PanelSetup>,
+    tasks: Vec<(usize, usize, u64)>,
+    curves: Vec<Vec<f64>>,
+    means: Vec<Vec<(usize, f64)>>,
+}
+
+/// Every rank checks the flags and reads the data (a failure on any rank stops all, rank 0
+/// says why); the inner solve and every run are spread over the ranks; rank 0 writes and
+/// prints.
+impl Experiment for ErrorCmd {
+    type Setup = (Instant, Checked);
+    type Outcome = Outcome;
+
+    fn engine(&self) -> EngineKind {
+        self.engine.engine
     }
 
-    /// Every rank checks the flags and reads the data (a failure on any rank stops all, rank
-    /// 0 says why); the inner solve and every run are spread over the ranks; rank 0 writes
-    /// and prints.
-    fn run_on(&self, engine: &Engine) -> Result<()> {
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            report: &self.report,
+            out: Some(&self.out),
+        }
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<(Instant, Checked)> {
         let started = Instant::now();
+        Ok((started, self.validate(engine)?))
+    }
+
+    fn run(
+        &self,
+        (started, checked): (Instant, Checked),
+        engine: &Engine,
+        reporter: &Reporter,
+    ) -> Result<Outcome> {
         let placement = engine.placement();
         let Checked {
             seeds,
@@ -410,9 +452,8 @@ impl ErrorCmd {
             clients,
             lambda,
             description,
-        } = engine.agree(self.validate(engine))?;
+        } = checked;
         let n = clients.len();
-        let reporter = engine.reporter(&self.report, Some(&self.out), self.json)?;
         reporter.line(&format!("data: {description}"));
 
         let mut batches = Vec::new();
@@ -426,7 +467,7 @@ impl ErrorCmd {
         let setups: Vec<PanelSetup> = batches
             .into_iter()
             .map(|(label, batch)| {
-                let solution = self.inner_solve(&clients, &lambda, batch, &reporter, placement)?;
+                let solution = self.inner_solve(&clients, &lambda, batch, reporter, placement)?;
                 let exact = if self.estimator.pdbo() {
                     // Expectations depend on the links' probabilities, not on the
                     // realization of the steps (step seed 0).
@@ -545,20 +586,44 @@ impl ErrorCmd {
             })
             .collect();
         let curves: Vec<Vec<f64>> = runs.into_iter().map(|c| c.errors).collect();
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if !engine.is_root() {
-            return Ok(());
-        }
+        Ok(Outcome {
+            started,
+            seeds,
+            m_max,
+            gamma,
+            steps,
+            n,
+            setups,
+            tasks,
+            curves,
+            means,
+        })
+    }
+
+    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        let Outcome {
+            started,
+            seeds,
+            m_max,
+            gamma,
+            steps,
+            n,
+            setups,
+            tasks,
+            curves,
+            means,
+        } = outcome;
+        let (seeds, m_max, gamma, n) = (*seeds, *m_max, *gamma, *n);
+        let pdbo = self.estimator.pdbo();
         if pdbo {
-            write_mean_rows(&self.out.join("error_of_mean.csv"), &setups, &means)?;
+            write_mean_rows(&self.out.join("error_of_mean.csv"), setups, means)?;
         }
 
         // Never a table of NaN: a curve that is not a number is an error (the estimators
         // catch divergence; this is the last line of defence).
         if let Some(((p, s, k), _)) = tasks
             .iter()
-            .zip(&curves)
+            .zip(curves)
             .find(|(_, c)| c.iter().any(|e| !e.is_finite()))
         {
             bail!(
@@ -569,17 +634,13 @@ impl ErrorCmd {
         }
         // The files first, then stdout: a reader that closes the pipe early loses nothing.
         let csv = self.out.join("error.csv");
-        write_rows(&csv, &setups, &tasks, &curves)?;
+        write_rows(&csv, setups, tasks, curves)?;
         let svg = self.out.join("error.svg");
-        self.figure(&setups, (&tasks, &curves, &means), m_max, (&steps, n))
+        self.figure(setups, (tasks, curves, means), m_max, (steps, n))
             .write(&svg)?;
         if self.json {
-            let mut out = self.json_summary(
-                &setups,
-                (&tasks, &curves, &means),
-                (seeds, m_max, gamma),
-                &steps,
-            )?;
+            let mut out =
+                self.json_summary(setups, (tasks, curves, means), (seeds, m_max, gamma), steps)?;
             if let Some(mpi) = mpi {
                 out["mpi"] = mpi;
             }
@@ -587,10 +648,10 @@ impl ErrorCmd {
             return Ok(());
         }
         self.print_summary(
-            &setups,
-            (&tasks, &curves, &means),
+            setups,
+            (tasks, curves, means),
             (seeds, m_max, gamma),
-            (&steps, n),
+            (steps, n),
         );
         println!();
         println!(
@@ -601,10 +662,11 @@ impl ErrorCmd {
             tasks.len(),
             started.elapsed().as_secs_f64()
         );
-        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
         Ok(())
     }
+}
 
+impl ErrorCmd {
     /// Whether term m is drawn (every m up to 100, then every 10th, and M).
     fn plotted(m: usize, m_max: usize) -> bool {
         m <= 100 || m.is_multiple_of(10) || m == m_max

@@ -15,9 +15,10 @@ use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule};
 use hgp_models::{InnerCost, L2Logistic};
 use rayon::prelude::*;
 
-use crate::engine::{Engine, EngineArgs};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
-use crate::report::{ReportArgs, prepare_out};
+use crate::report::{ReportArgs, Reporter, prepare_out};
 use crate::setup::{
     DataArgs, L2_LAMBDA, LR_DECAY, NetworkArgs, comma_list, derive, domain, l2_lambda,
     scaled_milestones, with_default,
@@ -155,17 +156,45 @@ impl FaultsCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        execute(self)
+    }
+}
+
+/// What a run computed: a row per setting, with what the report names.
+pub struct Outcome {
+    rows: Vec<Row>,
+    out: PathBuf,
+    description: String,
+    config: Config,
+    network: String,
+}
+
+/// Every rank checks the flags and reads the data (a failure on any stops all, rank 0 says
+/// why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
+impl Experiment for FaultsCmd {
+    type Setup = Checked;
+    type Outcome = Outcome;
+
+    fn engine(&self) -> EngineKind {
+        self.engine.engine
     }
 
-    /// Every rank checks the flags and reads the data (a failure on any stops all, rank 0
-    /// says why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
-    fn run_on(&self, engine: &Engine) -> Result<()> {
-        let setup = engine.agree(self.setup(engine));
-        let (out, description, clients, lambda, config, net) = setup?;
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            report: &self.report,
+            out: Some(&self.out),
+        }
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Checked> {
+        self.checked(engine)
+    }
+
+    fn run(&self, setup: Checked, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
+        let (out, description, clients, lambda, config, net) = setup;
         let n = clients.len();
         let d = clients[0].dim_x();
-        let reporter = engine.reporter(&self.report, Some(&out), self.json)?;
         reporter.line(&format!("data: {description}"));
         let problem = Problem {
             clients: &clients,
@@ -219,36 +248,40 @@ impl FaultsCmd {
             settings.par_iter().map(run).collect::<Result<_>>()?
         };
         stage.finish("done");
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if !engine.is_root() {
-            return Ok(());
-        }
-        self.report(
-            &rows,
-            &out,
-            &description,
-            &config,
-            net.network.describe(),
-            mpi,
-        )?;
-        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
-        Ok(())
+        Ok(Outcome {
+            rows,
+            out,
+            description,
+            config,
+            network: net.network.describe(),
+        })
     }
 
+    fn report(&self, o: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        self.write_report(
+            &o.rows,
+            &o.out,
+            &o.description,
+            &o.config,
+            o.network.clone(),
+            mpi,
+        )
+    }
+}
+
+/// The checked flags, the data and what is built from them.
+type Checked = (
+    PathBuf,
+    String,
+    Vec<L2Logistic<f64>>,
+    hgp_models::PerClient<f64>,
+    Config,
+    crate::setup::BuiltNetwork,
+);
+
+impl FaultsCmd {
     /// The checked flags, the data and what is built from them, before any work.
-    #[allow(clippy::type_complexity)]
-    fn setup(
-        &self,
-        engine: &Engine,
-    ) -> Result<(
-        std::path::PathBuf,
-        String,
-        Vec<L2Logistic<f64>>,
-        hgp_models::PerClient<f64>,
-        Config,
-        crate::setup::BuiltNetwork,
-    )> {
+    fn checked(&self, engine: &Engine) -> Result<Checked> {
         let q = usize::from(self.quick);
         let sgp_steps = self.sgp_steps.unwrap_or(SGP_STEPS[q]);
         let neumann_terms = self.neumann_terms.unwrap_or(TERMS[q]);

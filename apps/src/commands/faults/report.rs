@@ -31,7 +31,7 @@ fn cell(v: Option<f64>) -> String {
 
 impl FaultsCmd {
     /// Writes the files and prints the table (or JSON).
-    pub(super) fn report(
+    pub(super) fn write_report(
         &self,
         rows: &[Row],
         out: &Path,

@@ -15,12 +15,13 @@ use hgp_models::{HyperRep, HyperRepConfig};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
-use protocol::{Method, Model, Real, RepClient, Settings, Split};
+use protocol::{Federation, Method, Model, Real, RepClient, Run, Settings, Split};
 use report::{HEADER, RunRow};
 
 /// Clients (FedNest's 100).
@@ -314,46 +315,97 @@ impl Fbo {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| match self.model {
-            ModelKind::Mlp => self.run_on::<HyperRep<Real>>(engine),
-            ModelKind::Lenet => self.run_on::<NetClient<Real>>(engine),
-        })
+        match self.model {
+            ModelKind::Mlp => execute(&On::<HyperRep<Real>>::new(self)),
+            ModelKind::Lenet => execute(&On::<NetClient<Real>>::new(self)),
+        }
+    }
+}
+
+/// `hgp fbo` with its clients of type `C` (the MLP or LeNet).
+struct On<'a, C> {
+    cmd: &'a Fbo,
+    _client: std::marker::PhantomData<fn() -> C>,
+}
+
+impl<'a, C> On<'a, C> {
+    fn new(cmd: &'a Fbo) -> Self {
+        Self {
+            cmd,
+            _client: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The checked settings, the data's description, every split's federation and each method's
+/// rounds per outer iteration and iterations.
+type Checked<C> = (
+    Settings,
+    String,
+    Vec<Federation<C>>,
+    Vec<(Method, (usize, usize))>,
+);
+
+/// Every rank checks the flags, reads the images and splits them (a failure on any rank
+/// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
+impl<C: RepClient> Experiment for On<'_, C> {
+    type Setup = Checked<C>;
+    type Outcome = (Vec<Run>, Settings, String);
+
+    fn engine(&self) -> EngineKind {
+        self.cmd.engine.engine
     }
 
-    /// Every rank checks the flags, reads the images and splits them (a failure on any rank
-    /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and
-    /// prints.
-    fn run_on<C: RepClient>(&self, engine: &Engine) -> Result<()> {
-        let root = engine.is_root();
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.cmd.json,
+            report: &self.cmd.report,
+            out: Some(&self.cmd.out),
+        }
+    }
+
+    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
+        Ok(Some((settings_json("fbo", self.cmd)?, false)))
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Checked<C>> {
+        let this = self.cmd;
         let placement = engine.placement();
-        let setup = (|| {
-            let settings = self.validate(engine)?;
-            let (images, test, description) = self.images()?;
+        {
+            let settings = this.validate(engine)?;
+            let (images, test, description) = this.images()?;
             // Build every split first, so a bad split is reported before any run.
-            let federations = self
+            let federations = this
                 .split
                 .iter()
-                .map(|&s| settings.federation::<C>(&images, &test, self.clients, s, placement))
+                .map(|&s| settings.federation::<C>(&images, &test, this.clients, s, placement))
                 .collect::<Result<Vec<_>>>()?;
             // Rounds per iteration depend on the method only: one probe each.
-            let budget = self
+            let budget = this
                 .methods
                 .iter()
                 .map(|&m| Ok((m, settings.iterations(m, &federations[0])?)))
                 .collect::<Result<Vec<_>>>()?;
             Ok((settings, description, federations, budget))
-        })();
-        let (settings, description, federations, budget) = engine.agree(setup)?;
-        let csv = self.out.join("fbo.csv");
-        let (reporter, rows) = if root {
-            record_settings(&self.out, &settings_json("fbo", self)?, false)?;
-            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
-            (reporter, Some(RowWriter::open(&csv, HEADER, false)?))
+        }
+    }
+
+    fn run(
+        &self,
+        setup: Checked<C>,
+        engine: &Engine,
+        reporter: &Reporter,
+    ) -> Result<Self::Outcome> {
+        let this = self.cmd;
+        let (settings, description, federations, budget) = setup;
+        let csv = this.out.join("fbo.csv");
+        let rows = engine.agree(if engine.is_root() {
+            RowWriter::open(&csv, HEADER, false).map(Some)
         } else {
-            (Reporter::silent()?, None)
-        };
+            Ok(None)
+        })?;
         reporter.line(&format!("data: {description}"));
-        let taus = self.taus();
+        let taus = this.taus();
         let mut todo = Vec::new();
         for f in &federations {
             for &(m, (per, iterations)) in &budget {
@@ -403,15 +455,16 @@ impl Fbo {
             runs.push(run);
         }
         stage.finish("");
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if !root {
-            return Ok(());
-        }
-        self.report(&runs, &settings, &description, mpi)?;
-        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
+        Ok((runs, settings, description))
+    }
 
-        // The table is complete; a run that diverged still makes the command fail.
+    fn report(&self, outcome: &Self::Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        let (runs, settings, description) = outcome;
+        self.cmd.write_report(runs, settings, description, mpi)
+    }
+
+    /// The table is complete; a run that diverged still makes the command fail.
+    fn conclude(&self, (runs, ..): Self::Outcome) -> Result<()> {
         let diverged: Vec<String> = runs
             .iter()
             .filter_map(|r| {

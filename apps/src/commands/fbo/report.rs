@@ -61,7 +61,7 @@ impl RunRow {
 
 impl Fbo {
     /// Writes the table, the markdown, the figure, and prints the table or the JSON.
-    pub(super) fn report(
+    pub(super) fn write_report(
         &self,
         runs: &[Run],
         settings: &Settings,

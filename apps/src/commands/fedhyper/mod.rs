@@ -16,8 +16,9 @@ use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, record_settings, settings_json};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{load_image_experiment, with_default};
@@ -534,15 +535,45 @@ impl FedHyperCmd {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        execute(self)
+    }
+}
+
+/// The checked settings, the data and the first seed's splits (built before any run, so a
+/// bad split is reported first).
+pub struct Setup {
+    images: Pool,
+    test: ImageSet,
+    description: String,
+    settings: Settings,
+    first: Vec<Option<protocol::Federation>>,
+}
+
+/// Every rank checks the flags, reads the images and splits them (a failure on any rank
+/// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
+impl Experiment for FedHyperCmd {
+    type Setup = Setup;
+    type Outcome = (Vec<protocol::Run>, Settings, String);
+
+    fn engine(&self) -> EngineKind {
+        self.engine.engine
     }
 
-    /// Every rank checks the flags, reads the images and splits them (a failure on any rank
-    /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
-    fn run_on(&self, engine: &Engine) -> Result<()> {
-        let root = engine.is_root();
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            report: &self.report,
+            out: Some(&self.out),
+        }
+    }
+
+    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
+        Ok(Some((settings_json("fedhyper", self)?, false)))
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Setup> {
         let placement = engine.placement();
-        let setup = (|| {
+        let (images, test, description, settings) = {
             let schedulers = self.check_flags(engine)?;
             let (images, test, description) = if self.dataset.text() {
                 self.text()?
@@ -555,9 +586,8 @@ impl FedHyperCmd {
                 Pool::PerClient(_) => hgp_data::text::VOCABULARY_SIZE,
             };
             let settings = self.validate(classes, schedulers);
-            Ok((images, test, description, settings))
-        })();
-        let (images, test, description, settings) = engine.agree(setup)?;
+            (images, test, description, settings)
+        };
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first: Result<Vec<Option<protocol::Federation>>> = self
@@ -569,15 +599,31 @@ impl FedHyperCmd {
                     .map(Some)
             })
             .collect();
-        let mut first = engine.agree(first)?;
-        let (reporter, rows) = if root {
-            record_settings(&self.out, &settings_json("fedhyper", self)?, false)?;
-            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, false)?;
-            let rows = RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false)?;
-            (reporter, Some(rows))
+        let first = first?;
+        Ok(Setup {
+            images,
+            test,
+            description,
+            settings,
+            first,
+        })
+    }
+
+    fn run(&self, setup: Setup, engine: &Engine, reporter: &Reporter) -> Result<Self::Outcome> {
+        let (root, placement) = (engine.is_root(), engine.placement());
+        let Setup {
+            images,
+            test,
+            description,
+            settings,
+            mut first,
+        } = setup;
+        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
+        let rows = engine.agree(if root {
+            RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false).map(Some)
         } else {
-            (Reporter::silent()?, None)
-        };
+            Ok(None)
+        })?;
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
         let runs_total = seeds.len() * self.splits().len() * self.methods.len();
         let total = (runs_total * settings.rounds) as u64;
@@ -621,14 +667,16 @@ impl FedHyperCmd {
             }
         }
         stage.finish("");
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if !root {
-            return Ok(());
-        }
-        self.report(&runs, &settings, &description, mpi)?;
-        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
+        Ok((runs, settings, description))
+    }
 
+    fn report(&self, outcome: &Self::Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        let (runs, settings, description) = outcome;
+        self.write_report(runs, settings, description, mpi)
+    }
+
+    /// The table is complete; a run that diverged still makes the command fail.
+    fn conclude(&self, (runs, ..): Self::Outcome) -> Result<()> {
         let diverged: Vec<String> = runs
             .iter()
             .filter(|r| r.diverged.is_some())

@@ -161,7 +161,7 @@ fn mean_curve(runs: &[&Run], value: impl Fn(&RoundRecord) -> f64) -> Vec<(f64, f
 
 impl FedHyperCmd {
     /// Writes the tables and figures, and prints the table or the JSON.
-    pub(super) fn report(
+    pub(super) fn write_report(
         &self,
         runs: &[Run],
         settings: &Settings,

@@ -23,10 +23,10 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
-    write_csv,
+    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, settings_json, write_csv,
 };
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, Solved, derive, domain,
@@ -287,18 +287,15 @@ impl Influence {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
-    }
-
-    /// Every rank checks the flags and reads the data (a failure on any rank stops all,
-    /// rank 0 says why); the solves, the estimate and every retraining run over the ranks;
-    /// rank 0 writes and prints.
-    fn run_on(&self, engine: &Engine) -> Result<()> {
-        engine.agree(self.validate(engine))?;
-        let placement = engine.placement();
         match self.model {
-            ModelKind::Logistic => self.study(engine.agree(self.logistic(placement))?, engine),
-            ModelKind::Cnn => self.study(engine.agree(self.cnn(placement))?, engine),
+            ModelKind::Logistic => execute(&On {
+                cmd: self,
+                load: Self::logistic,
+            }),
+            ModelKind::Cnn => execute(&On {
+                cmd: self,
+                load: Self::cnn,
+            }),
         }
     }
 
@@ -403,13 +400,73 @@ impl Influence {
             description,
         })
     }
+}
 
-    /// Predict by the estimator, remove the top instances one at a time, retrain, compare.
-    fn study<T: Scalar, C: ClientObjective<T> + 'static>(
+/// `hgp influence` with the problem that `load` builds (logistic regression or the CNN).
+struct On<'a, T, C> {
+    cmd: &'a Influence,
+    load: fn(&Influence, &Placement) -> Result<Problem<T, C>>,
+}
+
+/// What a run computed, for the report.
+pub struct Outcome<T> {
+    removals: Vec<Removal>,
+    total: usize,
+    losses: (f64, f64),
+    solution: InnerSolution<T>,
+    description: String,
+    methods: (String, String),
+    comm: hgp_averaging::CommCost,
+}
+
+/// Every rank checks the flags and reads the data (a failure on any rank stops all, rank 0
+/// says why); the solves, the estimate and every retraining run over the ranks; rank 0
+/// writes and prints. Predict by the estimator, remove the top instances one at a time,
+/// retrain, compare.
+impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
+    type Setup = Problem<T, C>;
+    type Outcome = Outcome<T>;
+
+    fn engine(&self) -> EngineKind {
+        self.cmd.engine.engine
+    }
+
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.cmd.json,
+            report: &self.cmd.report,
+            out: Some(&self.cmd.out),
+        }
+    }
+
+    /// Everything that changes the numbers (--top only changes how many).
+    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
+        Ok(Some((
+            settings_json("influence", self.cmd)?,
+            self.cmd.resume,
+        )))
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Problem<T, C>> {
+        let this = self.cmd;
+        this.validate(engine)?;
+        let problem = engine.agree((self.load)(this, engine.placement()))?;
+        let pipeline = this.pipeline(engine.placement());
+        pipeline.validate_clients::<T, C>(
+            &problem.clients,
+            &problem.defaults,
+            this.json || !engine.is_root(),
+        )?;
+        Ok(problem)
+    }
+
+    fn run(
         &self,
         problem: Problem<T, C>,
         engine: &Engine,
-    ) -> Result<()> {
+        reporter: &Reporter,
+    ) -> Result<Outcome<T>> {
+        let this = self.cmd;
         let root = engine.is_root();
         let placement = engine.placement();
         let Problem {
@@ -422,29 +479,20 @@ impl Influence {
         let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
         let total: usize = sizes.iter().sum();
         let lambda = PerClient::filled(&sizes, T::one());
-        let pipeline = self.pipeline(placement);
-        engine.agree(pipeline.validate_clients::<T, C>(&clients, &defaults, self.json || !root))?;
-        let csv = self.out.join("influence.csv");
-        // Rank 0 reads the rows of an interrupted run (before anything is overwritten), checks
-        // the settings and opens the files; the other ranks get the kept rows from it.
-        let files = (|| -> Result<_> {
-            if !root {
-                return Ok(None);
-            }
-            let kept: Vec<Removal> = if self.resume {
-                read_rows(&csv, HEADER).context("--resume")?
-            } else {
-                Vec::new()
-            };
-            // Everything that changes the numbers (--top only changes how many).
-            record_settings(&self.out, &settings_json("influence", self)?, self.resume)?;
-            let reporter = Reporter::new(&self.report, Some(&self.out), self.json, self.resume)?;
-            Ok(Some((kept, reporter)))
-        })();
-        let files = engine.agree(files)?;
+        let pipeline = this.pipeline(placement);
+        let csv = this.out.join("influence.csv");
+        // Rank 0 reads the rows of an interrupted run (before influence.csv is opened); the
+        // other ranks get the kept rows from it.
+        let kept = engine.agree(if root && this.resume {
+            read_rows::<Removal>(&csv, HEADER)
+                .context("--resume")
+                .map(Some)
+        } else {
+            Ok(root.then(Vec::new))
+        })?;
         // Exact bits through the exchange: the values as their u64 patterns.
         let kept_bits: Vec<(usize, usize, [u64; 3])> =
-            engine.shared_from_root(files.as_ref().map(|(kept, _)| {
+            engine.shared_from_root(kept.as_ref().map(|kept| {
                 kept.iter()
                     .map(|r| {
                         let bits = [r.predicted, r.actual, r.stationarity].map(f64::to_bits);
@@ -462,10 +510,6 @@ impl Influence {
                 stationarity: f64::from_bits(s),
             })
             .collect();
-        let reporter = match files {
-            Some((_, reporter)) => reporter,
-            None => Reporter::silent()?,
-        };
         reporter.line(&format!("data: {description}"));
 
         let Solved {
@@ -474,7 +518,7 @@ impl Influence {
             solution,
             estimate,
             ..
-        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, &reporter, root)?;
+        } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, reporter, root)?;
         // A retraining's F is the actual change only at a solution of its inner problem.
         let verify = |lambda: &PerClient<T>, s: &InnerSolution<T>, what: &str| {
             pipeline
@@ -484,9 +528,9 @@ impl Influence {
         let f0 = total_outer_loss_on(placement, &clients, &solution.x, &lambda);
 
         let mut candidates = rank_instances(&estimate.v);
-        let wanted = self.top();
+        let wanted = this.top();
         let top = wanted.min(total);
-        if top < wanted && !self.json && root {
+        if top < wanted && !this.json && root {
             eprintln!(
                 "note: the data have {total} training instances, fewer than --top {wanted}: all are used"
             );
@@ -512,7 +556,7 @@ impl Influence {
             done.insert((r.client, r.instance), r);
         }
         let rows = if root {
-            Some(RowWriter::open(&csv, HEADER, self.resume)?)
+            Some(RowWriter::open(&csv, HEADER, this.resume)?)
         } else {
             None
         };
@@ -576,23 +620,28 @@ impl Influence {
             .iter()
             .filter_map(|c| done.remove(&(c.0, c.1)))
             .collect();
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if !root {
-            return Ok(());
-        }
-        write_csv(&csv, HEADER, &removals)?;
-        self.report(
-            &removals,
+        Ok(Outcome {
+            removals,
             total,
-            (f0, f_control),
-            &solution,
-            &description,
-            (&lower, &estimator),
-            &estimate.comm,
+            losses: (f0, f_control),
+            solution,
+            description,
+            methods: (lower, estimator),
+            comm: estimate.comm,
+        })
+    }
+
+    fn report(&self, o: &Outcome<T>, mpi: Option<serde_json::Value>) -> Result<()> {
+        write_csv(&self.cmd.out.join("influence.csv"), HEADER, &o.removals)?;
+        self.cmd.report(
+            &o.removals,
+            o.total,
+            o.losses,
+            &o.solution,
+            &o.description,
+            (&o.methods.0, &o.methods.1),
+            &o.comm,
             mpi,
-        )?;
-        crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
-        Ok(())
+        )
     }
 }

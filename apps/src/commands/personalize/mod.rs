@@ -15,7 +15,8 @@ use hgp_data::images::{ImageClient, SplitConfig};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
+use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
@@ -462,21 +463,47 @@ impl Personalize {
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        Engine::run(self.engine.engine, |engine| self.run_on(engine))
+        execute(self)
+    }
+}
+
+/// What a run computed: one seed's table and the data's description, or the tables of
+/// several seeds (each already written to its own `seed-K` folder).
+pub enum Outcome {
+    /// One seed.
+    One(Vec<Cell>, String),
+    /// Several seeds, in order.
+    Seeds(Vec<Vec<Cell>>),
+}
+
+/// Each seed's table is a run of its own in its own folder (`--out` itself for one seed,
+/// `DIR/seed-K` for several), with its settings, log and rows written as they finish.
+impl Experiment for Personalize {
+    type Setup = hgp_hypergrad::Eta;
+    type Outcome = Outcome;
+
+    fn engine(&self) -> EngineKind {
+        self.engine.engine
     }
 
-    fn run_on(&self, engine: &Engine) -> Result<()> {
-        let eta = engine.agree(self.validate(engine))?;
+    /// The settings and the log are each seed's (see [`Personalize::run_seed`]).
+    fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            report: &self.report,
+            out: None,
+        }
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<hgp_hypergrad::Eta> {
+        self.validate(engine)
+    }
+
+    fn run(&self, eta: hgp_hypergrad::Eta, engine: &Engine, _: &Reporter) -> Result<Outcome> {
         let seeds = self.seeds();
         if seeds == 1 {
             let (cells, description) = self.run_seed(self.seed, &self.out, eta, engine)?;
-            let mpi = engine.traffic_json();
-            let engine_traffic = mpi.clone();
-            if engine.is_root() {
-                self.report(&cells, &description, &self.out, true, mpi)?;
-                crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
-            }
-            return Ok(());
+            return Ok(Outcome::One(cells, description));
         }
         let mut runs = Vec::new();
         for k in 0..seeds as u64 {
@@ -490,19 +517,24 @@ impl Personalize {
             }
             let (cells, description) = self.run_seed(seed, &out, eta, engine)?;
             if engine.is_root() {
-                self.report(&cells, &description, &out, false, None)?;
+                self.write_report(&cells, &description, &out, false, None)?;
             }
             runs.push(cells);
         }
-        let mpi = engine.traffic_json();
-        let engine_traffic = mpi.clone();
-        if engine.is_root() {
-            self.report_seeds(&runs, mpi)?;
-            crate::engine::print_engine_line(self.json, engine_traffic.as_ref());
-        }
-        Ok(())
+        Ok(Outcome::Seeds(runs))
     }
 
+    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        match outcome {
+            Outcome::One(cells, description) => {
+                self.write_report(cells, description, &self.out, true, mpi)
+            }
+            Outcome::Seeds(runs) => self.report_seeds(runs, mpi),
+        }
+    }
+}
+
+impl Personalize {
     /// Runs the table for one seed, rank 0 writing its rows into `out` as they finish;
     /// returns the cells in table order and the data's description.
     fn run_seed(

@@ -265,7 +265,7 @@ impl Personalize {
     }
 
     /// Writes the table, the markdown, the figure, and prints the table or the JSON.
-    pub(super) fn report(
+    pub(super) fn write_report(
         &self,
         cells: &[Cell],
         description: &str,
