@@ -3,7 +3,7 @@ time or memory (it differs between any two runs).
 
 Left out: JSON keys named in MEASURED (at any depth), CSV columns of those names, the
 columns of Markdown tables whose header names seconds or memory, and stderr (progress lines
-carry times), and durations and sizes in `*.log`. Everything else, stdout and every written file, must be identical.
+carry times), and in `*.log` the time stamps, the progress lines and every duration and size. Everything else, stdout and every written file, must be identical.
 """
 
 import csv
@@ -21,8 +21,9 @@ MEASURED = {
     "seconds",
     "seconds_per_round",
     "elapsed",
+    "overhead_vs_fedavg_percent",
 }
-MD_MEASURED = re.compile(r"(^|\W)(s|seconds|s/round|time|memory|MB|peak)(\W|$)", re.I)
+MD_MEASURED = re.compile(r"(^|\W)(s|seconds|s / round|time|memory|MB|peak|vs FedAvg)(\W|$)", re.I)
 
 
 def strip_json(value):
@@ -75,12 +76,19 @@ def normal_md(text):
     return "\n".join(out)
 
 
-DURATION = re.compile(r"\d+(\.\d+)?\s?(ms|s|min|h|d|MB|GB|KB|B)\b")
+DURATION = re.compile(r"\d+(\.\d+)?\s?(ms|s|min|h|d|MB|GB|KB|B)\b(\s\d+(\.\d+)?\s?(ms|s|min|h|d)\b)*")
 
 
 def normal_log(text):
-    """A progress log without its clock: every duration and size becomes `T`."""
-    return DURATION.sub("T", text)
+    """A progress log without its clock: the time stamps and the progress lines (written as
+    time passes) left out, every other duration and size becoming `T`."""
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"^\[[^]]*\] ", "", line)
+        if "elapsed" in line or "ETA" in line:
+            continue
+        lines.append(DURATION.sub("T", line))
+    return "\n".join(lines)
 
 
 def normal(path):
