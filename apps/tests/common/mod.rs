@@ -55,3 +55,14 @@ pub fn generate(dir: &Path, clients: &str) {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Runs hgp expecting failure, and that it failed before any work: nothing written in `out`
+/// but the files of the output-directory check (none) and no progress.
+pub fn fails_early(args: &[&str], out: &Path) -> String {
+    let err = fails(args);
+    let written: Vec<_> = std::fs::read_dir(out)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(written.is_empty(), "{args:?} wrote {written:?}");
+    err
+}

@@ -803,7 +803,7 @@ mod tests {
         ];
         let run = |placement: Placement| -> Vec<Cell> {
             let mut mine = split.clone();
-            super::super::keep_own_images(&mut mine, &placement);
+            super::super::data::keep_own_images(&mut mine, &placement);
             let mut cells = Vec::new();
             for &(estimator, network) in &cases {
                 let p = protocol(estimator, placement.clone());
