@@ -35,6 +35,87 @@ pub enum AveragerKind {
     Central,
 }
 
+/// What the command line knows of an averager: the one place that describes it.
+///
+/// Adding an averager to the `hgp` program is its library type, one variant of
+/// [`AveragerKind`] (its doc line is its `--help`), its arm in [`AveragerKind::spec`] and its
+/// arm in [`AveragerArgs::build_on`]: the refusals of the averager options follow from
+/// `reads` (an option no chosen averager reads is refused, naming those that do), and the
+/// network check from `undirected_only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AveragerSpec {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// The averager options it reads (flags as typed).
+    pub reads: &'static [&'static str],
+    /// Needs an undirected network (doubly-stochastic weights).
+    pub undirected_only: bool,
+    /// Push-Sum with running sums, in HGP's averager and the inner SGP; its per-link sums
+    /// count in the memory plan.
+    pub running_sums: bool,
+}
+
+impl AveragerKind {
+    /// The averager's options and needs (see [`AveragerSpec`]).
+    pub fn spec(self) -> AveragerSpec {
+        const PUSH_SUM: &[&str] = &["--push-steps", "--keep-omega"];
+        const PLAIN: AveragerSpec = AveragerSpec {
+            name: "",
+            reads: &[],
+            undirected_only: false,
+            running_sums: false,
+        };
+        match self {
+            Self::Exact => AveragerSpec {
+                name: "exact",
+                ..PLAIN
+            },
+            Self::PushSum => AveragerSpec {
+                name: "push-sum",
+                reads: PUSH_SUM,
+                ..PLAIN
+            },
+            Self::RobustPushSum => AveragerSpec {
+                name: "robust-push-sum",
+                reads: PUSH_SUM,
+                running_sums: true,
+                ..PLAIN
+            },
+            Self::Gossip => AveragerSpec {
+                name: "gossip",
+                reads: &["--push-steps"],
+                undirected_only: true,
+                ..PLAIN
+            },
+            Self::Central => AveragerSpec {
+                name: "central",
+                reads: &["--fraction"],
+                ..PLAIN
+            },
+        }
+    }
+
+    /// Whether it averages by S steps of exchanges (`--push-steps`).
+    pub fn stepped(self) -> bool {
+        self.spec().reads.contains(&"--push-steps")
+    }
+
+    /// The averagers that read `flag`, as a sentence: "a", "a and b", "a, b and c".
+    pub fn readers(flag: &str) -> String {
+        let names: Vec<&str> = Self::value_variants()
+            .iter()
+            .map(|k| k.spec())
+            .filter(|s| s.reads.contains(&flag))
+            .map(|s| s.name)
+            .collect();
+        match names.split_last() {
+            Some((last, [])) => (*last).to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
 /// The averaging scheme used by the estimator.
 #[derive(Args, Clone, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -66,7 +147,7 @@ impl AveragerArgs {
     /// How Push-Sum moves mass, in HGP's averager and in the inner SGP: running sums with
     /// `--averager robust-push-sum`, plain shares otherwise.
     pub fn push_sum_protocol(&self) -> PushSumProtocol {
-        if self.kind() == AveragerKind::RobustPushSum {
+        if self.kind().spec().running_sums {
             PushSumProtocol::running_sums()
         } else {
             PushSumProtocol::default()
@@ -92,35 +173,29 @@ impl AveragerArgs {
             return Ok(());
         }
         let kind = self.kind();
-        refuse_unused(
-            self.push_steps.is_some()
-                && !matches!(
-                    kind,
-                    AveragerKind::PushSum | AveragerKind::RobustPushSum | AveragerKind::Gossip
-                ),
-            || {
-                "--push-steps applies to --averager push-sum, robust-push-sum and gossip"
-                    .to_string()
-            },
-        )?;
-        refuse_unused(
-            self.keep_omega && !matches!(kind, AveragerKind::PushSum | AveragerKind::RobustPushSum),
-            || "--keep-omega applies to --averager push-sum and robust-push-sum".to_string(),
-        )?;
-        refuse_unused(
-            self.fraction.is_some() && kind != AveragerKind::Central,
-            || "--fraction is the participation of --averager central".to_string(),
-        )?;
+        for (flag, given, what) in [
+            ("--push-steps", self.push_steps.is_some(), "applies to"),
+            ("--keep-omega", self.keep_omega, "applies to"),
+            (
+                "--fraction",
+                self.fraction.is_some(),
+                "is the participation of",
+            ),
+        ] {
+            refuse_unused(given && !kind.spec().reads.contains(&flag), || {
+                format!("{flag} {what} --averager {}", AveragerKind::readers(flag))
+            })?;
+        }
         if self.push_steps == Some(0) {
             bail!("--push-steps must be at least 1");
         }
         if let Some(c) = self.fraction {
             fraction("--fraction", c)?;
         }
-        if kind == AveragerKind::Gossip && matches!(network, NetworkKind::Randd | NetworkKind::Exp)
-        {
+        if kind.spec().undirected_only && matches!(network, NetworkKind::Randd | NetworkKind::Exp) {
             bail!(
-                "gossip needs an undirected network (fc, fixu or randu); {} is directed: use --averager push-sum",
+                "{} needs an undirected network (fc, fixu or randu); {} is directed: use --averager push-sum",
+                kind.spec().name,
                 network.name()
             );
         }
@@ -182,5 +257,40 @@ impl AveragerArgs {
                 .with_placement(p),
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each spec carries the averager's command-line name and reads only averager flags;
+    /// the refusals name the averagers that read a flag.
+    #[test]
+    fn every_averager_spec_agrees_with_the_command_line() {
+        for &kind in AveragerKind::value_variants() {
+            let spec = kind.spec();
+            let name = kind
+                .to_possible_value()
+                .expect("a value")
+                .get_name()
+                .to_string();
+            assert_eq!(spec.name, name);
+            for flag in spec.reads {
+                assert!(
+                    ["--push-steps", "--keep-omega", "--fraction"].contains(flag),
+                    "{name} reads {flag}"
+                );
+            }
+        }
+        assert_eq!(
+            AveragerKind::readers("--push-steps"),
+            "push-sum, robust-push-sum and gossip"
+        );
+        assert_eq!(
+            AveragerKind::readers("--keep-omega"),
+            "push-sum and robust-push-sum"
+        );
+        assert_eq!(AveragerKind::readers("--fraction"), "central");
     }
 }

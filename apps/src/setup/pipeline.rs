@@ -278,7 +278,7 @@ impl<'a> Pipeline<'a> {
                 "the clients' iterates (x, z, ω, u, v and scratch)",
                 12.0 * n * (d + 1.0) * F64,
             );
-        if self.averager.kind() == AveragerKind::RobustPushSum {
+        if self.averager.kind().spec().running_sums {
             plan = plan.add(
                 format!(
                     "the running sums of --averager robust-push-sum (σ and ρ of d + 1 = {} values on each of n² = {:.3e} links, for HGP and SGP)",

@@ -247,11 +247,7 @@ impl ErrorCmd {
         }
         let gamma = self.pdbo_lr.unwrap_or_else(fig1_final_lr);
         positive(&[("--pdbo-lr", gamma)])?;
-        let stepped = !pdbo
-            && matches!(
-                self.averager.unwrap_or(AveragerKind::PushSum),
-                AveragerKind::PushSum | AveragerKind::RobustPushSum | AveragerKind::Gossip
-            );
+        let stepped = !pdbo && self.averager.unwrap_or(AveragerKind::PushSum).stepped();
         refuse_unused(self.push_steps.is_some() && !stepped, || {
             if pdbo {
                 format!(
@@ -259,7 +255,10 @@ impl ErrorCmd {
                     self.estimator_name()
                 )
             } else {
-                "--push-steps applies to --averager push-sum and gossip".to_string()
+                format!(
+                    "--push-steps applies to --averager {}",
+                    AveragerKind::readers("--push-steps")
+                )
             }
         })?;
         let steps = match (&self.push_steps, stepped) {
