@@ -132,9 +132,9 @@ pub fn split_images(
     config: &hgp_data::images::SplitConfig,
     seed: u64,
 ) -> Result<Vec<hgp_data::images::ImageClient>> {
-    use hgp_data::images::{ImageError, heterogeneous_split};
+    use hgp_data::images::{DataError, heterogeneous_split};
     heterogeneous_split(set, config, seed).map_err(|e| match e {
-        ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
+        DataError::EmptyTrain { client, .. } => anyhow::anyhow!(
             "client {client} has no training images after the split of {} images over {} clients (Dirichlet proportions leave some clients next to nothing): use fewer --clients or more --images",
             set.len(),
             config.clients

@@ -169,7 +169,7 @@ impl TextCorpus {
             (batch, "a --batch of each")
         };
         let refused = |e| match e {
-            hgp_data::text::TextError::TooFewClients {
+            hgp_data::text::DataError::TooFewClients {
                 eligible: 0, total, ..
             } => {
                 anyhow::anyhow!(
@@ -178,7 +178,7 @@ impl TextCorpus {
                     if quick { "" } else { " or a smaller --batch" }
                 )
             }
-            hgp_data::text::TextError::TooFewClients {
+            hgp_data::text::DataError::TooFewClients {
                 eligible, total, ..
             } => anyhow::anyhow!(
                 "{flag} {n}: only {eligible} of the {total} speaking characters have at least {min_windows} windows in each of train, validation and test ({threshold}): use {flag} {eligible} or fewer",

@@ -196,7 +196,7 @@ fn check_dir(dir: &Path) -> Result<(), DataError> {
     match fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(DataError::NotADirectory {
-            path: dir.to_owned(),
+            dir: dir.to_owned(),
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(DataError::DirNotFound {
             path: dir.to_owned(),

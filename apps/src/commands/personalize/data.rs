@@ -300,7 +300,7 @@ impl Personalize {
                     val_fraction: 0.25,
                 };
                 let split = dirichlet_split(set, &config, seed).map_err(|e| match e {
-                    hgp_data::images::ImageError::EmptyTrain { client, .. } => anyhow::anyhow!(
+                    hgp_data::images::DataError::EmptyTrain { client, .. } => anyhow::anyhow!(
                         "client {client} has no training images after the split of {} images over {clients} clients: use more --images or fewer --clients",
                         set.len()
                     ),

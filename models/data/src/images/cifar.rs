@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "cifar-archive")]
 use flate2::read::MultiGzDecoder;
 
-use super::{ImageError, ImageSet};
+use super::{DataError, ImageSet};
 
 /// Side of a CIFAR image.
 pub const CIFAR_SIDE: usize = 32;
@@ -138,14 +138,14 @@ pub struct CifarSet {
 ///
 /// # Errors
 ///
-/// [`ImageError::Empty`] for no bytes; [`ImageError::CifarSize`] if the size is not a whole
+/// [`DataError::Empty`] for no bytes; [`DataError::CifarSize`] if the size is not a whole
 /// number of records (with a hint when it is one of the other distribution's);
-/// [`ImageError::CifarLabel`] for a label out of range, naming the record.
+/// [`DataError::CifarLabel`] for a label out of range, naming the record.
 pub fn parse_cifar(
     bytes: &[u8],
     file: &str,
     kind: CifarKind,
-) -> Result<(ImageSet, Option<Vec<u8>>), ImageError> {
+) -> Result<(ImageSet, Option<Vec<u8>>), DataError> {
     check_size(bytes.len() as u64, file, kind)?;
     let record = kind.record_bytes();
     let count = bytes.len() / record;
@@ -159,7 +159,7 @@ pub fn parse_cifar(
             (CifarKind::Cifar10, _) => label_bytes[0],
             (CifarKind::Cifar100, Some(c)) => {
                 if label_bytes[0] >= 20 {
-                    return Err(ImageError::CifarLabel {
+                    return Err(DataError::CifarLabel {
                         file: file.to_owned(),
                         record: k,
                         which: "coarse label",
@@ -173,7 +173,7 @@ pub fn parse_cifar(
             (CifarKind::Cifar100, None) => unreachable!("set above for CIFAR-100"),
         };
         if usize::from(label) >= kind.classes() {
-            return Err(ImageError::CifarLabel {
+            return Err(DataError::CifarLabel {
                 file: file.to_owned(),
                 record: k,
                 which: match kind {
@@ -197,16 +197,16 @@ pub fn parse_cifar(
 }
 
 /// Checks a file's size against the record size before it is read.
-fn check_size(bytes: u64, file: &str, kind: CifarKind) -> Result<(), ImageError> {
+fn check_size(bytes: u64, file: &str, kind: CifarKind) -> Result<(), DataError> {
     if bytes == 0 {
-        return Err(ImageError::CifarSize {
+        return Err(DataError::CifarSize {
             file: file.to_owned(),
             bytes,
             detail: "the file is empty".to_string(),
         });
     }
     if bytes > MAX_FILE_BYTES {
-        return Err(ImageError::CifarSize {
+        return Err(DataError::CifarSize {
             file: file.to_owned(),
             bytes,
             detail: format!(
@@ -227,7 +227,7 @@ fn check_size(bytes: u64, file: &str, kind: CifarKind) -> Result<(), ImageError>
         } else {
             String::new()
         };
-        return Err(ImageError::CifarSize {
+        return Err(DataError::CifarSize {
             file: file.to_owned(),
             bytes,
             detail: format!(
@@ -251,12 +251,12 @@ fn check_size(bytes: u64, file: &str, kind: CifarKind) -> Result<(), ImageError>
 ///
 /// # Errors
 ///
-/// [`ImageError::NotADirectory`]; [`ImageError::NoCifar`] if none of the files is found;
-/// [`ImageError::Io`] / [`ImageError::Decompress`] / [`ImageError::Archive`] for unreadable
+/// [`DataError::NotADirectory`]; [`DataError::NoCifar`] if none of the files is found;
+/// [`DataError::Read`] / [`DataError::Decompress`] / [`DataError::Archive`] for unreadable
 /// files; the errors of [`parse_cifar`] for each file.
-pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, ImageError> {
+pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, DataError> {
     if !dir.is_dir() {
-        return Err(ImageError::NotADirectory {
+        return Err(DataError::NotADirectory {
             dir: dir.to_path_buf(),
         });
     }
@@ -278,7 +278,7 @@ pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, ImageErro
         }
     }
     let mut archives: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|error| ImageError::Io {
+        .map_err(|error| DataError::Read {
             path: dir.to_path_buf(),
             error,
         })?
@@ -303,7 +303,7 @@ pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, ImageErro
             return assemble(parts, kind);
         }
     }
-    Err(ImageError::NoCifar {
+    Err(DataError::NoCifar {
         dir: dir.to_path_buf(),
         kind: kind.name(),
         expected: format!(
@@ -316,8 +316,8 @@ pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, ImageErro
 }
 
 /// Reads a raw file after checking its size.
-fn read_file(path: &Path, name: &str, kind: CifarKind) -> Result<Vec<u8>, ImageError> {
-    let io = |error| ImageError::Io {
+fn read_file(path: &Path, name: &str, kind: CifarKind) -> Result<Vec<u8>, DataError> {
+    let io = |error| DataError::Read {
         path: path.to_path_buf(),
         error,
     };
@@ -334,8 +334,8 @@ fn read_file(path: &Path, name: &str, kind: CifarKind) -> Result<Vec<u8>, ImageE
 
 /// Without the `cifar-archive` feature: an archive is refused, naming the feature.
 #[cfg(not(feature = "cifar-archive"))]
-fn read_archive(archive: &Path, _: CifarKind) -> Result<Vec<(String, Vec<u8>)>, ImageError> {
-    Err(ImageError::Unsupported {
+fn read_archive(archive: &Path, _: CifarKind) -> Result<Vec<(String, Vec<u8>)>, DataError> {
+    Err(DataError::Unsupported {
         file: archive.display().to_string(),
         what: "a gzipped tar archive",
         feature: "cifar-archive",
@@ -345,13 +345,13 @@ fn read_archive(archive: &Path, _: CifarKind) -> Result<Vec<(String, Vec<u8>)>, 
 #[cfg(feature = "cifar-archive")]
 /// The distribution's files inside a gzipped tar archive (matched by their base name, in
 /// any folder of the archive), in the distribution's order.
-fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)>, ImageError> {
-    let file = File::open(archive).map_err(|error| ImageError::Io {
+fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)>, DataError> {
+    let file = File::open(archive).map_err(|error| DataError::Read {
         path: archive.to_path_buf(),
         error,
     })?;
     let archive_name = archive.display().to_string();
-    let broken = |error: std::io::Error| ImageError::Archive {
+    let broken = |error: std::io::Error| DataError::Archive {
         file: archive_name.clone(),
         error,
     };
@@ -370,7 +370,7 @@ fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)
         let size = entry.header().size().map_err(broken)?;
         check_size(size, &name, kind)?;
         if found.iter().any(|(o, ..)| *o == order) {
-            return Err(ImageError::Ambiguous {
+            return Err(DataError::Ambiguous {
                 dir: archive.to_path_buf(),
                 reason: "the archive holds two copies of a file",
                 names: vec![base.to_owned()],
@@ -382,7 +382,7 @@ fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)
             .read_to_end(&mut bytes)
             .map_err(broken)?;
         if bytes.len() as u64 != size {
-            return Err(ImageError::CifarSize {
+            return Err(DataError::CifarSize {
                 file: name,
                 bytes: bytes.len() as u64,
                 detail: format!("the archive says {size} bytes but the member ends early"),
@@ -395,7 +395,7 @@ fn read_archive(archive: &Path, kind: CifarKind) -> Result<Vec<(String, Vec<u8>)
 }
 
 /// Parses and concatenates the files (training files first).
-fn assemble(parts: Vec<(String, Vec<u8>)>, kind: CifarKind) -> Result<CifarSet, ImageError> {
+fn assemble(parts: Vec<(String, Vec<u8>)>, kind: CifarKind) -> Result<CifarSet, DataError> {
     let test_file = kind.files().last().copied().unwrap_or_default();
     let mut sets = Vec::new();
     let mut coarse: Option<Vec<u8>> = (kind == CifarKind::Cifar100).then(Vec::new);
@@ -480,7 +480,7 @@ mod tests {
     fn hostile_files_are_typed_errors_naming_file_and_record() {
         let good = records(CifarKind::Cifar10, 2, |_| 3);
         let err = parse_cifar(&good[..good.len() - 5], "cut.bin", CifarKind::Cifar10).unwrap_err();
-        assert!(matches!(err, ImageError::CifarSize { .. }), "{err}");
+        assert!(matches!(err, DataError::CifarSize { .. }), "{err}");
         assert!(
             err.to_string().contains("cut.bin") && err.to_string().contains("record 1"),
             "{err}"
@@ -495,7 +495,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                ImageError::CifarLabel {
+                DataError::CifarLabel {
                     record: 2,
                     value: 10,
                     ..
@@ -549,7 +549,7 @@ mod tests {
         assert_eq!(hundred.coarse.unwrap(), [0, 2, 4, 6, 8]);
         // Nothing of CIFAR-10 there.
         let err = load_cifar_dir(other.path(), CifarKind::Cifar10).unwrap_err();
-        assert!(matches!(err, ImageError::NoCifar { .. }), "{err}");
+        assert!(matches!(err, DataError::NoCifar { .. }), "{err}");
         // A truncated archive member and a corrupt archive.
         let bad = tempfile::tempdir().unwrap();
         let short = gzip_tar(&[("train.bin", &train[..100])]);
@@ -564,8 +564,8 @@ mod tests {
         f.write_all(&archive[..archive.len() / 2]).unwrap();
         drop(f);
         let err = load_cifar_dir(bad.path(), CifarKind::Cifar100).unwrap_err();
-        assert!(matches!(err, ImageError::Archive { .. }), "{err}");
+        assert!(matches!(err, DataError::Archive { .. }), "{err}");
         let err = load_cifar_dir(&bad.path().join("nope"), CifarKind::Cifar100).unwrap_err();
-        assert!(matches!(err, ImageError::NotADirectory { .. }), "{err}");
+        assert!(matches!(err, DataError::NotADirectory { .. }), "{err}");
     }
 }

@@ -10,7 +10,7 @@
 use hgp_base::rng::{domain, stream};
 use rand::seq::{SliceRandom, index};
 
-use super::{ImageError, ImageSet};
+use super::{DataError, ImageSet};
 
 /// Stream index of the held-out images' draw.
 const HOLD_OUT_STREAM: u64 = 0;
@@ -54,16 +54,16 @@ pub struct FedClient {
 ///
 /// # Errors
 ///
-/// [`ImageError::Shape`] if the fields of `set` are inconsistent,
-/// [`ImageError::TooFewImages`] if `count` exceeds the number of images.
+/// [`DataError::Shape`] if the fields of `set` are inconsistent,
+/// [`DataError::TooFewImages`] if `count` exceeds the number of images.
 pub fn hold_out(
     set: &ImageSet,
     count: usize,
     seed: u64,
-) -> Result<(ImageSet, ImageSet), ImageError> {
+) -> Result<(ImageSet, ImageSet), DataError> {
     set.check_shape("image set to hold test images out of")?;
     if count > set.len() {
-        return Err(ImageError::TooFewImages {
+        return Err(DataError::TooFewImages {
             what: format!("holding out {count} test images"),
             needed: count,
             available: set.len(),
@@ -98,16 +98,16 @@ pub fn hold_out(
 ///
 /// # Errors
 ///
-/// - [`ImageError::Shape`] if the fields of `set` are inconsistent;
-/// - [`ImageError::InvalidConfig`] if `clients` or `shards_per_client` is 0;
-/// - [`ImageError::TooFewImages`] if a client would get fewer than 2 images (so that its
+/// - [`DataError::Shape`] if the fields of `set` are inconsistent;
+/// - [`DataError::InvalidSplit`] if `clients` or `shards_per_client` is 0;
+/// - [`DataError::TooFewImages`] if a client would get fewer than 2 images (so that its
 ///   training or validation set would be empty) or a shard no image.
 pub fn federated_split(
     set: &ImageSet,
     clients: usize,
     split: FedSplit,
     seed: u64,
-) -> Result<Vec<FedClient>, ImageError> {
+) -> Result<Vec<FedClient>, DataError> {
     check_split_input(set, clients)?;
     match split {
         FedSplit::Iid => iid_split(set, clients, seed),
@@ -118,10 +118,10 @@ pub fn federated_split(
 }
 
 /// Checks what every client split needs: a consistent set and at least one client.
-pub(super) fn check_split_input(set: &ImageSet, clients: usize) -> Result<(), ImageError> {
+pub(super) fn check_split_input(set: &ImageSet, clients: usize) -> Result<(), DataError> {
     set.check_shape("image set to split between clients")?;
     if clients == 0 {
-        return Err(ImageError::InvalidConfig {
+        return Err(DataError::InvalidSplit {
             parameter: "clients",
             value: "0".into(),
             requirement: "at least 1",
@@ -131,10 +131,10 @@ pub(super) fn check_split_input(set: &ImageSet, clients: usize) -> Result<(), Im
 }
 
 /// [`FedSplit::Iid`] with `clients ≥ 1`.
-fn iid_split(set: &ImageSet, clients: usize, seed: u64) -> Result<Vec<FedClient>, ImageError> {
+fn iid_split(set: &ImageSet, clients: usize, seed: u64) -> Result<Vec<FedClient>, DataError> {
     let needed = clients.saturating_mul(2);
     if set.len() < needed {
-        return Err(ImageError::TooFewImages {
+        return Err(DataError::TooFewImages {
             what: format!("an iid split between {clients} clients (2 images each)"),
             needed,
             available: set.len(),
@@ -162,9 +162,9 @@ fn shard_split(
     clients: usize,
     shards_per_client: usize,
     seed: u64,
-) -> Result<Vec<FedClient>, ImageError> {
+) -> Result<Vec<FedClient>, DataError> {
     if shards_per_client == 0 {
-        return Err(ImageError::InvalidConfig {
+        return Err(DataError::InvalidSplit {
             parameter: "shards_per_client",
             value: "0".into(),
             requirement: "at least 1",
@@ -176,7 +176,7 @@ fn shard_split(
         .saturating_mul(shards_per_client)
         .saturating_mul(min_shard);
     if set.len() < needed {
-        return Err(ImageError::TooFewImages {
+        return Err(DataError::TooFewImages {
             what: format!(
                 "a split into {shards_per_client} label shard(s) for each of {clients} \
                  clients ({min_shard} image(s) a shard)"
@@ -276,7 +276,7 @@ mod tests {
         let err = hold_out(&set, 51, 4).unwrap_err();
         assert!(matches!(
             err,
-            ImageError::TooFewImages {
+            DataError::TooFewImages {
                 needed: 51,
                 available: 50,
                 ..
@@ -434,7 +434,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                ImageError::TooFewImages {
+                DataError::TooFewImages {
                     needed: 12,
                     available: 10,
                     ..
@@ -452,20 +452,20 @@ mod tests {
         assert!(federated_split(&set, 5, one, 0).is_ok());
         let err = federated_split(&set, 6, one, 0).unwrap_err();
         assert!(
-            matches!(err, ImageError::TooFewImages { needed: 12, .. }),
+            matches!(err, DataError::TooFewImages { needed: 12, .. }),
             "{err}"
         );
         assert!(federated_split(&set, 5, two, 0).is_ok());
         let err = federated_split(&set, 6, two, 0).unwrap_err();
         assert!(
-            matches!(err, ImageError::TooFewImages { needed: 12, .. }),
+            matches!(err, DataError::TooFewImages { needed: 12, .. }),
             "{err}"
         );
         let huge = FedSplit::NonIid {
             shards_per_client: usize::MAX,
         };
         let err = federated_split(&set, 3, huge, 0).unwrap_err();
-        assert!(matches!(err, ImageError::TooFewImages { .. }), "{err}");
+        assert!(matches!(err, DataError::TooFewImages { .. }), "{err}");
         let broken = ImageSet {
             images: vec![0.0; 3],
             labels: vec![0, 1],
@@ -477,7 +477,7 @@ mod tests {
             federated_split(&broken, 1, FedSplit::Iid, 0).unwrap_err(),
             hold_out(&broken, 1, 0).unwrap_err(),
         ] {
-            assert!(matches!(err, ImageError::Shape { .. }), "{err}");
+            assert!(matches!(err, DataError::Shape { .. }), "{err}");
         }
     }
 }

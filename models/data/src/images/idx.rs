@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "gzip")]
 use flate2::bufread::MultiGzDecoder;
 
-use super::{ImageError, ImageSet};
+use super::{DataError, ImageSet};
 
 /// Magic number of an IDX file of unsigned-byte images (3 dimensions).
 const IMAGE_MAGIC: u32 = 0x0000_0803;
@@ -72,13 +72,13 @@ impl Kind {
 ///
 /// # Errors
 ///
-/// [`ImageError::Decompress`] for a corrupt gzip stream; [`ImageError::Magic`],
-/// [`ImageError::Header`], [`ImageError::ZeroDimension`], [`ImageError::Oversized`],
-/// [`ImageError::Truncated`] or [`ImageError::TrailingData`] for a malformed file.
+/// [`DataError::Decompress`] for a corrupt gzip stream; [`DataError::Magic`],
+/// [`DataError::Header`], [`DataError::ZeroDimension`], [`DataError::Oversized`],
+/// [`DataError::Truncated`] or [`DataError::TrailingData`] for a malformed file.
 pub fn parse_idx_images(
     bytes: &[u8],
     source: &str,
-) -> Result<(usize, usize, usize, Vec<u8>), ImageError> {
+) -> Result<(usize, usize, usize, Vec<u8>), DataError> {
     let ([count, rows, cols], data) = decode(bytes, source, Kind::Images)?;
     Ok((count, rows, cols, data))
 }
@@ -89,7 +89,7 @@ pub fn parse_idx_images(
 /// # Errors
 ///
 /// As [`parse_idx_images`].
-pub fn parse_idx_labels(bytes: &[u8], source: &str) -> Result<Vec<u8>, ImageError> {
+pub fn parse_idx_labels(bytes: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
     decode(bytes, source, Kind::Labels).map(|(_, data)| data)
 }
 
@@ -102,9 +102,9 @@ pub fn parse_idx_labels(bytes: &[u8], source: &str) -> Result<Vec<u8>, ImageErro
 ///
 /// # Errors
 ///
-/// [`ImageError::Io`] if a file cannot be read, the errors of [`parse_idx_images`] for either
-/// file, and [`ImageError::CountMismatch`] if the two counts differ.
-pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, ImageError> {
+/// [`DataError::Read`] if a file cannot be read, the errors of [`parse_idx_images`] for either
+/// file, and [`DataError::CountMismatch`] if the two counts differ.
+pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, DataError> {
     let transpose = images
         .file_name()
         .and_then(|n| n.to_str())
@@ -134,14 +134,14 @@ pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, ImageErro
 ///
 /// # Errors
 ///
-/// - [`ImageError::NotADirectory`] if `dir` does not exist or is not a directory;
-/// - [`ImageError::NoImages`] if it holds no images file;
-/// - [`ImageError::MissingLabels`] if an images file has no labels file;
-/// - [`ImageError::Ambiguous`] if it holds pairs of several data sets (e.g. `emnist-digits-*`
+/// - [`DataError::NotADirectory`] if `dir` does not exist or is not a directory;
+/// - [`DataError::NoImages`] if it holds no images file;
+/// - [`DataError::MissingLabels`] if an images file has no labels file;
+/// - [`DataError::Ambiguous`] if it holds pairs of several data sets (e.g. `emnist-digits-*`
 ///   and `emnist-letters-*`), or both a raw and a gzipped copy of one file;
-/// - the errors of [`load_idx_pair`], and [`ImageError::Shape`] if the halves' image sizes
+/// - the errors of [`load_idx_pair`], and [`DataError::Shape`] if the halves' image sizes
 ///   differ.
-pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, ImageError> {
+pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, DataError> {
     let pairs = find_pairs(dir)?;
     let mut out: Option<ImageSet> = None;
     for pair in &pairs {
@@ -154,7 +154,7 @@ pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, ImageError> {
             None => out = Some(set),
             Some(out) => {
                 if (set.rows, set.cols) != (out.rows, out.cols) {
-                    return Err(ImageError::Shape {
+                    return Err(DataError::Shape {
                         what: pair.images.display().to_string(),
                         detail: format!(
                             "images are {} × {}, but those of {} are {} × {}",
@@ -171,7 +171,7 @@ pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, ImageError> {
             }
         }
     }
-    out.ok_or_else(|| ImageError::NoImages {
+    out.ok_or_else(|| DataError::NoImages {
         dir: dir.to_path_buf(),
     })
 }
@@ -185,7 +185,7 @@ pub(super) fn image_set_from_bytes(
     labels: &[u8],
     labels_name: &str,
     transpose: bool,
-) -> Result<ImageSet, ImageError> {
+) -> Result<ImageSet, DataError> {
     let (count, rows, cols, pixels) = parse_idx_images(images, images_name)?;
     let labels = parse_idx_labels(labels, labels_name)?;
     build_set(
@@ -198,7 +198,7 @@ pub(super) fn image_set_from_bytes(
 }
 
 /// Loads one pair of files, transposing every image if `transpose`.
-fn load_pair(images: &Path, labels: &Path, transpose: bool) -> Result<ImageSet, ImageError> {
+fn load_pair(images: &Path, labels: &Path, transpose: bool) -> Result<ImageSet, DataError> {
     let images_name = images.display().to_string();
     let labels_name = labels.display().to_string();
     let ([count, rows, cols], pixels) = decode(open(images)?, &images_name, Kind::Images)?;
@@ -213,10 +213,10 @@ fn load_pair(images: &Path, labels: &Path, transpose: bool) -> Result<ImageSet, 
 }
 
 /// A buffered reader of `path`.
-fn open(path: &Path) -> Result<BufReader<File>, ImageError> {
+fn open(path: &Path) -> Result<BufReader<File>, DataError> {
     File::open(path)
         .map(BufReader::new)
-        .map_err(|source| ImageError::Io {
+        .map_err(|source| DataError::Read {
             path: path.to_path_buf(),
             error: source,
         })
@@ -229,9 +229,9 @@ fn build_set(
     labels: Vec<u8>,
     labels_name: &str,
     transpose: bool,
-) -> Result<ImageSet, ImageError> {
+) -> Result<ImageSet, DataError> {
     if count != labels.len() {
-        return Err(ImageError::CountMismatch {
+        return Err(DataError::CountMismatch {
             images: images_name.to_owned(),
             image_count: count,
             labels: labels_name.to_owned(),
@@ -270,14 +270,10 @@ fn transpose_images(pixels: &[u8], rows: usize, cols: usize) -> Vec<u8> {
 type Dims = [usize; 3];
 
 /// Decodes an IDX file of `kind` from `reader`, gzipped or raw, into its dimensions and data.
-fn decode<R: BufRead>(
-    mut reader: R,
-    file: &str,
-    kind: Kind,
-) -> Result<(Dims, Vec<u8>), ImageError> {
+fn decode<R: BufRead>(mut reader: R, file: &str, kind: Kind) -> Result<(Dims, Vec<u8>), DataError> {
     let gzipped = reader
         .fill_buf()
-        .map_err(|source| ImageError::Io {
+        .map_err(|source| DataError::Read {
             path: PathBuf::from(file),
             error: source,
         })?
@@ -285,34 +281,34 @@ fn decode<R: BufRead>(
     if gzipped {
         #[cfg(feature = "gzip")]
         return decode_stream(MultiGzDecoder::new(reader), file, kind, &|source| {
-            ImageError::Decompress {
+            DataError::Decompress {
                 file: file.to_owned(),
                 error: source,
             }
         });
         #[cfg(not(feature = "gzip"))]
-        return Err(ImageError::Unsupported {
+        return Err(DataError::Unsupported {
             file: file.to_owned(),
             what: "gzipped",
             feature: "gzip",
         });
     } else {
-        decode_stream(reader, file, kind, &|source| ImageError::Io {
+        decode_stream(reader, file, kind, &|source| DataError::Read {
             path: PathBuf::from(file),
             error: source,
         })
     }
 }
 
-/// Decodes an uncompressed IDX stream; `io_error` turns a read error into an [`ImageError`].
+/// Decodes an uncompressed IDX stream; `io_error` turns a read error into an [`DataError`].
 fn decode_stream<R: Read>(
     mut reader: R,
     file: &str,
     kind: Kind,
-    io_error: &dyn Fn(io::Error) -> ImageError,
-) -> Result<(Dims, Vec<u8>), ImageError> {
+    io_error: &dyn Fn(io::Error) -> DataError,
+) -> Result<(Dims, Vec<u8>), DataError> {
     let header = read_up_to(&mut reader, kind.header_len()).map_err(io_error)?;
-    let truncated_header = || ImageError::Header {
+    let truncated_header = || DataError::Header {
         file: file.to_owned(),
         kind: kind.name(),
         found: header.len(),
@@ -323,7 +319,7 @@ fn decode_stream<R: Read>(
         .map(|b| u32::from_be_bytes(*b))
         .ok_or_else(truncated_header)?;
     if magic != kind.magic() {
-        return Err(ImageError::Magic {
+        return Err(DataError::Magic {
             file: file.to_owned(),
             kind: kind.name(),
             found: magic,
@@ -342,12 +338,12 @@ fn decode_stream<R: Read>(
         _ => format!("{} labels", raw_dims.first().copied().unwrap_or(0)),
     };
     if let Some((field, _)) = kind.fields().iter().zip(&raw_dims).find(|(_, d)| **d == 0) {
-        return Err(ImageError::ZeroDimension {
+        return Err(DataError::ZeroDimension {
             file: file.to_owned(),
             field,
         });
     }
-    let oversized = || ImageError::Oversized {
+    let oversized = || DataError::Oversized {
         file: file.to_owned(),
         dims: describe.clone(),
     };
@@ -361,7 +357,7 @@ fn decode_stream<R: Read>(
         .ok_or_else(oversized)?;
     let data = read_up_to(&mut reader, expected).map_err(io_error)?;
     if data.len() < expected {
-        return Err(ImageError::Truncated {
+        return Err(DataError::Truncated {
             file: file.to_owned(),
             dims: describe,
             expected,
@@ -370,7 +366,7 @@ fn decode_stream<R: Read>(
     }
     let extra = io::copy(&mut reader, &mut io::sink()).map_err(io_error)?;
     if extra > 0 {
-        return Err(ImageError::TrailingData {
+        return Err(DataError::TrailingData {
             file: file.to_owned(),
             expected,
             extra,
@@ -419,20 +415,20 @@ fn prefix_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
 }
 
 /// The regular files of `dir` (following links) whose names are UTF-8, sorted by name.
-fn file_names(dir: &Path) -> Result<Vec<String>, ImageError> {
-    let io_error = |source| ImageError::Io {
+fn file_names(dir: &Path) -> Result<Vec<String>, DataError> {
+    let io_error = |source| DataError::Read {
         path: dir.to_path_buf(),
         error: source,
     };
     match fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
-            return Err(ImageError::NotADirectory {
+            return Err(DataError::NotADirectory {
                 dir: dir.to_path_buf(),
             });
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(ImageError::NotADirectory {
+            return Err(DataError::NotADirectory {
                 dir: dir.to_path_buf(),
             });
         }
@@ -455,7 +451,7 @@ fn files_by_prefix(
     dir: &Path,
     names: &[String],
     suffix: &str,
-) -> Result<BTreeMap<String, String>, ImageError> {
+) -> Result<BTreeMap<String, String>, DataError> {
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for name in names {
         if let Some(prefix) = prefix_of(name, suffix) {
@@ -469,7 +465,7 @@ fn files_by_prefix(
         .into_iter()
         .map(|(prefix, mut files)| match files.len() {
             1 => Ok((prefix, files.remove(0))),
-            _ => Err(ImageError::Ambiguous {
+            _ => Err(DataError::Ambiguous {
                 dir: dir.to_path_buf(),
                 reason: "several copies of one file (raw and gzipped?)",
                 names: files,
@@ -479,11 +475,11 @@ fn files_by_prefix(
 }
 
 /// The images/labels pairs of `dir`, in load order.
-fn find_pairs(dir: &Path) -> Result<Vec<Pair>, ImageError> {
+fn find_pairs(dir: &Path) -> Result<Vec<Pair>, DataError> {
     let names = file_names(dir)?;
     let images = files_by_prefix(dir, &names, IMAGES_SUFFIX)?;
     if images.is_empty() {
-        return Err(ImageError::NoImages {
+        return Err(DataError::NoImages {
             dir: dir.to_path_buf(),
         });
     }
@@ -491,7 +487,7 @@ fn find_pairs(dir: &Path) -> Result<Vec<Pair>, ImageError> {
     let mut pairs = Vec::with_capacity(images.len());
     for (prefix, image_file) in images {
         let Some(label_file) = labels.get(&prefix) else {
-            return Err(ImageError::MissingLabels {
+            return Err(DataError::MissingLabels {
                 images: dir.join(&image_file),
                 expected: format!("{prefix}{LABELS_SUFFIX} or {prefix}{LABELS_SUFFIX}.gz"),
             });
@@ -509,7 +505,7 @@ fn find_pairs(dir: &Path) -> Result<Vec<Pair>, ImageError> {
             _ => false,
         };
         if !halves {
-            return Err(ImageError::Ambiguous {
+            return Err(DataError::Ambiguous {
                 dir: dir.to_path_buf(),
                 reason: "images files of several data sets (not the train and test halves of one)",
                 names: pairs
@@ -558,7 +554,7 @@ mod tests {
         encoder.finish().unwrap()
     }
 
-    fn message(result: Result<impl std::fmt::Debug, ImageError>) -> String {
+    fn message(result: Result<impl std::fmt::Debug, DataError>) -> String {
         result.unwrap_err().to_string()
     }
 
@@ -668,7 +664,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                ImageError::Oversized { .. } | ImageError::Truncated { .. }
+                DataError::Oversized { .. } | DataError::Truncated { .. }
             ),
             "{err}"
         );
@@ -698,7 +694,7 @@ mod tests {
         let mut corrupt = vec![0x1f, 0x8b];
         corrupt.extend_from_slice(b"this is not deflate data at all");
         let err = parse_idx_images(&corrupt, "bad.gz").unwrap_err();
-        assert!(matches!(err, ImageError::Decompress { .. }), "{err}");
+        assert!(matches!(err, DataError::Decompress { .. }), "{err}");
         assert!(
             err.to_string()
                 .starts_with("bad.gz: gzip decompression failed"),
@@ -706,7 +702,7 @@ mod tests {
         );
         let valid = gzip(&idx_images(4, 8, 8, &[9; 256]));
         let err = parse_idx_images(&valid[..valid.len() / 2], "cut.gz").unwrap_err();
-        assert!(matches!(err, ImageError::Decompress { .. }), "{err}");
+        assert!(matches!(err, DataError::Decompress { .. }), "{err}");
     }
 
     #[test]
@@ -851,7 +847,7 @@ mod tests {
         let file = dir.path().join("labels-idx1-ubyte");
         assert!(matches!(
             load_idx_dir(&file),
-            Err(ImageError::NotADirectory { .. })
+            Err(DataError::NotADirectory { .. })
         ));
     }
 
@@ -894,7 +890,7 @@ mod tests {
         ] {
             let dir = dir_with(&files);
             let err = load_idx_dir(dir.path()).unwrap_err();
-            assert!(matches!(err, ImageError::Ambiguous { .. }), "{err}");
+            assert!(matches!(err, DataError::Ambiguous { .. }), "{err}");
         }
     }
 

@@ -11,7 +11,7 @@ use rand::RngExt;
 use rand::seq::SliceRandom;
 
 use super::federated::check_split_input;
-use super::{ImageError, ImageSet};
+use super::{DataError, ImageSet};
 use crate::dirichlet::SymmetricDirichlet;
 
 /// Stream index of the iid shuffle and of the per-class shuffles.
@@ -39,18 +39,18 @@ pub enum LabelSplit {
 ///
 /// # Errors
 ///
-/// - [`ImageError::Shape`] if the fields of `set` are inconsistent;
-/// - [`ImageError::InvalidConfig`] for no clients or α not positive and finite;
-/// - [`ImageError::TooFewImages`] if a client would receive no image.
+/// - [`DataError::Shape`] if the fields of `set` are inconsistent;
+/// - [`DataError::InvalidSplit`] for no clients or α not positive and finite;
+/// - [`DataError::TooFewImages`] if a client would receive no image.
 pub fn label_split(
     set: &ImageSet,
     clients: usize,
     split: LabelSplit,
     seed: u64,
-) -> Result<Vec<ImageSet>, ImageError> {
+) -> Result<Vec<ImageSet>, DataError> {
     check_split_input(set, clients)?;
     if set.len() < clients {
-        return Err(ImageError::TooFewImages {
+        return Err(DataError::TooFewImages {
             what: format!("a split between {clients} clients (one image each)"),
             needed: clients,
             available: set.len(),
@@ -69,13 +69,12 @@ pub fn label_split(
         }
         LabelSplit::Dirichlet { alpha } => {
             let classes = set.classes();
-            let dirichlet = SymmetricDirichlet::new(alpha, classes).ok_or_else(|| {
-                ImageError::InvalidConfig {
+            let dirichlet =
+                SymmetricDirichlet::new(alpha, classes).ok_or_else(|| DataError::InvalidSplit {
                     parameter: "Dirichlet α",
                     value: alpha.to_string(),
                     requirement: "a positive finite number",
-                }
-            })?;
+                })?;
             // Each class's images in a random order; clients take them from the back.
             let mut pools: Vec<Vec<usize>> = vec![Vec::new(); classes];
             for k in 0..set.len() {

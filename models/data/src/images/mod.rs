@@ -28,19 +28,18 @@
 //! let clients = heterogeneous_split(&mnist, &config, 7)?;
 //! let total: usize = clients.iter().map(|c| c.train.len() + c.val.len() + c.test.len()).sum();
 //! assert_eq!(total, 10_000);
-//! # Ok::<(), hgp_data::images::ImageError>(())
+//! # Ok::<(), hgp_data::images::DataError>(())
 //! ```
 
 mod cifar;
-mod error;
 mod federated;
 mod idx;
 mod label_split;
 mod pachinko;
 mod split;
 
+pub use crate::DataError;
 pub use cifar::{CIFAR_CHANNELS, CIFAR_SIDE, CifarKind, CifarSet, load_cifar_dir, parse_cifar};
-pub use error::ImageError;
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
 pub use label_split::{LabelSplit, label_split};
@@ -93,13 +92,13 @@ impl ImageSet {
     ///
     /// # Errors
     ///
-    /// [`ImageError::Shape`] unless `images.len() == labels.len() · rows · cols`.
+    /// [`DataError::Shape`] unless `images.len() == labels.len() · rows · cols`.
     pub fn new(
         images: Vec<f32>,
         labels: Vec<u8>,
         rows: usize,
         cols: usize,
-    ) -> Result<Self, ImageError> {
+    ) -> Result<Self, DataError> {
         Self::with_channels(images, labels, rows, cols, 1)
     }
 
@@ -107,7 +106,7 @@ impl ImageSet {
     ///
     /// # Errors
     ///
-    /// [`ImageError::Shape`] unless `images.len() == labels.len() · rows · cols · channels`
+    /// [`DataError::Shape`] unless `images.len() == labels.len() · rows · cols · channels`
     /// and `channels ≥ 1`.
     pub fn with_channels(
         images: Vec<f32>,
@@ -115,7 +114,7 @@ impl ImageSet {
         rows: usize,
         cols: usize,
         channels: usize,
-    ) -> Result<Self, ImageError> {
+    ) -> Result<Self, DataError> {
         let set = Self {
             images,
             labels,
@@ -175,10 +174,10 @@ impl ImageSet {
     ///
     /// # Errors
     ///
-    /// [`ImageError::Empty`] if `sets` is empty, [`ImageError::Shape`] if a set's fields are
+    /// [`DataError::Empty`] if `sets` is empty, [`DataError::Shape`] if a set's fields are
     /// inconsistent or its image size differs from the first set's.
-    pub fn concat(sets: &[ImageSet]) -> Result<ImageSet, ImageError> {
-        let first = sets.first().ok_or(ImageError::Empty {
+    pub fn concat(sets: &[ImageSet]) -> Result<ImageSet, DataError> {
+        let first = sets.first().ok_or(DataError::Empty {
             what: "list of image sets to concatenate",
         })?;
         for (i, set) in sets.iter().enumerate() {
@@ -221,7 +220,7 @@ impl ImageSet {
 
     /// Checks `images.len() == len · rows · cols · channels` (and at least one channel);
     /// `what` names the set in the error.
-    fn check_shape(&self, what: &str) -> Result<(), ImageError> {
+    fn check_shape(&self, what: &str) -> Result<(), DataError> {
         let expected = self
             .len()
             .checked_mul(self.rows)
@@ -230,7 +229,7 @@ impl ImageSet {
         if self.channels >= 1 && expected == Some(self.images.len()) {
             Ok(())
         } else {
-            Err(ImageError::Shape {
+            Err(DataError::Shape {
                 what: what.to_owned(),
                 detail: format!(
                     "{} {} values for {} images of {}",
@@ -293,11 +292,11 @@ impl ImageSet {
     }
 
     /// Checks that `self` (set `index` of a concatenation) has `first`'s image size.
-    fn check_same_size(&self, first: &ImageSet, index: usize) -> Result<(), ImageError> {
+    fn check_same_size(&self, first: &ImageSet, index: usize) -> Result<(), DataError> {
         if (self.rows, self.cols, self.channels) == (first.rows, first.cols, first.channels) {
             Ok(())
         } else {
-            Err(ImageError::Shape {
+            Err(DataError::Shape {
                 what: format!("image set {index} of the concatenation"),
                 detail: format!(
                     "images are {}, but the first set's are {}",
@@ -317,7 +316,7 @@ impl ImageSet {
 ///
 /// None in practice: the embedded files are checked by the tests; the parser's errors are
 /// passed on rather than hidden.
-pub fn embedded_mnist() -> Result<ImageSet, ImageError> {
+pub fn embedded_mnist() -> Result<ImageSet, DataError> {
     idx::image_set_from_bytes(
         MNIST_IMAGES,
         "embedded images-idx3-ubyte.gz",
@@ -374,7 +373,7 @@ mod tests {
             "{err}"
         );
         let err = ImageSet::concat(&[]).unwrap_err();
-        assert!(matches!(err, ImageError::Empty { .. }), "{err}");
+        assert!(matches!(err, DataError::Empty { .. }), "{err}");
     }
 
     #[test]

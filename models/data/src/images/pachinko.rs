@@ -18,7 +18,7 @@ use hgp_base::rng::{domain, stream};
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
-use super::{ImageClient, ImageError, ImageSet};
+use super::{DataError, ImageClient, ImageSet};
 use crate::dirichlet::SymmetricDirichlet;
 
 /// How to allocate CIFAR-100 over clients ([`pachinko_split`]).
@@ -58,9 +58,9 @@ impl PachinkoConfig {
         self.train + self.val + self.test
     }
 
-    fn check(&self) -> Result<(), ImageError> {
+    fn check(&self) -> Result<(), DataError> {
         let invalid = |parameter, value: String, requirement| {
-            Err(ImageError::InvalidConfig {
+            Err(DataError::InvalidSplit {
                 parameter,
                 value,
                 requirement,
@@ -92,26 +92,26 @@ impl PachinkoConfig {
 ///
 /// # Errors
 ///
-/// [`ImageError::InvalidConfig`] for a parameter out of range; [`ImageError::Shape`] if
+/// [`DataError::InvalidSplit`] for a parameter out of range; [`DataError::Shape`] if
 /// `coarse` does not have one label per image or a fine label sits under two coarse ones;
-/// [`ImageError::TooFewImages`] if the clients need more images than the set holds.
+/// [`DataError::TooFewImages`] if the clients need more images than the set holds.
 pub fn pachinko_split(
     set: &ImageSet,
     coarse: &[u8],
     config: &PachinkoConfig,
     seed: u64,
-) -> Result<Vec<ImageClient>, ImageError> {
+) -> Result<Vec<ImageClient>, DataError> {
     config.check()?;
     set.check_shape("image set to allocate")?;
     if coarse.len() != set.len() {
-        return Err(ImageError::Shape {
+        return Err(DataError::Shape {
             what: "coarse labels".to_string(),
             detail: format!("{} coarse labels for {} images", coarse.len(), set.len()),
         });
     }
     let needed = config.clients.saturating_mul(config.per_client());
     if needed > set.len() {
-        return Err(ImageError::TooFewImages {
+        return Err(DataError::TooFewImages {
             what: format!(
                 "Pachinko allocation of {} images to each of {} clients",
                 config.per_client(),
@@ -130,7 +130,7 @@ pub fn pachinko_split(
     for (k, (&f, &c)) in set.labels.iter().zip(coarse).enumerate() {
         match parent[usize::from(f)] {
             Some(p) if p != c => {
-                return Err(ImageError::Shape {
+                return Err(DataError::Shape {
                     what: "coarse labels".to_string(),
                     detail: format!(
                         "fine label {f} is under coarse label {p} and also {c} (image {k})"
@@ -153,7 +153,7 @@ pub fn pachinko_split(
         })
         .collect();
     let theta = SymmetricDirichlet::new(config.alpha, coarse_count.max(1)).ok_or(
-        ImageError::InvalidConfig {
+        DataError::InvalidSplit {
             parameter: "alpha",
             value: config.alpha.to_string(),
             requirement: "a positive finite number (not subnormal)",
@@ -348,7 +348,7 @@ mod tests {
         let (set, coarse) = hundred(2, 2, 3); // 12 images
         let err = pachinko_split(&set, &coarse, &config(2, 0.4, 10.0, [4, 1, 2]), 0).unwrap_err();
         assert!(
-            matches!(err, ImageError::TooFewImages { needed: 14, .. }),
+            matches!(err, DataError::TooFewImages { needed: 14, .. }),
             "{err}"
         );
         let err =

@@ -6,7 +6,7 @@ use hgp_base::rng::{domain, stream};
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
-use super::{ImageError, ImageSet};
+use super::{DataError, ImageSet};
 
 /// Smallest cluster standard deviation σ_c used for normalization.
 const MIN_STD: f64 = 0.05;
@@ -46,10 +46,10 @@ impl SplitConfig {
     ///
     /// # Errors
     ///
-    /// [`ImageError::InvalidConfig`] naming the first parameter out of range and its value.
-    pub fn check(&self) -> Result<(), ImageError> {
+    /// [`DataError::InvalidSplit`] naming the first parameter out of range and its value.
+    pub fn check(&self) -> Result<(), DataError> {
         let invalid = |parameter, value: String, requirement| {
-            Err(ImageError::InvalidConfig {
+            Err(DataError::InvalidSplit {
                 parameter,
                 value,
                 requirement,
@@ -118,15 +118,15 @@ pub struct ImageClient {
 ///
 /// # Errors
 ///
-/// [`ImageError::InvalidConfig`] if [`SplitConfig::check`] fails, [`ImageError::Shape`] if
-/// the set's fields disagree, [`ImageError::Empty`] if it holds no image, and
-/// [`ImageError::EmptyTrain`] if a client receives no training instance (fewer clients or a
+/// [`DataError::InvalidSplit`] if [`SplitConfig::check`] fails, [`DataError::Shape`] if
+/// the set's fields disagree, [`DataError::Empty`] if it holds no image, and
+/// [`DataError::EmptyTrain`] if a client receives no training instance (fewer clients or a
 /// larger `alpha` help).
 pub fn heterogeneous_split(
     set: &ImageSet,
     config: &SplitConfig,
     seed: u64,
-) -> Result<Vec<ImageClient>, ImageError> {
+) -> Result<Vec<ImageClient>, DataError> {
     let parts = split_indices(set, config, seed)?;
     let stats = cluster_stats(seed, config.clusters);
     Ok(parts
@@ -164,14 +164,14 @@ pub fn heterogeneous_split(
 ///
 /// # Errors
 ///
-/// As [`heterogeneous_split`], and [`ImageError::InvalidConfig`] for `clusters` ≠ 1.
+/// As [`heterogeneous_split`], and [`DataError::InvalidSplit`] for `clusters` ≠ 1.
 pub fn dirichlet_split(
     set: &ImageSet,
     config: &SplitConfig,
     seed: u64,
-) -> Result<Vec<ImageClient>, ImageError> {
+) -> Result<Vec<ImageClient>, DataError> {
     if config.clusters != 1 {
-        return Err(ImageError::InvalidConfig {
+        return Err(DataError::InvalidSplit {
             parameter: "clusters",
             value: config.clusters.to_string(),
             requirement: "1 (the split of paper 004 has no clusters)",
@@ -196,15 +196,11 @@ type Parts = (Vec<usize>, Vec<usize>, Vec<usize>);
 /// Each client's (test, val, train) indices: the labels dealt out in Dirichlet proportions,
 /// then each client's instances shuffled and cut by the fractions (all checked before any
 /// image is copied).
-fn split_indices(
-    set: &ImageSet,
-    config: &SplitConfig,
-    seed: u64,
-) -> Result<Vec<Parts>, ImageError> {
+fn split_indices(set: &ImageSet, config: &SplitConfig, seed: u64) -> Result<Vec<Parts>, DataError> {
     config.check()?;
     set.check_shape("image set to split")?;
     if set.is_empty() {
-        return Err(ImageError::Empty {
+        return Err(DataError::Empty {
             what: "image set to split",
         });
     }
@@ -216,7 +212,7 @@ fn split_indices(
         let n_test = rounded_share(config.test_fraction, n);
         let n_val = rounded_share(config.val_fraction, n - n_test);
         if n_test + n_val == n {
-            return Err(ImageError::EmptyTrain {
+            return Err(DataError::EmptyTrain {
                 client,
                 instances: n,
             });
@@ -255,13 +251,13 @@ fn deal_labels(
     set: &ImageSet,
     config: &SplitConfig,
     seed: u64,
-) -> Result<Vec<Vec<usize>>, ImageError> {
+) -> Result<Vec<Vec<usize>>, DataError> {
     let mut by_label = vec![Vec::new(); set.classes()];
     for (k, &label) in set.labels.iter().enumerate() {
         by_label[usize::from(label)].push(k);
     }
     let dirichlet = SymmetricDirichlet::new(config.alpha, config.clients).ok_or_else(|| {
-        ImageError::InvalidConfig {
+        DataError::InvalidSplit {
             parameter: "alpha",
             value: config.alpha.to_string(),
             requirement: "a positive finite number (not subnormal)",
@@ -554,7 +550,7 @@ mod tests {
         let set = indexed_set(50, 2);
         for (config, expected) in cases {
             let err = heterogeneous_split(&set, &config, 0).unwrap_err();
-            assert!(matches!(err, ImageError::InvalidConfig { .. }), "{err}");
+            assert!(matches!(err, DataError::InvalidSplit { .. }), "{err}");
             assert!(err.to_string().contains(expected), "{err} lacks {expected}");
         }
         assert!(base.check().is_ok());
@@ -572,13 +568,13 @@ mod tests {
         let err = heterogeneous_split(&set, &config, 0).unwrap_err();
         let msg = err.to_string();
         assert!(
-            matches!(err, ImageError::EmptyTrain { instances: 0, .. })
+            matches!(err, DataError::EmptyTrain { instances: 0, .. })
                 && msg.contains("has an empty training set")
                 && msg.contains("larger alpha"),
             "{msg}"
         );
         let err = heterogeneous_split(&ImageSet::default(), &config, 0).unwrap_err();
-        assert!(matches!(err, ImageError::Empty { .. }), "{err}");
+        assert!(matches!(err, DataError::Empty { .. }), "{err}");
         let broken = ImageSet {
             images: vec![0.0; 3],
             labels: vec![0, 1],
@@ -587,7 +583,7 @@ mod tests {
             channels: 1,
         };
         let err = heterogeneous_split(&broken, &config, 0).unwrap_err();
-        assert!(matches!(err, ImageError::Shape { .. }), "{err}");
+        assert!(matches!(err, DataError::Shape { .. }), "{err}");
     }
 
     #[test]
@@ -641,7 +637,7 @@ mod tests {
             let clients = match dirichlet_split(&set, &config, seed) {
                 Ok(c) => c,
                 // A client may draw too few images to train on: a typed error, not a split.
-                Err(ImageError::EmptyTrain { .. }) => return Ok(()),
+                Err(DataError::EmptyTrain { .. }) => return Ok(()),
                 Err(e) => panic!("{e}"),
             };
             let mut seen = vec![false; set.len()];

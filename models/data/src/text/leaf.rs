@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{TextClient, TextError, Windows, byte_index, char_at};
+use super::{DataError, TextClient, Windows, byte_index, char_at};
 
 /// Buffer of the JSON reader.
 const READ_BUFFER: usize = 1 << 20;
@@ -45,25 +45,25 @@ const SHOWN_CHARS: usize = 16;
 ///
 /// Each names the file and, where there is one, the user:
 ///
-/// - [`TextError::NotADirectory`] if `dir`, `dir/train` or `dir/test` is not a directory,
-///   [`TextError::Io`] if a file or folder cannot be read;
-/// - [`TextError::NoJsonFiles`] if a folder holds no `*.json` file, [`TextError::NoUsers`]
+/// - [`DataError::NotADirectory`] if `dir`, `dir/train` or `dir/test` is not a directory,
+///   [`DataError::Read`] if a file or folder cannot be read;
+/// - [`DataError::NoJsonFiles`] if a folder holds no `*.json` file, [`DataError::NoUsers`]
 ///   if its files list no user;
-/// - [`TextError::Json`] if a file is not JSON or not of LEAF's shape;
-/// - [`TextError::CountsLength`], [`TextError::RepeatedUser`],
-///   [`TextError::MissingUserData`], [`TextError::UnlistedUser`] if `users`, `num_samples`
-///   and `user_data` disagree; [`TextError::DuplicateUser`] if a user is in two files of a
+/// - [`DataError::Json`] if a file is not JSON or not of LEAF's shape;
+/// - [`DataError::CountsLength`], [`DataError::RepeatedUser`],
+///   [`DataError::MissingUserData`], [`DataError::UnlistedUser`] if `users`, `num_samples`
+///   and `user_data` disagree; [`DataError::DuplicateUser`] if a user is in two files of a
 ///   folder;
-/// - [`TextError::Symbol`] for a character outside the vocabulary, [`TextError::Target`] for
-///   a `y` that is not one symbol, [`TextError::WindowLength`] and
-///   [`TextError::EmptyWindow`] for windows of different or zero length;
-/// - [`TextError::XyMismatch`] and [`TextError::SampleCount`] if `x`, `y` and `num_samples`
+/// - [`DataError::Symbol`] for a character outside the vocabulary, [`DataError::Target`] for
+///   a `y` that is not one symbol, [`DataError::WindowLength`] and
+///   [`DataError::EmptyWindow`] for windows of different or zero length;
+/// - [`DataError::XyMismatch`] and [`DataError::SampleCount`] if `x`, `y` and `num_samples`
 ///   disagree on a user's number of windows;
-/// - [`TextError::EmptyUser`] for a user without windows, [`TextError::UnmatchedUser`] for a
+/// - [`DataError::EmptyUser`] for a user without windows, [`DataError::UnmatchedUser`] for a
 ///   user in only one of `train/` and `test/`.
-pub fn read_leaf_dir(dir: &Path) -> Result<Vec<TextClient>, TextError> {
+pub fn read_leaf_dir(dir: &Path) -> Result<Vec<TextClient>, DataError> {
     if !dir.is_dir() {
-        return Err(TextError::NotADirectory {
+        return Err(DataError::NotADirectory {
             dir: dir.to_path_buf(),
         });
     }
@@ -75,7 +75,7 @@ pub fn read_leaf_dir(dir: &Path) -> Result<Vec<TextClient>, TextError> {
     let mut test_by_name: HashMap<String, UserWindows> = HashMap::with_capacity(test.len());
     for user in test {
         if !train_names.contains(user.name.as_str()) {
-            return Err(TextError::UnmatchedUser {
+            return Err(DataError::UnmatchedUser {
                 file: user.file,
                 user: user.name,
                 present: "test",
@@ -87,7 +87,7 @@ pub fn read_leaf_dir(dir: &Path) -> Result<Vec<TextClient>, TextError> {
     let mut clients = Vec::with_capacity(train.len());
     for user in train {
         let Some(test) = test_by_name.remove(&user.name) else {
-            return Err(TextError::UnmatchedUser {
+            return Err(DataError::UnmatchedUser {
                 file: user.file,
                 user: user.name,
                 present: "train",
@@ -129,10 +129,10 @@ struct SeqOrigin {
 }
 
 /// The users of every `*.json` file of `folder`, in file order.
-fn read_folder(folder: &Path, seq: &mut Option<SeqOrigin>) -> Result<Vec<UserWindows>, TextError> {
+fn read_folder(folder: &Path, seq: &mut Option<SeqOrigin>) -> Result<Vec<UserWindows>, DataError> {
     let files = json_files(folder)?;
     if files.is_empty() {
-        return Err(TextError::NoJsonFiles {
+        return Err(DataError::NoJsonFiles {
             dir: folder.to_path_buf(),
         });
     }
@@ -142,7 +142,7 @@ fn read_folder(folder: &Path, seq: &mut Option<SeqOrigin>) -> Result<Vec<UserWin
         let file = path.display().to_string();
         for (name, windows) in read_file(path, &file, seq)? {
             if let Some(&k) = seen.get(&name) {
-                return Err(TextError::DuplicateUser {
+                return Err(DataError::DuplicateUser {
                     user: name,
                     first: users[k].file.clone(),
                     second: file,
@@ -157,7 +157,7 @@ fn read_folder(folder: &Path, seq: &mut Option<SeqOrigin>) -> Result<Vec<UserWin
         }
     }
     if users.is_empty() {
-        return Err(TextError::NoUsers {
+        return Err(DataError::NoUsers {
             dir: folder.to_path_buf(),
         });
     }
@@ -165,13 +165,13 @@ fn read_folder(folder: &Path, seq: &mut Option<SeqOrigin>) -> Result<Vec<UserWin
 }
 
 /// The regular files (following links) of `folder` whose names end in `.json`, sorted.
-fn json_files(folder: &Path) -> Result<Vec<PathBuf>, TextError> {
+fn json_files(folder: &Path) -> Result<Vec<PathBuf>, DataError> {
     if !folder.is_dir() {
-        return Err(TextError::NotADirectory {
+        return Err(DataError::NotADirectory {
             dir: folder.to_path_buf(),
         });
     }
-    let io = |error| TextError::Io {
+    let io = |error| DataError::Read {
         path: folder.to_path_buf(),
         error,
     };
@@ -195,20 +195,20 @@ fn read_file(
     path: &Path,
     file: &str,
     seq: &mut Option<SeqOrigin>,
-) -> Result<Vec<(String, Windows)>, TextError> {
-    let reader = File::open(path).map_err(|error| TextError::Io {
+) -> Result<Vec<(String, Windows)>, DataError> {
+    let reader = File::open(path).map_err(|error| DataError::Read {
         path: path.to_path_buf(),
         error,
     })?;
     let parsed: LeafFile = serde_json::from_reader(BufReader::with_capacity(READ_BUFFER, reader))
         .map_err(|error| {
         if error.is_io() {
-            TextError::Io {
+            DataError::Read {
                 path: path.to_path_buf(),
                 error: error.into(),
             }
         } else {
-            TextError::Json {
+            DataError::Json {
                 file: file.to_owned(),
                 error,
             }
@@ -222,20 +222,20 @@ fn check_file(
     parsed: LeafFile,
     file: &str,
     seq: &mut Option<SeqOrigin>,
-) -> Result<Vec<(String, Windows)>, TextError> {
+) -> Result<Vec<(String, Windows)>, DataError> {
     let LeafFile {
         users,
         num_samples,
         user_data: UserData(data),
     } = parsed;
     if users.len() != num_samples.len() {
-        return Err(TextError::CountsLength {
+        return Err(DataError::CountsLength {
             file: file.to_owned(),
             users: users.len(),
             counts: num_samples.len(),
         });
     }
-    let repeated = |user: &str, field| TextError::RepeatedUser {
+    let repeated = |user: &str, field| DataError::RepeatedUser {
         file: file.to_owned(),
         user: user.to_owned(),
         field,
@@ -252,7 +252,7 @@ fn check_file(
             return Err(repeated(user, "user_data"));
         }
         if !listed.contains(user.as_str()) {
-            return Err(TextError::UnlistedUser {
+            return Err(DataError::UnlistedUser {
                 file: file.to_owned(),
                 user: user.clone(),
             });
@@ -262,7 +262,7 @@ fn check_file(
     let mut out = Vec::with_capacity(users.len());
     for (user, expected) in users.into_iter().zip(num_samples) {
         let Some(raw) = by_name.remove(&user) else {
-            return Err(TextError::MissingUserData {
+            return Err(DataError::MissingUserData {
                 file: file.to_owned(),
                 user,
             });
@@ -280,19 +280,19 @@ fn check_user(
     expected: u64,
     file: &str,
     seq: &mut Option<SeqOrigin>,
-) -> Result<Windows, TextError> {
+) -> Result<Windows, DataError> {
     let RawUser { x, y } = raw;
     if let Some(defect) = x.defect.or(y.defect) {
         return Err(defect.into_error(file, user, x.len));
     }
     if x.len == Some(0) {
-        return Err(TextError::EmptyWindow {
+        return Err(DataError::EmptyWindow {
             file: file.to_owned(),
             user: user.to_owned(),
         });
     }
     if x.count != y.count {
-        return Err(TextError::XyMismatch {
+        return Err(DataError::XyMismatch {
             file: file.to_owned(),
             user: user.to_owned(),
             x: x.count,
@@ -300,7 +300,7 @@ fn check_user(
         });
     }
     if usize::try_from(expected).ok() != Some(x.count) {
-        return Err(TextError::SampleCount {
+        return Err(DataError::SampleCount {
             file: file.to_owned(),
             user: user.to_owned(),
             expected,
@@ -309,14 +309,14 @@ fn check_user(
         });
     }
     let Some(len) = x.len else {
-        return Err(TextError::EmptyUser {
+        return Err(DataError::EmptyUser {
             file: file.to_owned(),
             user: user.to_owned(),
         });
     };
     match seq {
         Some(origin) if origin.len != len => {
-            return Err(TextError::WindowLength {
+            return Err(DataError::WindowLength {
                 file: file.to_owned(),
                 user: user.to_owned(),
                 window: 0,
@@ -337,7 +337,7 @@ fn check_user(
     Windows::new(len, x.symbols, y.next)
 }
 
-/// The first window of `user` in `file`, in words (for [`TextError::WindowLength`]).
+/// The first window of `user` in `file`, in words (for [`DataError::WindowLength`]).
 fn first_window(user: &str, file: &str) -> String {
     format!("x[0] of user {user:?} in {file}")
 }
@@ -410,17 +410,17 @@ enum Defect {
 
 impl Defect {
     /// The error, for `user` of `file` whose first window has length `first_len`.
-    fn into_error(self, file: &str, user: &str, first_len: Option<usize>) -> TextError {
+    fn into_error(self, file: &str, user: &str, first_len: Option<usize>) -> DataError {
         let (file, user) = (file.to_owned(), user.to_owned());
         match self {
-            Defect::Symbol { field, index, ch } => TextError::Symbol {
+            Defect::Symbol { field, index, ch } => DataError::Symbol {
                 file,
                 user,
                 field,
                 index,
                 ch,
             },
-            Defect::Length { index, found } => TextError::WindowLength {
+            Defect::Length { index, found } => DataError::WindowLength {
                 first: first_window(&user, &file),
                 file,
                 user,
@@ -432,7 +432,7 @@ impl Defect {
                 index,
                 shown,
                 chars,
-            } => TextError::Target {
+            } => DataError::Target {
                 file,
                 user,
                 index,
@@ -697,7 +697,7 @@ mod tests {
 
     /// A valid train/ and test/ pair for `U1` around `broken` (path, content), which
     /// replaces the file of the same path.
-    fn read_with(broken: (&str, String)) -> (tempfile::TempDir, TextError) {
+    fn read_with(broken: (&str, String)) -> (tempfile::TempDir, DataError) {
         let good = file_json(&[small("U1")]).to_string();
         let mut files = vec![("train/a.json", good.clone()), ("test/a.json", good)];
         files.retain(|(p, _)| *p != broken.0);
@@ -708,7 +708,7 @@ mod tests {
     }
 
     /// Asserts that `err`'s message names every one of `parts`.
-    fn names_all(err: &TextError, parts: &[&str]) {
+    fn names_all(err: &DataError, parts: &[&str]) {
         let msg = err.to_string();
         assert!(!msg.contains('\n'), "{msg}");
         for part in parts {
@@ -804,7 +804,7 @@ mod tests {
             r#"{"users": ["U1"], "num_samples": [2], "user_data": {"U1": {"x": ["abcdefgh","#
                 .to_owned(),
         ));
-        assert!(matches!(err, TextError::Json { .. }), "{err}");
+        assert!(matches!(err, DataError::Json { .. }), "{err}");
         names_all(&err, &["bad.json", "not a LEAF JSON file", "line 1"]);
         for (content, says) in [
             (
@@ -822,11 +822,11 @@ mod tests {
             ),
         ] {
             let (_dir, err) = read_with(("train/a.json", content.to_string()));
-            assert!(matches!(err, TextError::Json { .. }), "{err}");
+            assert!(matches!(err, DataError::Json { .. }), "{err}");
             names_all(&err, &["a.json", says]);
         }
         let (_dir, err) = read_with(("test/a.json", "{} trailing".to_owned()));
-        assert!(matches!(err, TextError::Json { .. }), "{err}");
+        assert!(matches!(err, DataError::Json { .. }), "{err}");
     }
 
     #[test]
@@ -837,7 +837,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::SampleCount {
+                DataError::SampleCount {
                     expected: 3,
                     x: 2,
                     y: 2,
@@ -852,7 +852,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::CountsLength {
+                DataError::CountsLength {
                     users: 1,
                     counts: 2,
                     ..
@@ -871,7 +871,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::Symbol {
+                DataError::Symbol {
                     field: "x",
                     index: 1,
                     ch: '|',
@@ -889,7 +889,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::Symbol {
+                DataError::Symbol {
                     field: "y",
                     index: 1,
                     ..
@@ -904,12 +904,12 @@ mod tests {
     fn rejects_an_empty_user() {
         let file = file_json(&[small("U1"), ("U2", vec![], vec![])]);
         let (_dir, err) = read_with(("train/a.json", file.to_string()));
-        assert!(matches!(err, TextError::EmptyUser { .. }), "{err}");
+        assert!(matches!(err, DataError::EmptyUser { .. }), "{err}");
         names_all(&err, &["a.json", "user \"U2\" has no windows"]);
         let empty = strings(&["", ""]);
         let file = file_json(&[("U1", empty, strings(&["i", "j"]))]);
         let (_dir, err) = read_with(("test/a.json", file.to_string()));
-        assert!(matches!(err, TextError::EmptyWindow { .. }), "{err}");
+        assert!(matches!(err, DataError::EmptyWindow { .. }), "{err}");
         names_all(&err, &["a.json", "\"U1\""]);
     }
 
@@ -924,7 +924,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::Target {
+                DataError::Target {
                     index: 0,
                     chars: 2,
                     ..
@@ -953,7 +953,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::WindowLength {
+                DataError::WindowLength {
                     window: 1,
                     found: 9,
                     expected: 8,
@@ -977,7 +977,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::WindowLength {
+                DataError::WindowLength {
                     found: 9,
                     expected: 8,
                     ..
@@ -1003,7 +1003,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::UnmatchedUser {
+                DataError::UnmatchedUser {
                     present: "train",
                     ..
                 }
@@ -1016,7 +1016,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::UnmatchedUser {
+                DataError::UnmatchedUser {
                     present: "test",
                     ..
                 }
@@ -1032,20 +1032,20 @@ mod tests {
         file["users"] = json!(["U1", "U9"]);
         file["num_samples"] = json!([2, 2]);
         let (_dir, err) = read_with(("train/a.json", file.to_string()));
-        assert!(matches!(err, TextError::MissingUserData { .. }), "{err}");
+        assert!(matches!(err, DataError::MissingUserData { .. }), "{err}");
         names_all(&err, &["a.json", "\"U9\""]);
         let mut file = file_json(&[small("U1"), small("U2")]);
         file["users"] = json!(["U1"]);
         file["num_samples"] = json!([2]);
         let (_dir, err) = read_with(("train/a.json", file.to_string()));
-        assert!(matches!(err, TextError::UnlistedUser { .. }), "{err}");
+        assert!(matches!(err, DataError::UnlistedUser { .. }), "{err}");
         names_all(&err, &["a.json", "\"U2\""]);
         let mut file = file_json(&[small("U1")]);
         file["users"] = json!(["U1", "U1"]);
         file["num_samples"] = json!([2, 2]);
         let (_dir, err) = read_with(("train/a.json", file.to_string()));
         assert!(
-            matches!(err, TextError::RepeatedUser { field: "users", .. }),
+            matches!(err, DataError::RepeatedUser { field: "users", .. }),
             "{err}"
         );
         let entry = r#"{"x": ["abcdefgh"], "y": ["i"]}"#;
@@ -1056,7 +1056,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::RepeatedUser {
+                DataError::RepeatedUser {
                     field: "user_data",
                     ..
                 }
@@ -1067,13 +1067,13 @@ mod tests {
         let file = file_json(&[("U1", strings(&["abcdefgh", "bcdefghi"]), strings(&["i"]))]);
         let (_dir, err) = read_with(("train/a.json", file.to_string()));
         assert!(
-            matches!(err, TextError::XyMismatch { x: 2, y: 1, .. }),
+            matches!(err, DataError::XyMismatch { x: 2, y: 1, .. }),
             "{err}"
         );
         names_all(&err, &["a.json", "\"U1\""]);
         // A user in two files of one folder.
         let (dir, err) = read_with(("train/b.json", file_json(&[small("U1")]).to_string()));
-        assert!(matches!(err, TextError::DuplicateUser { .. }), "{err}");
+        assert!(matches!(err, DataError::DuplicateUser { .. }), "{err}");
         let first = dir
             .path()
             .join("train")
@@ -1093,18 +1093,18 @@ mod tests {
     fn rejects_missing_folders_files_and_users() {
         let dir = tempfile::tempdir().unwrap();
         let err = read_leaf_dir(&dir.path().join("nope")).unwrap_err();
-        assert!(matches!(err, TextError::NotADirectory { .. }), "{err}");
+        assert!(matches!(err, DataError::NotADirectory { .. }), "{err}");
         let err = read_leaf_dir(dir.path()).unwrap_err();
         names_all(&err, &["train is not a directory"]);
         let good = file_json(&[small("U1")]).to_string();
         let dir = dir_with(&[("train/a.json", good.clone())]);
         let err = read_leaf_dir(dir.path()).unwrap_err();
-        assert!(matches!(err, TextError::NoJsonFiles { .. }), "{err}");
+        assert!(matches!(err, DataError::NoJsonFiles { .. }), "{err}");
         names_all(&err, &["no `*.json` file in", "test"]);
         let none = file_json(&[]).to_string();
         let dir = dir_with(&[("train/a.json", none), ("test/a.json", good)]);
         let err = read_leaf_dir(dir.path()).unwrap_err();
-        assert!(matches!(err, TextError::NoUsers { .. }), "{err}");
+        assert!(matches!(err, DataError::NoUsers { .. }), "{err}");
         names_all(&err, &["no user in the JSON files of", "train"]);
     }
 }

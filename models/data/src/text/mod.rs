@@ -14,10 +14,9 @@
 //! - [`choose_clients`] draws the clients of a run among those with enough text, and
 //!   [`TextClient::truncate`] caps their windows for quick runs.
 //!
-//! Every reader refuses malformed input with a [`TextError`] naming the file, the user and
+//! Every reader refuses malformed input with a [`DataError`] naming the file, the user and
 //! the offending value.
 
-mod error;
 #[cfg(feature = "leaf")]
 mod leaf;
 mod raw;
@@ -27,7 +26,7 @@ use std::ops::Range;
 use hgp_base::rng::stream;
 use rand::RngExt;
 
-pub use error::TextError;
+pub use crate::DataError;
 #[cfg(feature = "leaf")]
 pub use leaf::read_leaf_dir;
 pub use raw::{Speaker, parse_complete_works, read_raw_text};
@@ -102,10 +101,10 @@ impl Windows {
     ///
     /// # Errors
     ///
-    /// [`TextError::Shape`] unless `symbols.len() == next.len() · seq`.
-    pub fn new(seq: usize, symbols: Vec<u8>, next: Vec<u8>) -> Result<Self, TextError> {
+    /// [`DataError::WindowShape`] unless `symbols.len() == next.len() · seq`.
+    pub fn new(seq: usize, symbols: Vec<u8>, next: Vec<u8>) -> Result<Self, DataError> {
         if next.len().checked_mul(seq) != Some(symbols.len()) {
-            return Err(TextError::Shape {
+            return Err(DataError::WindowShape {
                 detail: format!(
                     "{} symbols for {} windows of {seq}",
                     symbols.len(),
@@ -249,14 +248,14 @@ impl TextClient {
 ///
 /// # Errors
 ///
-/// [`TextError::TooFewClients`] if fewer than `n` clients have enough windows, saying how
+/// [`DataError::TooFewClients`] if fewer than `n` clients have enough windows, saying how
 /// many do.
 pub fn choose_clients(
     clients: Vec<TextClient>,
     n: usize,
     min_windows: usize,
     seed: u64,
-) -> Result<Vec<TextClient>, TextError> {
+) -> Result<Vec<TextClient>, DataError> {
     let counts: Vec<(&str, usize)> = clients
         .iter()
         .map(|c| (c.name.as_str(), c.min_windows()))
@@ -272,19 +271,19 @@ pub fn choose_clients(
 ///
 /// # Errors
 ///
-/// [`TextError::TooFewClients`] as [`choose_clients`].
+/// [`DataError::TooFewClients`] as [`choose_clients`].
 pub fn choose_by_counts(
     counts: &[(&str, usize)],
     n: usize,
     min_windows: usize,
     seed: u64,
-) -> Result<Vec<usize>, TextError> {
+) -> Result<Vec<usize>, DataError> {
     let mut eligible: Vec<usize> = (0..counts.len())
         .filter(|&k| counts[k].1 >= min_windows)
         .collect();
     eligible.sort_by(|&a, &b| counts[a].0.cmp(counts[b].0));
     if eligible.len() < n {
-        return Err(TextError::TooFewClients {
+        return Err(DataError::TooFewClients {
             wanted: n,
             eligible: eligible.len(),
             total: counts.len(),
@@ -330,7 +329,7 @@ mod tests {
         send_sync::<Windows>();
         send_sync::<TextClient>();
         send_sync::<Speaker>();
-        send_sync::<TextError>();
+        send_sync::<DataError>();
     }
 
     #[test]
@@ -418,7 +417,7 @@ mod tests {
         assert!(Windows::new(2, vec![0; 4], vec![1, 2]).is_ok());
         let err = Windows::new(2, vec![0; 5], vec![1, 2]).unwrap_err();
         assert!(
-            matches!(err, TextError::Shape { .. })
+            matches!(err, DataError::WindowShape { .. })
                 && err.to_string().contains("5 symbols for 2 windows of 2"),
             "{err}"
         );
@@ -492,7 +491,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                TextError::TooFewClients {
+                DataError::TooFewClients {
                     wanted: 17,
                     eligible: 16,
                     total: 20,

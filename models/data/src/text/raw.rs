@@ -40,7 +40,7 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::path::Path;
 
-use super::{TextClient, TextError, Windows, byte_index, char_at};
+use super::{DataError, TextClient, Windows, byte_index, char_at};
 
 /// Largest text file read (the complete works are about 5.5 MB).
 const MAX_TEXT_BYTES: u64 = 1 << 30;
@@ -134,15 +134,15 @@ fn join_symbols(lines: &[String]) -> Vec<u8> {
 ///
 /// # Errors
 ///
-/// [`TextError::Io`] if the file cannot be read, [`TextError::TooLarge`] beyond 1 GiB,
-/// [`TextError::Utf8`] if it is not UTF-8 (naming the byte offset), and the errors of
+/// [`DataError::Read`] if the file cannot be read, [`DataError::TooLarge`] beyond 1 GiB,
+/// [`DataError::Utf8`] if it is not UTF-8 (naming the byte offset), and the errors of
 /// [`parse_complete_works`].
-pub fn read_raw_text(path: &Path) -> Result<Vec<Speaker>, TextError> {
-    let io = |error| TextError::Io {
+pub fn read_raw_text(path: &Path) -> Result<Vec<Speaker>, DataError> {
+    let io = |error| DataError::Read {
         path: path.to_path_buf(),
         error,
     };
-    let too_large = |bytes| TextError::TooLarge {
+    let too_large = |bytes| DataError::TooLarge {
         path: path.to_path_buf(),
         bytes,
         limit: MAX_TEXT_BYTES,
@@ -161,7 +161,7 @@ pub fn read_raw_text(path: &Path) -> Result<Vec<Speaker>, TextError> {
         return Err(too_large(bytes.len() as u64));
     }
     let file = path.display().to_string();
-    let text = String::from_utf8(bytes).map_err(|e| TextError::Utf8 {
+    let text = String::from_utf8(bytes).map_err(|e| DataError::Utf8 {
         file: file.clone(),
         offset: e.utf8_error().valid_up_to(),
     })?;
@@ -175,11 +175,11 @@ pub fn read_raw_text(path: &Path) -> Result<Vec<Speaker>, TextError> {
 ///
 /// # Errors
 ///
-/// [`TextError::SnippetSymbol`] for a character outside the vocabulary in a snippet of a
+/// [`DataError::SnippetSymbol`] for a character outside the vocabulary in a snippet of a
 /// play that is kept (naming the line, from 1, and the user; characters outside the
-/// vocabulary in skipped lines are fine), and [`TextError::NoSpeakers`] if no play has two
+/// vocabulary in skipped lines are fine), and [`DataError::NoSpeakers`] if no play has two
 /// speaking characters.
-pub fn parse_complete_works(text: &str, file: &str) -> Result<Vec<Speaker>, TextError> {
+pub fn parse_complete_works(text: &str, file: &str) -> Result<Vec<Speaker>, DataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text
         .split_terminator('\n')
@@ -232,7 +232,7 @@ pub fn parse_complete_works(text: &str, file: &str) -> Result<Vec<Speaker>, Text
         done.finish(file, &mut speakers)?;
     }
     if speakers.list.is_empty() {
-        return Err(TextError::NoSpeakers {
+        return Err(DataError::NoSpeakers {
             file: file.to_owned(),
         });
     }
@@ -349,12 +349,12 @@ impl<'t> Play<'t> {
     }
 
     /// Adds the characters to `speakers` unless the play is degenerate or skipped.
-    fn finish(self, file: &str, speakers: &mut Speakers) -> Result<(), TextError> {
+    fn finish(self, file: &str, speakers: &mut Speakers) -> Result<(), DataError> {
         if self.skipped || self.characters.len() < 2 {
             return Ok(());
         }
         if let Some((line, c, ch)) = self.bad {
-            return Err(TextError::SnippetSymbol {
+            return Err(DataError::SnippetSymbol {
                 file: file.to_owned(),
                 line,
                 user: user_name(self.title, &self.characters[c].0),
@@ -547,13 +547,13 @@ mod tests {
         bytes.splice(100..100, [b'x', 0xff, b'y']);
         fs::write(&path, bytes).unwrap();
         let err = read_raw_text(&path).unwrap_err();
-        assert!(matches!(err, TextError::Utf8 { offset: 101, .. }), "{err}");
+        assert!(matches!(err, DataError::Utf8 { offset: 101, .. }), "{err}");
         assert!(
             err.to_string().contains("100.txt: not UTF-8") && err.to_string().contains("101"),
             "{err}"
         );
         let err = read_raw_text(&dir.path().join("missing.txt")).unwrap_err();
-        assert!(matches!(err, TextError::Io { .. }), "{err}");
+        assert!(matches!(err, DataError::Read { .. }), "{err}");
         assert!(err.to_string().contains("missing.txt"), "{err}");
         // Checked from the size, before reading (a sparse file).
         let big = dir.path().join("big.txt");
@@ -562,7 +562,7 @@ mod tests {
             .set_len(MAX_TEXT_BYTES + 1)
             .unwrap();
         let err = read_raw_text(&big).unwrap_err();
-        assert!(matches!(err, TextError::TooLarge { .. }), "{err}");
+        assert!(matches!(err, DataError::TooLarge { .. }), "{err}");
         assert!(
             err.to_string().contains("big.txt: 1073741825 bytes"),
             "{err}"
@@ -591,7 +591,7 @@ mod tests {
             let err = parse_complete_works(&lines.join("\r\n"), "works.txt").unwrap_err();
             let user = format!("{HAMLET}_{user}");
             assert!(
-                matches!(&err, TextError::SnippetSymbol { line, user: u, ch, .. }
+                matches!(&err, DataError::SnippetSymbol { line, user: u, ch, .. }
                     if *line == k + 1 && *u == user && *ch == line_of),
                 "{err}"
             );
@@ -614,7 +614,7 @@ mod tests {
             "T\n\nby William Shakespeare\n  A. b\n",
         ] {
             let err = parse_complete_works(text, "x.txt").unwrap_err();
-            assert!(matches!(err, TextError::NoSpeakers { .. }), "{err}");
+            assert!(matches!(err, DataError::NoSpeakers { .. }), "{err}");
             assert!(err.to_string().starts_with("x.txt: no play"), "{err}");
         }
         // The same character in two plays of one title is one speaker.
