@@ -360,8 +360,9 @@ impl EstimatorArgs {
         self.batch.unwrap_or(defaults.batch)
     }
 
-    /// HGP's options, with the command's defaults where an option was left out.
-    pub fn hgp_options(&self, seed: u64, defaults: &Defaults) -> Result<HgpOptions> {
+    /// HGP's options, with the command's defaults where an option was left out, drawing
+    /// from the estimator's random `stream`.
+    pub fn hgp_options(&self, stream: u64, defaults: &Defaults) -> Result<HgpOptions> {
         Ok(HgpOptions {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
             eta: resolve_step(self.eta, defaults.eta, self.power_iterations)?,
@@ -371,12 +372,13 @@ impl EstimatorArgs {
             } else {
                 SampleMode::Independent
             },
-            seed: derive(seed, domain::ESTIMATOR),
+            seed: stream,
         })
     }
 
-    /// The options of paper 004's iterative estimators with SGP step `gamma`.
-    pub fn pdbo_options(&self, gamma: f64, seed: u64, defaults: &Defaults) -> PdboOptions {
+    /// The options of paper 004's iterative estimators with SGP step `gamma`, drawing from
+    /// the estimator's random `stream`.
+    pub fn pdbo_options(&self, gamma: f64, stream: u64, defaults: &Defaults) -> PdboOptions {
         PdboOptions {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
             gamma,
@@ -386,7 +388,7 @@ impl EstimatorArgs {
             } else {
                 SampleMode::Independent
             },
-            seed: derive(seed, domain::ESTIMATOR),
+            seed: stream,
         }
     }
 
@@ -398,7 +400,7 @@ impl EstimatorArgs {
         parts: &Parts<'_, T>,
         defaults: &Defaults,
     ) -> Result<Built<T, C>> {
-        let (net, gamma, seed) = (parts.network, parts.gamma, parts.seed);
+        let (net, gamma, seed) = (parts.network, parts.gamma, parts.stream);
         let on = parts.placement.clone();
         let network = || net.network.clone();
         let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
@@ -443,11 +445,12 @@ impl EstimatorArgs {
         }
     }
 
-    /// The options of the federated estimators, with C = `fraction`.
+    /// The options of the federated estimators, with C = `fraction`, drawing from the
+    /// estimator's random `stream`.
     pub fn federated_options(
         &self,
         fraction: f64,
-        seed: u64,
+        stream: u64,
         defaults: &Defaults,
     ) -> FederatedOptions {
         let f = &self.federated;
@@ -459,7 +462,7 @@ impl EstimatorArgs {
             neumann_step: f.neumann_step.unwrap_or(FED_NEUMANN_STEP),
             fraction,
             batch: self.batch(defaults),
-            seed: derive(seed, domain::ESTIMATOR),
+            seed: stream,
             participants_only: false,
         }
     }
@@ -475,8 +478,9 @@ pub struct Parts<'a, T> {
     pub gamma: f64,
     /// The participation C of a server.
     pub fraction: f64,
-    /// The run's seed.
-    pub seed: u64,
+    /// The estimator's random stream: the run's `derive(seed, domain::ESTIMATOR)`, or one
+    /// stream per repetition (`hgp error`'s seeds).
+    pub stream: u64,
     /// Where the clients live (the estimators that run over ranks compute their own
     /// clients' terms there).
     pub placement: &'a Placement,

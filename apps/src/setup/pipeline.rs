@@ -227,7 +227,7 @@ impl<'a> Pipeline<'a> {
             network: &net,
             gamma: self.pdbo_gamma(defaults)?,
             fraction: self.averager.fraction.unwrap_or(FRACTION),
-            seed: self.seed,
+            stream: derive(self.seed, domain::ESTIMATOR),
             placement: &self.placement,
         };
         self.estimator.construct(&parts, defaults)
@@ -318,7 +318,9 @@ impl<'a> Pipeline<'a> {
         let n = clients.len();
         let averager: Box<dyn Averager<T>> =
             Box::new(ExactAverage::new(n)?.with_placement(self.placement.clone()));
-        let mut options = self.estimator.hgp_options(self.seed, defaults)?;
+        let mut options = self
+            .estimator
+            .hgp_options(derive(self.seed, domain::ESTIMATOR), defaults)?;
         if let Some(eta) = eta {
             options.eta = Eta::Fixed(eta);
         }

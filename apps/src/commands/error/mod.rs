@@ -12,10 +12,7 @@ use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Placement};
 use hgp_graphs::rng;
 use hgp_hypergrad::OnProgress;
-use hgp_hypergrad::{
-    EXACT_MAX_SIZE, Eta, Exact, Hgp, HgpOptions, HyperGradient, PdboExact, PdboHgp, PdboOptions,
-    SampleMode, Srb,
-};
+use hgp_hypergrad::{EXACT_MAX_SIZE, Exact, HyperGradient, PdboExact};
 use hgp_inner_solvers::{
     ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp,
 };
@@ -28,31 +25,15 @@ use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
 use crate::setup::{
-    AveragerArgs, AveragerKind, ConvergenceArgs, DataArgs, EtaArg, FIG1_MILESTONES, FIG1_STEPS,
-    FRACTION, InnerKind, L2_LAMBDA, NetworkArgs, SolveContext, at_least_one, check_batch,
-    comma_list, derive, domain, eta_help, l2_lambda, parse_eta, positive, power_help,
-    refuse_unused, resolve_step, train_sizes, with_default,
+    AveragerArgs, AveragerKind, Built, ConvergenceArgs, DataArgs, Defaults, EstimatorArgs,
+    EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, FederatedArgs, InnerKind,
+    L2_LAMBDA, NetworkArgs, Parts, SolveContext, at_least_one, check_batch, comma_list, derive,
+    domain, eta_help, l2_lambda, parse_eta, positive, power_help, refuse_unused, resolve_step,
+    train_sizes, with_default,
 };
 
 use protocol::{Curve, error_curve, error_of_mean};
 use report::{write_mean_rows, write_rows};
-
-/// The estimators whose error `hgp error` draws.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ErrorEstimator {
-    /// HGP of the NeurIPS paper (Alg. 2) against its exact d_λF, for each Push-Sum S.
-    Hgp,
-    /// HGP of paper 004 (Alg. 2, eq. 12) against paper 004's exact eq. 8 (pdbo-exact).
-    PdboHgp,
-    /// SRB of paper 004 (eq. 9) against paper 004's exact eq. 8 (pdbo-exact).
-    Srb,
-}
-
-impl ErrorEstimator {
-    fn pdbo(self) -> bool {
-        self != Self::Hgp
-    }
-}
 
 /// The inner SGP's final learning rate under the Fig. 1 schedule (2 × 0.1^10).
 fn fig1_final_lr() -> f64 {
@@ -91,7 +72,7 @@ pub fn after_help() -> String {
     )
 }
 
-crate::report::serialize_by_value_name!(ErrorEstimator, Panels);
+crate::report::serialize_by_value_name!(Panels);
 
 /// Options of `hgp error`.
 #[derive(Args, Debug, Serialize)]
@@ -161,9 +142,10 @@ pub struct ErrorCmd {
     /// Whose error: the NeurIPS paper's HGP (one curve per Push-Sum S), or paper 004's HGP
     /// or SRB (one exchange per term: no S), each against its own exact value at the same
     /// inner solution; paper 004's also get the error of their mean over the seeds (they are
-    /// unbiased for eq. 8 truncated at m).
-    #[arg(long, value_enum, default_value_t = ErrorEstimator::Hgp)]
-    estimator: ErrorEstimator,
+    /// unbiased for eq. 8 truncated at m). The iterative estimators only: hgp (against the
+    /// exact d_λF, for each Push-Sum S), pdbo-hgp and srb (against paper 004's exact eq. 8).
+    #[arg(long, value_enum, default_value_t = EstimatorKind::Hgp)]
+    estimator: EstimatorKind,
     /// The SGP step γ that --estimator pdbo-hgp / srb differentiate [default: the inner
     /// SGP's final learning rate, 2e-10 under the Fig. 1 schedule, so that the series barely
     /// moves within M terms: give a step such as 1].
@@ -196,7 +178,6 @@ const REPORT_AT: [usize; 4] = [0, 10, 100, 1000];
 pub struct Checked {
     seeds: usize,
     m_max: usize,
-    eta: Eta,
     gamma: f64,
     steps: Vec<usize>,
     clients: Vec<L2Logistic<f64>>,
@@ -222,6 +203,18 @@ impl ErrorCmd {
         at_least_one(&[("--seeds", seeds), ("--neumann-terms", m_max)])?;
         self.data.validate()?;
         self.network.validate()?;
+        if !self.estimator.iterative() {
+            let iterative: Vec<&str> = EstimatorKind::value_variants()
+                .iter()
+                .filter(|k| k.iterative())
+                .map(|k| k.name())
+                .collect();
+            bail!(
+                "hgp error draws the error of an iterative estimator against its terms m: --estimator {}, not {}",
+                iterative.join(", "),
+                self.estimator.name()
+            );
+        }
         let pdbo = self.estimator.pdbo();
         self.averager_args(None)
             .validate(!pdbo, self.network.network, self.estimator_name())?;
@@ -274,11 +267,10 @@ impl ErrorCmd {
             "--batch sets the mini-batch panel (Fig. 1b); --panels full has none".to_string()
         })?;
         at_least_one(&[("--batch", self.batch.unwrap_or(BATCH))])?;
-        let eta = if pdbo {
-            Eta::Fixed(1.0)
-        } else {
-            resolve_step(self.eta, ETA, self.power_iterations)?
-        };
+        if !pdbo {
+            // Checked now; the registry resolves the same step when it builds HGP.
+            resolve_step(self.eta, ETA, self.power_iterations)?;
+        }
         self.memory_plan(seeds, m_max, steps.len()).check()?;
         // The data are read (or drawn) now: their sizes are checked before any work.
         let (data, description) = self.data.load(self.seed)?;
@@ -313,7 +305,6 @@ impl ErrorCmd {
         Ok(Checked {
             seeds,
             m_max,
-            eta,
             gamma,
             steps,
             clients,
@@ -359,24 +350,41 @@ impl ErrorCmd {
     }
 
     fn estimator_name(&self) -> &'static str {
-        match self.estimator {
-            ErrorEstimator::Hgp => "hgp",
-            ErrorEstimator::PdboHgp => "pdbo-hgp",
-            ErrorEstimator::Srb => "srb",
-        }
+        self.estimator.name()
     }
 
     /// The name of the curve of S steps (0: an averager without steps).
     fn series_label(&self, s: usize) -> String {
         match self.estimator {
-            ErrorEstimator::PdboHgp => return "HGP of paper 004".to_string(),
-            ErrorEstimator::Srb => return "SRB".to_string(),
-            ErrorEstimator::Hgp => {}
+            EstimatorKind::PdboHgp => return "HGP of paper 004".to_string(),
+            EstimatorKind::Srb => return "SRB".to_string(),
+            _ => {}
         }
         match self.averager.unwrap_or(AveragerKind::PushSum) {
             _ if s > 0 => format!("S = {s}"),
             AveragerKind::Central => "central server".to_string(),
             _ => "exact average".to_string(),
+        }
+    }
+
+    /// The estimator options of the registry ([`EstimatorArgs::construct`]): the kind, the
+    /// step η and its power iterations; the terms and the batch come with the defaults.
+    fn estimator_args(&self) -> EstimatorArgs {
+        EstimatorArgs {
+            estimator: self.estimator,
+            neumann_terms: None,
+            eta: self.eta,
+            power_iterations: self.power_iterations,
+            batch: None,
+            shared_samples: false,
+            pdbo_lr: self.pdbo_lr,
+            federated: FederatedArgs {
+                inner_steps: None,
+                inner_lr: None,
+                neumann_step: None,
+                local_steps: None,
+                aggitd_index: None,
+            },
         }
     }
 
@@ -445,7 +453,6 @@ impl Experiment for ErrorCmd {
         let Checked {
             seeds,
             m_max,
-            eta,
             gamma,
             steps,
             clients,
@@ -513,41 +520,35 @@ impl Experiment for ErrorCmd {
             let net =
                 self.network
                     .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
-            let seed = rng::key(self.seed, domain::ESTIMATOR, k);
-            let pdbo_options = PdboOptions {
-                neumann_terms: m_max,
-                gamma,
-                batch: setup.batch,
-                samples: if self.estimator == ErrorEstimator::Srb {
-                    SampleMode::Independent
-                } else {
-                    SampleMode::Shared
-                },
-                seed,
+            // The one registry builds it: M = m_max, the panel's batch, each repetition k its
+            // own estimator stream, network and averager.
+            let averager = || {
+                self.averager_args((s > 0).then_some(s)).build_on::<f64>(
+                    &net,
+                    rng::key(self.seed, domain::AVERAGER, k),
+                    placement,
+                )
             };
-            let on = placement.clone();
-            let estimator: Box<dyn HyperGradient<f64, L2Logistic<f64>>> = match self.estimator {
-                ErrorEstimator::PdboHgp => {
-                    Box::new(PdboHgp::new(net.network, pdbo_options)?.with_placement(on))
-                }
-                ErrorEstimator::Srb => {
-                    Box::new(Srb::new(net.network, pdbo_options)?.with_placement(on))
-                }
-                ErrorEstimator::Hgp => {
-                    let averager = self.averager_args((s > 0).then_some(s)).build_on::<f64>(
-                        &net,
-                        rng::key(self.seed, domain::AVERAGER, k),
-                        &on,
-                    )?;
-                    let options = HgpOptions {
-                        neumann_terms: m_max,
-                        eta,
-                        batch: setup.batch,
-                        samples: SampleMode::Independent,
-                        seed,
-                    };
-                    Box::new(Hgp::new(averager, options)?)
-                }
+            let parts = Parts {
+                averager: &averager,
+                network: &net,
+                gamma,
+                fraction: self.fraction.unwrap_or(FRACTION),
+                stream: rng::key(self.seed, domain::ESTIMATOR, k),
+                placement,
+            };
+            let defaults = Defaults {
+                neumann_terms: m_max,
+                eta: ETA,
+                batch: setup.batch,
+                ..Defaults::LOGISTIC
+            };
+            let Built::PostHoc(estimator) = self.estimator_args().construct(&parts, &defaults)?
+            else {
+                bail!(
+                    "--estimator {} runs its own lower level",
+                    self.estimator.name()
+                );
             };
             error_curve(
                 estimator,
