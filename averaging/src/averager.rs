@@ -17,7 +17,10 @@ pub trait Averager<T: Scalar>: Send + Describe {
     fn n(&self) -> usize;
 
     /// Averages `buffer` in place and returns what the exchange cost.
-    fn average(&mut self, buffer: &mut ClientBuffer<T>) -> Result<CommCost>;
+    fn average(
+        &mut self,
+        buffer: &mut ClientBuffer<T>,
+    ) -> std::result::Result<CommCost, AveragingError>;
 
     /// Where the clients' rows live: with a distributed placement, [`Averager::average`]
     /// leaves valid values in the rows this process owns, and algorithms compute those rows

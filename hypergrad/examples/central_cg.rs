@@ -8,8 +8,8 @@
 //! fixed-point formula gives at any x (see `Exact`). Run with
 //! `cargo run --release -p hgp-hypergrad --example central_cg`.
 
+use hgp_hypergrad::models::data::{SyntheticConfig, generate_synthetic};
 use hgp_hypergrad::prelude::*;
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 
 /// Conjugate gradients on the summed Hessian, run by a server.
 struct CentralCg {

@@ -9,10 +9,14 @@
 //! so H = Σ_i (A_iᵀA_i/m_i + λ_i I), x* = H⁻¹ Σ_i A_iᵀ b_i/m_i, ∂²_{xλ_i} g_i · u = xᵀu, and
 //! d_{λ_i}F = −x*ᵀ H⁻¹ Σ_k ∂_x f_k(x*): the same number for every client (each λ_i enters
 //! Σ_i g_i the same way).
+//!
+//! Written as a crate of one's own would be: everything of the library comes through
+//! `hgp_hypergrad::prelude`; the closed forms use `nalgebra` and the data draws `rand`'s
+//! `random_range` on the library's seeded streams (`rng::stream`), the two crates such a crate
+//! would list next to `hgp-hypergrad` (`nalgebra = "0.35"`, `rand = "0.10"`).
 
 use std::sync::Arc;
 
-use hgp_graphs::rng;
 use hgp_hypergrad::prelude::*;
 use nalgebra::{DMatrix, DVector};
 use rand::RngExt;
@@ -223,8 +227,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let test = ConvergenceTest::default();
     test.assess(&Placement::local(), &clients, &lambda, &x0, &sgp)
-        .verdict(&test)
-        .map_err(|why| format!("SGP did not reach a solution: {why:?}"))?;
+        .check(&test)
+        .map_err(|why| format!("SGP did not reach a solution: {why}"))?;
 
     // 3. Hyper-Gradient Push at x* over Push-Sum (outer_grads, inner_hvp, inner_cross_jvp).
     let options = HgpOptions {

@@ -6,8 +6,8 @@
 //! matrix W, so W^R y → the average at the rate of W's second eigenvalue). Run with
 //! `cargo run --release -p hgp-hypergrad --example ring_gossip`.
 
+use hgp_hypergrad::models::data::{SyntheticConfig, generate_synthetic};
 use hgp_hypergrad::prelude::*;
-use hgp_models::data::{SyntheticConfig, generate_synthetic};
 
 /// R rounds of y_i ← (y_{i−1} + y_i + y_{i+1}) / 3 on a ring of n clients.
 struct RingGossip<T> {

@@ -29,7 +29,7 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send + Describe {
         clients: &[C],
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
-    ) -> Result<HyperGradEstimate<T>>;
+    ) -> std::result::Result<HyperGradEstimate<T>, HypergradError>;
 
     /// The estimate, reporting to `observer` as it goes: by default [`Phase::Estimate`]
     /// once, when done; the series (HGP, SRB, paper 004's HGP) report every term and its
@@ -40,7 +40,7 @@ pub trait HyperGradient<T: Scalar, C: ClientObjective<T>>: Send + Describe {
         x: &ClientBuffer<T>,
         lambda: &PerClient<T>,
         observer: &mut dyn Observer<T>,
-    ) -> Result<HyperGradEstimate<T>> {
+    ) -> std::result::Result<HyperGradEstimate<T>, HypergradError> {
         let estimate = self.estimate(clients, x, lambda)?;
         observer.progress(Phase::Estimate, 1, 1);
         Ok(estimate)

@@ -9,7 +9,7 @@ use hgp_graphs::Describe;
 use hgp_inner_solvers::{InnerSolution, InnerSolver, Observer};
 use hgp_models::{ClientObjective, PerClient};
 
-use crate::error::Result;
+use crate::error::{HypergradError, Result};
 use crate::estimator::{HyperGradEstimate, HyperGradient};
 
 /// What a joint estimator returns.
@@ -63,7 +63,7 @@ pub trait JointEstimator<T: Scalar, C: ClientObjective<T>>: Send + Describe {
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
-    ) -> Result<Joint<T>>;
+    ) -> std::result::Result<Joint<T>, HypergradError>;
 
     /// The lower level's description and the estimate's, for reports that show them apart.
     fn describe_parts(&self) -> (String, String) {

@@ -21,12 +21,16 @@
 //!
 //! and [`Adam`], the outer optimizer of the personalization experiments.
 //!
+//! A crate of its own needs `hgp-hypergrad` alone: every member crate is re-exported here
+//! ([`models`], [`averaging`], [`graphs`], [`inner_solvers`]), and [`prelude`] brings the
+//! everyday names in one import.
+//!
 //! ```
 //! use std::sync::Arc;
-//! use hgp_averaging::{ClientBuffer, ExactAverage, PushSum};
-//! use hgp_graphs::{RandomDirected, RandomEdges};
+//! use hgp_hypergrad::averaging::{ClientBuffer, PushSum};
+//! use hgp_hypergrad::graphs::{RandomDirected, RandomEdges};
+//! use hgp_hypergrad::models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
 //! use hgp_hypergrad::{Eta, Exact, Hgp, HgpOptions, HyperGradient};
-//! use hgp_models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
 //!
 //! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.7, 0.1], labels: vec![1.0, 0.0, 1.0], dim: 2 };
 //! let data = ClientData { train: set.clone(), val: set };
@@ -36,7 +40,8 @@
 //! let network = Arc::new(RandomDirected::new(3, RandomEdges::default(), 1)?);
 //! // η = 1 here; `Eta::default()` chooses η = 1/L̂ from the mean Hessian by power iteration.
 //! let options = HgpOptions { neumann_terms: 300, eta: Eta::Fixed(1.0), ..HgpOptions::default() };
-//! // Push-Sum with S = 50 steps; `ExactAverage::new(3)?` would be the exact Θ.
+//! // Push-Sum with S = 50 steps; `hgp_hypergrad::averaging::ExactAverage::new(3)?` would be
+//! // the exact Θ.
 //! let mut hgp = Hgp::new(PushSum::<f64>::new(network, 50)?, options)?;
 //! let estimate = hgp.estimate(&clients, &x, &lambda)?;
 //! let exact = Exact::new().estimate(&clients, &x, &lambda)?;
@@ -48,6 +53,24 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The extension guide's Rust examples (docs/extending.md), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/extending.md")]
+struct ExtendingDoctests;
+
+/// The averaging schemes: the `Averager` trait, Push-Sum, gossip, exact and central averaging
+/// (the `hgp-averaging` crate).
+pub use hgp_averaging as averaging;
+/// The time-varying networks, their connectivity checks and the seeded random streams (the
+/// `hgp-graphs` crate).
+pub use hgp_graphs as graphs;
+/// The inner solvers and the convergence test of their solutions (the `hgp-inner-solvers`
+/// crate).
+pub use hgp_inner_solvers as inner_solvers;
+/// The client objectives and their data (the `hgp-models` crate; its `data` module is
+/// `hgp-data`).
+pub use hgp_models as models;
 
 mod adam;
 mod curvature;
@@ -74,6 +97,41 @@ pub use hgp_inner_solvers::{Observer, OnIterate, OnProgress, Phase};
 pub use joint::{Diagnostics, Joint, JointEstimator, SolveThenEstimate};
 pub use pdbo::{PdboExact, PdboHgp, PdboOptions, Srb};
 pub use watch::GROWTH_CHECK_MIN_TERMS;
+
+/// `docs/user-crate/` (a crate on `hgp-hypergrad` alone) runs the crate example above.
+#[cfg(test)]
+mod user_crate {
+    /// Its `main.rs` is the crate example as a program: the hidden lines made real, the `use`
+    /// lines first, the rest the body of `main`.
+    #[test]
+    fn the_user_crate_is_the_crate_example() {
+        let lib = include_str!("lib.rs");
+        let mut blocks = lib.split("//! ```\n");
+        let example = blocks.nth(1).expect("the crate example");
+        let lines: Vec<&str> = example
+            .lines()
+            .map(|l| l.strip_prefix("//!").unwrap_or(l))
+            .map(|l| l.strip_prefix(' ').unwrap_or(l))
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .collect();
+        let uses = lines.iter().take_while(|l| l.starts_with("use ")).count();
+        let mut expected: String = lines[..uses].iter().map(|l| format!("{l}\n")).collect();
+        expected.push_str("\nfn main() -> Result<(), Box<dyn std::error::Error>> {\n");
+        for line in lines[uses..].iter().skip_while(|l| l.is_empty()) {
+            if line.is_empty() {
+                expected.push('\n');
+            } else {
+                expected.push_str(&format!("    {line}\n"));
+            }
+        }
+        expected.push_str("}\n");
+        assert_eq!(
+            include_str!("../../docs/user-crate/src/main.rs"),
+            expected,
+            "docs/user-crate/src/main.rs is not the crate example of hgp_hypergrad"
+        );
+    }
+}
 
 #[cfg(test)]
 mod auto_traits {

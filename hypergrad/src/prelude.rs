@@ -1,13 +1,15 @@
 //! The everyday names of the whole library in one import: `use hgp_hypergrad::prelude::*;`.
 //!
 //! The traits a program calls methods of (so that `estimate`, `average`, `solve` and
-//! `describe` are in scope), the float bound, the clients' buffers, the averagers, the
-//! networks, the inner solvers and the estimators, with their settings and errors.
+//! `describe` are in scope), the float bound, the clients' buffers and data, the seeded
+//! random streams ([`rng`]), the averagers, the networks with their connectivity check
+//! ([`check_assumption1`]), the inner solvers with their convergence test, the estimators,
+//! with their settings and errors, and the finite-difference check of a client's derivatives
+//! ([`check_derivatives`]).
 //!
 //! ```
 //! use std::sync::Arc;
 //! use hgp_hypergrad::prelude::*;
-//! use hgp_models::data::{ClientData, Dataset};
 //!
 //! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.2, -1.0], labels: vec![1.0, 0.0, 1.0], dim: 2 };
 //! let clients: Vec<L2Logistic<f64>> = (0..3)
@@ -28,12 +30,15 @@ pub use hgp_averaging::{
 };
 pub use hgp_graphs::{
     DiGraph, ExponentialOnePeer, Faults, FullyConnected, GraphError, Network, RandomDirected,
-    RandomEdges, RandomUndirected, Scheduled, StaticUndirected,
+    RandomEdges, RandomUndirected, Scheduled, StaticUndirected, check_assumption1, rng,
 };
 pub use hgp_inner_solvers::{
-    ConvergenceTest, DecentralizedSgd, ExactNewton, FedAvg, InnerError, InnerSolution, InnerSolver,
-    LocalSgd, LrSchedule, Sgp, SgpOrder,
+    ConvergenceReport, ConvergenceTest, DecentralizedSgd, ExactNewton, FedAvg, FedLower,
+    InnerError, InnerSolution, InnerSolver, LocalSgd, LocalUpdate, LrSchedule, NotASolution,
+    Observer, Phase, Sgp, SgpOrder, Unconverged,
 };
+pub use hgp_models::check::{CheckOptions, CheckReport, check_derivatives};
+pub use hgp_models::data::{ClientData, Dataset};
 pub use hgp_models::{
     Batch, BatchSize, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, L2Logistic, ModelError,
     OuterCost, PerClient, WeightedLogistic,

@@ -30,6 +30,25 @@
 //! - **Consensus**: max_i ‖x_i − x̄‖ ≤ [`ConvergenceTest::relative_consensus`] · ‖x̄‖ (default
 //!   0.1). HGP evaluates client i's derivatives at its own x_i; clients that disagree by
 //!   more than a tenth of the solution have not reached one point.
+//!
+//! [`ConvergenceReport::check`] is the verdict as an error ([`NotASolution`]) that displays
+//! [`ConvergenceReport::explain`]'s sentence, for `?` in a program:
+//!
+//! ```
+//! use hgp_averaging::{ClientBuffer, Placement};
+//! use hgp_inner_solvers::{ConvergenceTest, ExactNewton, InnerSolver};
+//! use hgp_models::{L2Logistic, PerClient, data::{ClientData, Dataset}};
+//!
+//! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0], labels: vec![1.0, 0.0], dim: 2 };
+//! let clients = [L2Logistic::<f64>::new(&ClientData { train: set.clone(), val: set }, false)?];
+//! let (lambda, x0) = (PerClient::filled(&[2], 0.1), ClientBuffer::zeros(1, 2));
+//! let solution = ExactNewton::new().solve(&clients, &lambda, &x0)?;
+//! let test = ConvergenceTest::default();
+//! test.assess(&Placement::local(), &clients, &lambda, &x0, &solution).check(&test)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
 
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
 use hgp_models::{Batch, InnerHvp, PerClient};
@@ -128,6 +147,28 @@ pub enum Unconverged {
     Stalled,
 }
 
+/// A finished inner solve that is not a solution, as an error: why ([`Unconverged`]), with
+/// the figures and the thresholds it was judged by. It displays as
+/// [`ConvergenceReport::explain`]'s sentence, so `report.check(&test)?` in a function that
+/// returns `Result<_, Box<dyn Error>>` ends the program with that sentence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NotASolution {
+    /// Why the solve is not a solution.
+    pub why: Unconverged,
+    /// The measures of the solve.
+    pub report: ConvergenceReport,
+    /// The thresholds it failed.
+    pub test: ConvergenceTest,
+}
+
+impl fmt::Display for NotASolution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.report.explain(self.why, &self.test))
+    }
+}
+
+impl std::error::Error for NotASolution {}
+
 impl ConvergenceReport {
     /// The verdict under `test`: `Ok` for a solution, else why not.
     pub fn verdict(&self, test: &ConvergenceTest) -> Result<(), Unconverged> {
@@ -163,6 +204,16 @@ impl ConvergenceReport {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The verdict under `test` as an error that carries its explanation: `Ok` for a
+    /// solution, else a [`NotASolution`] that displays as [`ConvergenceReport::explain`].
+    pub fn check(&self, test: &ConvergenceTest) -> Result<(), NotASolution> {
+        self.verdict(test).map_err(|why| NotASolution {
+            why,
+            report: *self,
+            test: *test,
+        })
     }
 
     /// One sentence on `why` with the figures, for an error message (without advice, which
@@ -710,5 +761,69 @@ mod tests {
                 .explain(Unconverged::Stalled, &test)
                 .contains("not below half")
         );
+    }
+
+    /// The error of `check` displays exactly `explain`'s sentence, for every reason, and goes
+    /// through `?` into a boxed error unchanged.
+    #[test]
+    fn the_error_displays_the_explanation() {
+        let report = ConvergenceReport {
+            initial_stationarity: 2.0,
+            stationarity: 1.5,
+            consensus_error: 0.5,
+            scale: 1.0,
+            newton_step: NewtonStep::Converged {
+                norm: 0.7,
+                iterations: 3,
+            },
+            finite: true,
+        };
+        let test = ConvergenceTest::default();
+        let not_convex = ConvergenceReport {
+            newton_step: NewtonStep::NotConvex,
+            consensus_error: 0.0,
+            ..report
+        };
+        let cases = [
+            (
+                ConvergenceReport {
+                    finite: false,
+                    ..report
+                },
+                Unconverged::NotFinite,
+            ),
+            (report, Unconverged::Consensus),
+            (
+                ConvergenceReport {
+                    consensus_error: 0.0,
+                    ..report
+                },
+                Unconverged::NewtonStep {
+                    step: 0.7,
+                    at_least: false,
+                },
+            ),
+            (not_convex, Unconverged::Stalled),
+        ];
+        for (report, why) in cases {
+            assert_eq!(report.verdict(&test), Err(why));
+            let error = report.check(&test).unwrap_err();
+            assert_eq!(error.why, why);
+            assert_eq!(error.to_string(), report.explain(why, &test));
+            let boxed = || -> Result<(), Box<dyn std::error::Error>> {
+                report.check(&test)?;
+                Ok(())
+            };
+            assert_eq!(boxed().unwrap_err().to_string(), report.explain(why, &test));
+        }
+        let solved = ConvergenceReport {
+            consensus_error: 0.0,
+            newton_step: NewtonStep::Converged {
+                norm: 0.01,
+                iterations: 3,
+            },
+            ..report
+        };
+        assert_eq!(solved.check(&test), Ok(()));
     }
 }

@@ -46,7 +46,7 @@ mod sgp;
 mod solution;
 mod solver;
 
-pub use convergence::{ConvergenceReport, ConvergenceTest, NewtonStep, Unconverged};
+pub use convergence::{ConvergenceReport, ConvergenceTest, NewtonStep, NotASolution, Unconverged};
 pub use dsgd::DecentralizedSgd;
 pub use error::{InnerError, Result};
 pub use fedavg::{FedAvg, FedAvgState, LocalSgd, RoundRates};

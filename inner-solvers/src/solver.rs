@@ -4,7 +4,7 @@ use hgp_averaging::{ClientBuffer, Scalar};
 use hgp_graphs::Describe;
 use hgp_models::{InnerCost, PerClient};
 
-use crate::error::Result;
+use crate::error::{InnerError, Result};
 use crate::observer::Observer;
 use crate::solution::InnerSolution;
 
@@ -20,7 +20,7 @@ pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send + Describe {
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
-    ) -> Result<InnerSolution<T>>;
+    ) -> std::result::Result<InnerSolution<T>, InnerError>;
 
     /// Solves for the given hyper-parameters.
     fn solve(
@@ -28,7 +28,7 @@ pub trait InnerSolver<T: Scalar, C: InnerCost<T>>: Send + Describe {
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
-    ) -> Result<InnerSolution<T>> {
+    ) -> std::result::Result<InnerSolution<T>, InnerError> {
         self.solve_observed(clients, lambda, x0, &mut ())
     }
 }

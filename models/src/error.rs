@@ -38,6 +38,16 @@ pub enum ModelError {
         /// The value given.
         value: f64,
     },
+    /// Analytic derivatives that disagree with central differences ([`crate::check`]).
+    #[error(
+        "derivatives off from central differences by more than {tolerance:.0e} (relative): {failing}"
+    )]
+    Derivatives {
+        /// The derivatives beyond the tolerance, each with its relative error.
+        failing: String,
+        /// The tolerance.
+        tolerance: f64,
+    },
     /// A network could not be built or evaluated.
     #[error("network: {0}")]
     Network(String),

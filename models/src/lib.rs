@@ -10,7 +10,9 @@
 //! Models here: logistic regression with per-coordinate L2 hyper-parameters (eq. 11,
 //! [`L2Logistic`]) and with per-instance loss weights (eq. 12, [`WeightedLogistic`]), and
 //! the hyper-representation MLP of paper 003 ([`HyperRep`]), with analytic derivatives
-//! checked against finite differences. The data types they are built from are
+//! checked against finite differences. [`check::check_derivatives`] checks the derivatives of
+//! any client, a model of one's own included, against central differences at a point and
+//! reports the largest relative error of each. The data types they are built from are
 //! [`data`] (the `hgp-data` crate, here without its heavy formats); the papers' neural
 //! networks are the `hgp-nn` crate.
 //!
@@ -29,6 +31,7 @@
 /// The data types and readers (the `hgp-data` crate).
 pub use hgp_data as data;
 
+pub mod check;
 mod error;
 mod hyperrep;
 mod logistic;

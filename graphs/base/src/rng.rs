@@ -113,6 +113,8 @@ pub mod domain {
     pub const PACHINKO: u64 = 0x7061_6368_696e;
     /// The hyper-representation MLP's initial weights.
     pub const HYPERREP_INIT: u64 = 0x6872_6570_696e;
+    /// The random directions of `hgp_models::check` (index k: the k-th direction u).
+    pub const DERIVATIVE_CHECK: u64 = 0x0064_6572_6976_636b;
     /// Lost messages of a fault model: one draw per (step, link).
     pub const FAULT_LOSS: u64 = 0x6c6f_7373;
     /// `hgp faults`: the seed of the fault models (its streams 0 and 1: SGP's and HGP's).
@@ -132,7 +134,7 @@ pub mod domain {
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 34] = [
+    pub const ALL: [u64; 35] = [
         NETWORK_BUILD,
         PDBO,
         NETWORK_STEP,
@@ -159,6 +161,7 @@ pub mod domain {
         LABEL_SPLIT,
         HYPERREP_INIT,
         PACHINKO,
+        DERIVATIVE_CHECK,
         FAULT_LOSS,
         RUN_FAULTS,
         RUN_DATA,
