@@ -19,7 +19,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 /// The networks allocate and free large temporaries at every step; mimalloc reuses them
 /// without returning pages to the system each time (Table 5 CNN, batch 128: gradient 228 ms
 /// and HVP 720 ms, against 298 ms and 829 ms with glibc's allocator; `cargo bench -p
-/// hgp-models --bench cnn`). The binary chooses; the libraries do not.
+/// hgp-nn --bench cnn`). The binary chooses; the libraries do not.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -3,7 +3,7 @@
 //! `Architecture::graph_bytes_per_instance`) and on the fused engine where it runs (next to
 //! the engine's own count, `Architecture::graph_bytes`).
 //!
-//! `cargo run --release -p hgp-models --example graph_memory [NAME…]`. For each network,
+//! `cargo run --release -p hgp-nn --example graph_memory [NAME…]`. For each network,
 //! engine, each of two batch sizes and each product, a fresh process (this program, run
 //! again) builds the client, reads its resident memory, evaluates once and reads its peak
 //! (VmHWM); the slope between the two batches is the memory per instance, without what does

@@ -1,5 +1,5 @@
 //! Times one gradient and one Hessian-vector product of the next-character LSTM.
-//! `cargo run --release -p hgp-models --example lstm_time [BATCH] [SEQ] [HIDDEN]`.
+//! `cargo run --release -p hgp-nn --example lstm_time [BATCH] [SEQ] [HIDDEN]`.
 use hgp_models::{Batch, InnerCost, InnerHvp};
 use hgp_nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,

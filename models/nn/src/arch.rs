@@ -176,7 +176,7 @@ impl ParamSpec {
 /// Bytes of autograd graph of [`Architecture::CharLstm`] for a gradient, f32: (per
 /// time step, layer and H² of weights: the per-step weight-gradient products and their sums,
 /// whatever the batch; per time step, layer, hidden unit and window). Measured on candle 0.11
-/// with `cargo run --release -p hgp-models --example graph_memory` for the paper's network
+/// with `cargo run --release -p hgp-nn --example graph_memory` for the paper's network
 /// (seq 200, 2 × 256): 1.79 GB + 77 MB a window, raised by a fifth.
 const LSTM_GRADIENT_BYTES: (f64, f64) = (82.0, 900.0);
 /// The same for a Hessian-vector product: 8.0 GB + 315 MB a window, raised by a fifth.
@@ -483,7 +483,7 @@ impl Architecture {
 
     /// Bytes of autograd graph a gradient and a Hessian-vector product (double backward)
     /// hold per instance of their batch on the CPU, in f32 (twice that in f64): measured on
-    /// candle 0.11 with `cargo run --release -p hgp-models --example graph_memory` (the slope
+    /// candle 0.11 with `cargo run --release -p hgp-nn --example graph_memory` (the slope
     /// of the peak resident memory between two batch sizes: 1.6 / 3.8 MB for the Table 5 CNN,
     /// 48 / 188 MB for MobileNet-v2) and raised by a fifth (a `personalize` run with
     /// MobileNet-v2 peaked 10 % above the sum of its parts). Commands add these up before a

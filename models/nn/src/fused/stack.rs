@@ -195,7 +195,7 @@ impl Stack {
     /// for an HVP also both R's), the ReLU masks and pooling routes; per group of
     /// [`GROUP`] images, the unfolded patches and products; the permuted kernels and their
     /// gradient sums. This is what the engine allocates (once, then reuses), raised by a
-    /// third: `cargo run --release -p hgp-models --example graph_memory` measured 0.26 /
+    /// third: `cargo run --release -p hgp-nn --example graph_memory` measured 0.26 /
     /// 0.52 MB an image (gradient / HVP) for the Table 5 CNN against a count of 0.47 /
     /// 0.54, and 0.87 / 0.78 for the CIFAR CNN against 0.66 / 0.74 (the peak resident
     /// memory also holds the allocator's pages).
