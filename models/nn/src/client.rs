@@ -7,10 +7,6 @@ use std::marker::PhantomData;
 use candle_core::{Device, Result as CandleResult, Tensor};
 
 use crate::arch::Architecture;
-use crate::backend::Backend;
-use crate::candle::autodiff::{DerivativeMode, default_device};
-use crate::candle::{Candle, candle, unwrap_candle};
-use crate::fused::{Fused, Stack};
 use crate::kernels::NetScalar;
 use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 use hgp_models::{ModelError, Result};
@@ -42,6 +38,21 @@ pub enum HyperMode {
         /// Trailing linear layers forming x (2 for paper 003's LeNet).
         head_layers: usize,
     },
+}
+
+/// How Hessian-vector and cross Jacobian-vector products are computed. On the fused engine
+/// (`Engine::Fused`) both exact modes are its forward-over-reverse products, which need no
+/// setting; the modes below speak of candle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DerivativeMode {
+    /// Exact: double backward when this thread's candle keeps gradient graphs, else
+    /// differences.
+    #[default]
+    Auto,
+    /// Always exact (on candle by double backward: needs [`enable_double_backward`](crate::enable_double_backward)).
+    DoubleBackward,
+    /// Always central differences of gradients.
+    FiniteDifferences,
 }
 
 /// The settings of a [`NetClient`].
@@ -104,85 +115,13 @@ pub struct NetClient<T> {
     pub(crate) _scalar: PhantomData<T>,
 }
 
-/// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
-/// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
-/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP and the linear model
-/// on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
-/// candle), else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times
-/// the instances, plus, for the LSTM, a fixed part that does not grow with them (the
-/// per-step products for the weights' gradients).
-pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
-    if let Some(stack) = Stack::of(*arch)
-        && default_device().is_cpu()
-    {
-        return stack.workspace_bytes(instances);
-    }
-    arch.candle_graph_bytes(instances)
-}
-
 impl<T: NetScalar> NetClient<T> {
-    /// A client from its training set and outer set (features row-major, `labels` class
-    /// indices, or 0/1 for the logistic model).
-    pub fn new<F: Copy + Into<f64>>(
-        config: NetConfig,
-        train: (&[F], &[u8]),
-        outer: (&[F], &[u8]),
-    ) -> Result<Self> {
-        Self::check_config(&config)?;
-        let device = default_device();
-        let arch = config.arch;
-        let train = Self::instances(arch, train, "training set", &device)?;
-        let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
-        let specs = arch.params();
-        let backend: Box<dyn Backend<T>> = match Stack::of(arch) {
-            Some(stack) if device.is_cpu() => Box::new(Fused::new(stack)),
-            _ => Box::new(Candle),
-        };
-        Ok(Self {
-            config,
-            device,
-            train,
-            outer,
-            shapes: specs.iter().map(|s| s.shape.clone()).collect(),
-            member_dim: arch.dim(),
-            elsewhere: false,
-            backend,
-            _scalar: PhantomData,
-        })
-    }
-
     /// The engine that computes this client's costs and derivatives.
     pub fn engine(&self) -> Engine {
         self.backend.engine()
     }
 
-    /// This client on `engine`: [`Engine::Candle`] is always available;
-    /// [`Engine::Fused`] on the CPU for the networks it covers.
-    ///
-    /// # Errors
-    ///
-    /// [`ModelError::Network`] for the fused engine on a network it does not cover or off
-    /// the CPU.
-    pub fn with_engine(mut self, engine: Engine) -> Result<Self> {
-        self.backend = match engine {
-            Engine::Candle => Box::new(Candle),
-            Engine::Fused => {
-                let stack = Stack::of(self.config.arch)
-                    .filter(|_| self.device.is_cpu())
-                    .ok_or_else(|| {
-                        ModelError::Network(format!(
-                            "the fused engine runs the CNNs, LeNet-5, the MLP and the linear model on the CPU, not the {} on {:?}",
-                            self.config.arch.name(),
-                            self.device
-                        ))
-                    })?;
-                Box::new(Fused::new(stack))
-            }
-        };
-        Ok(self)
-    }
-
-    fn check_config(config: &NetConfig) -> Result<()> {
+    pub(crate) fn check_config(config: &NetConfig) -> Result<()> {
         for (name, value) in [
             ("the L2 weight γ", config.l2),
             ("the L2 weight on λ", config.l2_lambda),
@@ -226,47 +165,6 @@ impl<T: NetScalar> NetClient<T> {
         Ok(())
     }
 
-    /// A stand-in for a client whose data another MPI rank holds: it has the client's
-    /// sizes (dim_x, dim_λ, `train` and `outer` instances, what the solvers and estimators
-    /// read of every client) and no data. Evaluating any of its costs is a bug of the
-    /// caller (only the rank that holds a client evaluates it) and panics saying so.
-    ///
-    /// # Errors
-    ///
-    /// As [`NetClient::new`] for the settings and for empty sets.
-    pub fn held_elsewhere(config: NetConfig, train: usize, outer: usize) -> Result<Self> {
-        let arch = config.arch;
-        let nothing = |len: usize, what: &'static str| -> Result<Instances> {
-            if len == 0 {
-                return Err(ModelError::Empty { what });
-            }
-            let device = Device::Cpu;
-            let empty =
-                |cols: usize| Tensor::zeros((0, cols), T::DTYPE, &device).map_err(candle(what));
-            Ok(Instances {
-                features: empty(arch.inputs())?,
-                targets: empty(arch.outputs())?,
-                labels: Vec::new(),
-                len,
-            })
-        };
-        Self::check_config(&config)?;
-        Ok(Self {
-            config,
-            device: Device::Cpu,
-            train: nothing(train, "training set")?,
-            outer: nothing(outer, "outer (validation) set")?,
-            shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
-            member_dim: arch.dim(),
-            elsewhere: true,
-            backend: match Stack::of(arch) {
-                Some(stack) => Box::new(Fused::new(stack)),
-                None => Box::new(Candle),
-            },
-            _scalar: PhantomData,
-        })
-    }
-
     /// Whether this is a stand-in for a client held by another rank.
     pub fn is_held_elsewhere(&self) -> bool {
         self.elsewhere
@@ -279,7 +177,7 @@ impl<T: NetScalar> NetClient<T> {
         );
     }
 
-    fn instances<F: Copy + Into<f64>>(
+    pub(crate) fn instances<F: Copy + Into<f64>>(
         arch: Architecture,
         (features, labels): (&[F], &[u8]),
         what: &'static str,
@@ -442,6 +340,100 @@ impl<T: NetScalar> NetClient<T> {
     ) {
         self.backend
             .second_into(self, x, lambda, u, batch, hvp, cross);
+    }
+}
+
+/// What an engine computes for a [`NetClient`]: the value of a cost, its gradients in x and
+/// λ, the second-order products ∂²_x g · u and ∂²_{xλ} g · u, and predictions. The client
+/// cuts batches into parts and implements the objective traits; an engine only computes.
+/// candle (`candle/`: every network, any device, the reference) and the fused CPU engine
+/// (`fused/`: the papers' fixed stacks) implement it, each in its own folder; `engines.rs`
+/// chooses between them.
+///
+/// An engine that computes a [`NetClient`]'s costs and derivatives. Every method reads the
+/// client's configuration and data through `client`; results are summed over the parts of
+/// [`NetClient::parts`] in a fixed order, so they do not depend on the number of threads.
+pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
+    /// Which engine this is.
+    fn engine(&self) -> Engine;
+
+    /// The value of `cost` on `batch` (the outer cost always uses its whole set), ridge
+    /// terms included.
+    fn value(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+    ) -> CandleResult<f64>;
+
+    /// The gradients of `cost` on `batch` in x and λ, written to `gx` and `gl`.
+    #[allow(clippy::too_many_arguments)]
+    fn gradients_into(
+        &self,
+        client: &NetClient<T>,
+        cost: Cost,
+        x: &[T],
+        lambda: &[T],
+        batch: Batch<'_>,
+        gx: &mut [T],
+        gl: &mut [T],
+    ) -> CandleResult<()>;
+
+    /// (∂²_x g · u, ∂²_{xλ} g · u) of the inner cost on `batch`, written to `hvp` and
+    /// `cross`.
+    #[allow(clippy::too_many_arguments)]
+    fn second_into(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        u: &[T],
+        batch: Batch<'_>,
+        hvp: &mut [T],
+        cross: &mut [T],
+    );
+
+    /// Predicted classes of `features` (row-major, m × inputs).
+    fn predict(
+        &self,
+        client: &NetClient<T>,
+        x: &[T],
+        lambda: &[T],
+        features: &[f32],
+    ) -> Result<Vec<u8>>;
+
+    /// A copy of this engine for a cloned client (with buffers of its own).
+    fn boxed_clone(&self) -> Box<dyn Backend<T>>;
+}
+
+impl<T> Clone for Box<dyn Backend<T>> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
+}
+
+/// A candle error as the client's error, naming `what` failed.
+pub(crate) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
+    // candle's messages may carry a backtrace after the first line.
+    move |e| {
+        ModelError::Network(format!(
+            "{what}: {}",
+            e.to_string().lines().next().unwrap_or("")
+        ))
+    }
+}
+
+/// The costs are validated at construction, so a candle failure here is a bug or a device
+/// failure, not bad input.
+pub(crate) fn unwrap_candle<V>(r: CandleResult<V>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!(
+            "network evaluation failed (shapes were checked when the client was built): {}",
+            e.to_string().lines().next().unwrap_or("")
+        ),
     }
 }
 

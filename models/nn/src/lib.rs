@@ -26,17 +26,17 @@ mod auto_traits {
 }
 
 mod arch;
-mod backend;
 mod candle;
 mod client;
+mod engines;
 mod fused;
 mod kernels;
 
 pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec};
 pub use candle::autodiff::{
-    DOUBLE_BACKWARD_ENV, DerivativeMode, default_device, double_backward_available,
-    enable_double_backward,
+    DOUBLE_BACKWARD_ENV, default_device, double_backward_available, enable_double_backward,
 };
 pub use candle::forward::log_softmax;
-pub use client::{Engine, HyperMode, NetClient, NetConfig, graph_bytes};
+pub use client::{DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
+pub use engines::graph_bytes;
 pub use kernels::NetScalar;

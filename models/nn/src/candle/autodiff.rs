@@ -5,21 +5,6 @@ use std::cell::Cell;
 
 use candle_core::{Device, Var};
 
-/// How Hessian-vector and cross Jacobian-vector products are computed. On the fused engine
-/// (`Engine::Fused`) both exact modes are its forward-over-reverse products, which need no
-/// setting; the modes below speak of candle.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DerivativeMode {
-    /// Exact: double backward when this thread's candle keeps gradient graphs, else
-    /// differences.
-    #[default]
-    Auto,
-    /// Always exact (on candle by double backward: needs [`enable_double_backward`]).
-    DoubleBackward,
-    /// Always central differences of gradients.
-    FiniteDifferences,
-}
-
 /// The environment variable that makes candle keep the graph of gradients, so they can be
 /// differentiated again.
 pub const DOUBLE_BACKWARD_ENV: &str = "CANDLE_GRAD_DO_NOT_DETACH";

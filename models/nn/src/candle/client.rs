@@ -6,13 +6,15 @@
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Result as CandleResult, Tensor, Var, WithDType};
 use hgp_base::Scalar;
-use hgp_models::{Batch, ModelError, Result};
+use hgp_models::{Batch, Result};
 
-use super::autodiff::{DerivativeMode, double_backward_available};
+use super::autodiff::double_backward_available;
 use super::forward::log_softmax;
 use crate::arch::Architecture;
-use crate::backend::Backend;
-use crate::client::{Cost, Engine, HyperMode, Instances, NetClient, Part, Source, ranges};
+use crate::client::{
+    Backend, Cost, DerivativeMode, Engine, HyperMode, Instances, NetClient, Part, Source, candle,
+    ranges, unwrap_candle,
+};
 use crate::kernels::NetScalar;
 
 /// The candle engine (see [`Engine::Candle`]).
@@ -113,16 +115,6 @@ impl<T: NetScalar> Backend<T> for Candle {
 
     fn boxed_clone(&self) -> Box<dyn Backend<T>> {
         Box::new(*self)
-    }
-}
-
-pub(crate) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ModelError + '_ {
-    // candle's messages may carry a backtrace after the first line.
-    move |e| {
-        ModelError::Network(format!(
-            "{what}: {}",
-            e.to_string().lines().next().unwrap_or("")
-        ))
     }
 }
 
@@ -501,16 +493,4 @@ pub(super) fn log_softmax_total(x: &Tensor) -> CandleResult<Tensor> {
 pub(super) fn softmax(v: &Tensor) -> CandleResult<Tensor> {
     let e = v.broadcast_sub(&v.max_all()?.detach())?.exp()?;
     e.broadcast_div(&e.sum_all()?)
-}
-
-/// The costs are validated at construction, so a candle failure here is a bug or a device
-/// failure, not bad input.
-pub(crate) fn unwrap_candle<V>(r: CandleResult<V>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!(
-            "network evaluation failed (shapes were checked when the client was built): {}",
-            e.to_string().lines().next().unwrap_or("")
-        ),
-    }
 }

@@ -8,4 +8,4 @@ mod client;
 pub(crate) mod forward;
 pub(crate) mod ops;
 
-pub(crate) use client::{Candle, candle, unwrap_candle};
+pub(crate) use client::Candle;

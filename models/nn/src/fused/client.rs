@@ -8,10 +8,10 @@ use candle_core::Result as CandleResult;
 use hgp_models::{Batch, Result};
 
 use super::{Fused, Head, Rows, Set};
-use crate::backend::Backend;
 use crate::candle::Candle;
-use crate::candle::autodiff::DerivativeMode;
-use crate::client::{Cost, Engine, HyperMode, NetClient, Part};
+use crate::client::{
+    Backend, Cost, DerivativeMode, Engine, HyperMode, NetClient, Part, unwrap_candle,
+};
 use crate::kernels::NetScalar;
 
 impl<T: NetScalar> Backend<T> for Fused<T> {
@@ -57,9 +57,7 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
         if client.config.derivatives == DerivativeMode::FiniteDifferences {
             Candle.second_into(client, x, lambda, u, batch, hvp, cross);
         } else {
-            crate::candle::unwrap_candle(
-                client.fused_second(self, x, lambda, u, batch, hvp, cross),
-            );
+            unwrap_candle(client.fused_second(self, x, lambda, u, batch, hvp, cross));
         }
     }
 

@@ -1,0 +1,135 @@
+//! Which engine runs which network: the constructors of [`NetClient`] choose the fused CPU
+//! engine for the papers' fixed stacks on the CPU and candle otherwise (or the engine asked
+//! for), and the memory a run of each holds. The one file that knows both engines: the
+//! client (`client.rs`) speaks only to the [`Backend`] trait, each engine's folder only to the
+//! client. A further engine is a folder of its own plus its arm here and in [`Engine`].
+
+use std::marker::PhantomData;
+
+use candle_core::{Device, Tensor};
+use hgp_models::{ModelError, Result};
+
+use crate::arch::Architecture;
+use crate::candle::Candle;
+use crate::candle::autodiff::default_device;
+use crate::client::{Backend, Engine, Instances, NetClient, NetConfig, candle};
+use crate::fused::{Fused, Stack};
+use crate::kernels::NetScalar;
+
+/// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
+/// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
+/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP and the linear model
+/// on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
+/// candle), else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times
+/// the instances, plus, for the LSTM, a fixed part that does not grow with them (the
+/// per-step products for the weights' gradients).
+pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
+    if let Some(stack) = Stack::of(*arch)
+        && default_device().is_cpu()
+    {
+        return stack.workspace_bytes(instances);
+    }
+    arch.candle_graph_bytes(instances)
+}
+
+/// The engine a client of `arch` runs on by default on `device`.
+fn default_backend<T: NetScalar>(arch: Architecture, device: &Device) -> Box<dyn Backend<T>> {
+    match Stack::of(arch) {
+        Some(stack) if device.is_cpu() => Box::new(Fused::new(stack)),
+        _ => Box::new(Candle),
+    }
+}
+
+impl<T: NetScalar> NetClient<T> {
+    /// A client from its training set and outer set (features row-major, `labels` class
+    /// indices, or 0/1 for the logistic model).
+    pub fn new<F: Copy + Into<f64>>(
+        config: NetConfig,
+        train: (&[F], &[u8]),
+        outer: (&[F], &[u8]),
+    ) -> Result<Self> {
+        Self::check_config(&config)?;
+        let device = default_device();
+        let arch = config.arch;
+        let train = Self::instances(arch, train, "training set", &device)?;
+        let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
+        let specs = arch.params();
+        let backend = default_backend(arch, &device);
+        Ok(Self {
+            config,
+            device,
+            train,
+            outer,
+            shapes: specs.iter().map(|s| s.shape.clone()).collect(),
+            member_dim: arch.dim(),
+            elsewhere: false,
+            backend,
+            _scalar: PhantomData,
+        })
+    }
+
+    /// This client on `engine`: [`Engine::Candle`] is always available;
+    /// [`Engine::Fused`] on the CPU for the networks it covers.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Network`] for the fused engine on a network it does not cover or off
+    /// the CPU.
+    pub fn with_engine(mut self, engine: Engine) -> Result<Self> {
+        self.backend = match engine {
+            Engine::Candle => Box::new(Candle),
+            Engine::Fused => {
+                let stack = Stack::of(self.config.arch)
+                    .filter(|_| self.device.is_cpu())
+                    .ok_or_else(|| {
+                        ModelError::Network(format!(
+                            "the fused engine runs the CNNs, LeNet-5, the MLP and the linear model on the CPU, not the {} on {:?}",
+                            self.config.arch.name(),
+                            self.device
+                        ))
+                    })?;
+                Box::new(Fused::new(stack))
+            }
+        };
+        Ok(self)
+    }
+
+    /// A stand-in for a client whose data another MPI rank holds: it has the client's
+    /// sizes (dim_x, dim_λ, `train` and `outer` instances, what the solvers and estimators
+    /// read of every client) and no data. Evaluating any of its costs is a bug of the
+    /// caller (only the rank that holds a client evaluates it) and panics saying so.
+    ///
+    /// # Errors
+    ///
+    /// As [`NetClient::new`] for the settings and for empty sets.
+    pub fn held_elsewhere(config: NetConfig, train: usize, outer: usize) -> Result<Self> {
+        let arch = config.arch;
+        let nothing = |len: usize, what: &'static str| -> Result<Instances> {
+            if len == 0 {
+                return Err(ModelError::Empty { what });
+            }
+            let device = Device::Cpu;
+            let empty =
+                |cols: usize| Tensor::zeros((0, cols), T::DTYPE, &device).map_err(candle(what));
+            Ok(Instances {
+                features: empty(arch.inputs())?,
+                targets: empty(arch.outputs())?,
+                labels: Vec::new(),
+                len,
+            })
+        };
+        Self::check_config(&config)?;
+        Ok(Self {
+            config,
+            device: Device::Cpu,
+            train: nothing(train, "training set")?,
+            outer: nothing(outer, "outer (validation) set")?,
+            shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
+            member_dim: arch.dim(),
+            elsewhere: true,
+            // Its engine only sizes it (it is never evaluated): the CPU's choice.
+            backend: default_backend(arch, &Device::Cpu),
+            _scalar: PhantomData,
+        })
+    }
+}
