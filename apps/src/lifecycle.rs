@@ -24,8 +24,10 @@ use serde_json::Value;
 use crate::engine::{Engine, EngineKind, print_engine_line};
 use crate::report::{ReportArgs, Reporter, record_settings};
 
-/// Where an experiment's results go.
+/// Where an experiment runs and where its results go.
 pub struct Output<'a> {
+    /// `--engine`: every client in this process, or a block per MPI rank.
+    pub engine: EngineKind,
     /// `--json`: machine-readable stdout (progress stays on stderr).
     pub json: bool,
     /// Progress options (`--log`, `--quiet`).
@@ -41,10 +43,7 @@ pub trait Experiment: Sync {
     /// What a run computed, handed to the report on rank 0.
     type Outcome;
 
-    /// `--engine`.
-    fn engine(&self) -> EngineKind;
-
-    /// `--json`, the progress options and the `--out` folder.
+    /// `--engine`, `--json`, the progress options and the `--out` folder.
     fn output(&self) -> Output<'_>;
 
     /// The settings that fix the run's numbers, recorded in the `--out` folder before the
@@ -86,9 +85,9 @@ pub trait Experiment: Sync {
 
 /// Runs `experiment` through the whole lifecycle.
 pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
-    Engine::run(experiment.engine(), |engine| {
+    let output = experiment.output();
+    Engine::run(output.engine, |engine| {
         let setup = engine.agree(experiment.setup(engine))?;
-        let output = experiment.output();
         // Opening files can fail on rank 0 alone: the ranks agree on it. Without a folder
         // nothing can fail, and no collective is spent.
         let reporter = match output.out {

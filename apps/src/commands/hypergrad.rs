@@ -8,7 +8,7 @@ use hgp_averaging::ClientBuffer;
 use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
 use crate::setup::{
@@ -90,12 +90,9 @@ impl Experiment for Hypergrad {
     type Setup = Setup;
     type Outcome = Outcome;
 
-    fn engine(&self) -> EngineKind {
-        self.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.engine.engine,
             json: self.json,
             report: &self.report,
             out: None,

@@ -20,7 +20,7 @@ use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out, sci};
@@ -426,12 +426,9 @@ impl Experiment for ErrorCmd {
     type Setup = (Instant, Checked);
     type Outcome = Outcome;
 
-    fn engine(&self) -> EngineKind {
-        self.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.engine.engine,
             json: self.json,
             report: &self.report,
             out: Some(&self.out),

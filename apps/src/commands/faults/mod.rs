@@ -15,7 +15,7 @@ use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule};
 use hgp_models::{InnerCost, L2Logistic};
 use rayon::prelude::*;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{ReportArgs, Reporter, prepare_out};
@@ -175,12 +175,9 @@ impl Experiment for FaultsCmd {
     type Setup = Checked;
     type Outcome = Outcome;
 
-    fn engine(&self) -> EngineKind {
-        self.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.engine.engine,
             json: self.json,
             report: &self.report,
             out: Some(&self.out),

@@ -15,7 +15,7 @@ use hgp_models::{HyperRep, HyperRepConfig};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
@@ -352,12 +352,9 @@ impl<C: RepClient> Experiment for On<'_, C> {
     type Setup = Checked<C>;
     type Outcome = (Vec<Run>, Settings, String);
 
-    fn engine(&self) -> EngineKind {
-        self.cmd.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.cmd.engine.engine,
             json: self.cmd.json,
             report: &self.cmd.report,
             out: Some(&self.cmd.out),

@@ -16,7 +16,7 @@ use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
@@ -555,12 +555,9 @@ impl Experiment for FedHyperCmd {
     type Setup = Setup;
     type Outcome = (Vec<protocol::Run>, Settings, String);
 
-    fn engine(&self) -> EngineKind {
-        self.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.engine.engine,
             json: self.json,
             report: &self.report,
             out: Some(&self.out),

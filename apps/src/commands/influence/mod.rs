@@ -23,7 +23,7 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::report::{
     ReportArgs, Reporter, RowWriter, prepare_out, read_rows, settings_json, write_csv,
@@ -427,12 +427,9 @@ impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
     type Setup = Problem<T, C>;
     type Outcome = Outcome<T>;
 
-    fn engine(&self) -> EngineKind {
-        self.cmd.engine.engine
-    }
-
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.cmd.engine.engine,
             json: self.cmd.json,
             report: &self.cmd.report,
             out: Some(&self.cmd.out),

@@ -16,7 +16,7 @@ use hgp_data::images::{ImageClient, SplitConfig};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs, EngineKind};
+use crate::engine::{Engine, EngineArgs};
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{
@@ -483,13 +483,10 @@ impl Experiment for Personalize {
     type Setup = hgp_hypergrad::Eta;
     type Outcome = Outcome;
 
-    fn engine(&self) -> EngineKind {
-        self.engine.engine
-    }
-
     /// The settings and the log are each seed's (see [`Personalize::run_seed`]).
     fn output(&self) -> Output<'_> {
         Output {
+            engine: self.engine.engine,
             json: self.json,
             report: &self.report,
             out: None,
