@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{Averager, Placement, Scalar};
 use hgp_hypergrad::{
-    AggItd, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions, HyperGradient,
+    AggItd, Eta, Exact, FedNest, FederatedOptions, HessianScope, Hgp, HgpOptions, HyperGradient,
     JointEstimator, Local, PdboExact, PdboHgp, PdboOptions, SampleMode, Srb,
 };
 use hgp_inner_solvers::LocalUpdate;
@@ -201,7 +201,7 @@ pub const FED_NEUMANN_STEP: f64 = 1.0;
 pub const FED_LOCAL_STEPS: usize = 1;
 
 /// The lower level and HessIV of the federated estimators (aggitd, fednest).
-#[derive(Args, Clone, Debug, Serialize)]
+#[derive(Args, Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct FederatedArgs {
     #[arg(long, value_name = "N", help = with_default(
@@ -360,12 +360,17 @@ impl EstimatorArgs {
         self.batch.unwrap_or(defaults.batch)
     }
 
-    /// HGP's options, with the command's defaults where an option was left out, drawing
-    /// from the estimator's random `stream`.
-    pub fn hgp_options(&self, stream: u64, defaults: &Defaults) -> Result<HgpOptions> {
-        Ok(HgpOptions {
+    /// HGP's step η from `--eta` and `--power-iterations`, with the command's default.
+    pub fn eta(&self, defaults: &Defaults) -> Result<Eta> {
+        resolve_step(self.eta, defaults.eta, self.power_iterations)
+    }
+
+    /// HGP's options with step `eta`, with the command's defaults where an option was left
+    /// out, drawing from the estimator's random `stream`.
+    pub fn hgp_options(&self, eta: Eta, stream: u64, defaults: &Defaults) -> HgpOptions {
+        HgpOptions {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
-            eta: resolve_step(self.eta, defaults.eta, self.power_iterations)?,
+            eta,
             batch: self.batch(defaults),
             samples: if self.shared_samples {
                 SampleMode::Shared
@@ -373,7 +378,7 @@ impl EstimatorArgs {
                 SampleMode::Independent
             },
             seed: stream,
-        })
+        }
     }
 
     /// The options of paper 004's iterative estimators with SGP step `gamma`, drawing from
@@ -406,8 +411,11 @@ impl EstimatorArgs {
         let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
         match self.estimator {
             EstimatorKind::Hgp => post_hoc(Box::new(
-                Hgp::new((parts.averager)()?, self.hgp_options(seed, defaults)?)
-                    .context("HGP settings")?,
+                Hgp::new(
+                    (parts.averager)()?,
+                    self.hgp_options(parts.eta, seed, defaults),
+                )
+                .context("HGP settings")?,
             )),
             EstimatorKind::Srb => post_hoc(Box::new(
                 Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
@@ -474,6 +482,8 @@ pub struct Parts<'a, T> {
     pub averager: &'a dyn Fn() -> Result<Box<dyn Averager<T>>>,
     /// The estimator's network (paper 004's estimators take its expectations).
     pub network: &'a BuiltNetwork,
+    /// HGP's step η (resolved: `EstimatorArgs::eta`, or a command's own).
+    pub eta: Eta,
     /// The SGP step γ of paper 004's estimators.
     pub gamma: f64,
     /// The participation C of a server.

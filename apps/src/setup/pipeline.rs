@@ -225,6 +225,7 @@ impl<'a> Pipeline<'a> {
         let parts = Parts {
             averager: &averager,
             network: &net,
+            eta: self.estimator.eta(defaults)?,
             gamma: self.pdbo_gamma(defaults)?,
             fraction: self.averager.fraction.unwrap_or(FRACTION),
             stream: derive(self.seed, domain::ESTIMATOR),
@@ -318,9 +319,11 @@ impl<'a> Pipeline<'a> {
         let n = clients.len();
         let averager: Box<dyn Averager<T>> =
             Box::new(ExactAverage::new(n)?.with_placement(self.placement.clone()));
-        let mut options = self
-            .estimator
-            .hgp_options(derive(self.seed, domain::ESTIMATOR), defaults)?;
+        let mut options = self.estimator.hgp_options(
+            self.estimator.eta(defaults)?,
+            derive(self.seed, domain::ESTIMATOR),
+            defaults,
+        );
         if let Some(eta) = eta {
             options.eta = Eta::Fixed(eta);
         }

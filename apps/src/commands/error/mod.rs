@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use hgp_averaging::{ClientBuffer, Placement};
 use hgp_graphs::rng;
 use hgp_hypergrad::OnProgress;
-use hgp_hypergrad::{EXACT_MAX_SIZE, Exact, HyperGradient, PdboExact};
+use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, HyperGradient, PdboExact};
 use hgp_inner_solvers::{
     ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp,
 };
@@ -373,8 +373,8 @@ impl ErrorCmd {
         EstimatorArgs {
             estimator: self.estimator,
             neumann_terms: None,
-            eta: self.eta,
-            power_iterations: self.power_iterations,
+            eta: None,
+            power_iterations: None,
             batch: None,
             shared_samples: false,
             pdbo_lr: self.pdbo_lr,
@@ -512,6 +512,12 @@ impl Experiment for ErrorCmd {
         );
         let pdbo = self.estimator.pdbo();
         let keep = |m: usize| pdbo && Self::plotted(m, m_max);
+        // Fig. 1's η = 1 unless given; paper 004's estimators step by γ instead.
+        let eta = if pdbo {
+            Eta::Fixed(1.0)
+        } else {
+            resolve_step(self.eta, ETA, self.power_iterations)?
+        };
         let run = |&(p, s, k): &(usize, usize, u64)| -> Result<Curve> {
             let setup = &setups[p];
             let net =
@@ -529,6 +535,7 @@ impl Experiment for ErrorCmd {
             let parts = Parts {
                 averager: &averager,
                 network: &net,
+                eta,
                 gamma,
                 fraction: self.fraction.unwrap_or(FRACTION),
                 stream: rng::key(self.seed, domain::ESTIMATOR, k),

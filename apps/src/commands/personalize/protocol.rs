@@ -5,13 +5,11 @@
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use hgp_averaging::{Averager, ClientBuffer, DebiasWeights, Gossip, Placement, PushSum};
+use hgp_averaging::{ClientBuffer, Placement};
 use hgp_data::images::ImageClient;
 use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_hypergrad::OnProgress;
-use hgp_hypergrad::{
-    Adam, Hgp, HgpOptions, HyperGradient, Local, PdboHgp, PdboOptions, SampleMode,
-};
+use hgp_hypergrad::{Adam, HyperGradient};
 use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
 use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
@@ -19,7 +17,10 @@ use rayon::prelude::*;
 
 use crate::engine::agree_on;
 use crate::report::percentile;
-use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss_on};
+use crate::setup::{
+    AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION,
+    FederatedArgs, NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
+};
 
 /// The methods of HGP Table 2 and PDBO Table 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -452,7 +453,10 @@ impl Protocol {
     }
 
     /// HGP with M = 10, S = 10, η from the problem, one sample for both products and ω kept
-    /// across averages (HGP Sec. 5.3); gossip with fastest-mixing weights on FixU.
+    /// across averages (HGP Sec. 5.3), gossip with fastest-mixing weights on FixU; paper
+    /// 004's HGP with its SGP step γ; the local gradient for PDBO-MTL (local). Built by the
+    /// one registry of estimators and averagers (`EstimatorArgs::construct`,
+    /// `AveragerArgs::build_on`).
     fn estimator(
         &self,
         method: Method,
@@ -460,46 +464,53 @@ impl Protocol {
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
-        if method == Method::PdboMtlLocal {
-            return Ok(Box::new(
-                Local::new().with_placement(self.placement.clone()),
-            ));
-        }
-        let net =
-            NetworkArgs::of(network).build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
-        if self.estimator == PersonalizeEstimator::Pdbo {
-            let options = PdboOptions {
-                neumann_terms: self.neumann_terms,
-                gamma: self.rates.pdbo_gamma(self.ensemble(method)),
-                batch: BatchSize::Size(s.batch),
-                samples: SampleMode::Shared,
-                seed: derive(self.seed, domain::ESTIMATOR),
-            };
-            return Ok(Box::new(
-                PdboHgp::new(net.network, options)?.with_placement(self.placement.clone()),
-            ));
-        }
-        let averager: Box<dyn Averager<f32>> = match net.fixed {
-            Some(graph) => {
-                let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
-                Box::new(
-                    Gossip::constant(w, self.push_steps)?.with_placement(self.placement.clone()),
-                )
+        let kind = match (method, self.estimator) {
+            (Method::PdboMtlLocal, _) => EstimatorKind::Local,
+            (_, PersonalizeEstimator::Pdbo) => EstimatorKind::PdboHgp,
+            (_, PersonalizeEstimator::Hgp) => EstimatorKind::Hgp,
+        };
+        let stream = derive(self.seed, domain::ESTIMATOR);
+        let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
+        let averager_kind = if net.fixed.is_some() {
+            AveragerKind::Gossip
+        } else {
+            AveragerKind::PushSum
+        };
+        let averager = || {
+            AveragerArgs {
+                averager: Some(averager_kind),
+                push_steps: Some(self.push_steps),
+                keep_omega: averager_kind == AveragerKind::PushSum,
+                fraction: None,
             }
-            None => Box::new(
-                PushSum::new(net.network, self.push_steps)?
-                    .with_debias(DebiasWeights::Kept)
-                    .with_placement(self.placement.clone()),
-            ),
+            .build_on::<f32>(&net, self.seed, &self.placement)
         };
-        let options = HgpOptions {
-            neumann_terms: self.neumann_terms,
+        let parts = Parts {
+            averager: &averager,
+            network: &net,
             eta: s.eta,
-            batch: BatchSize::Size(s.batch),
-            samples: SampleMode::Shared,
-            seed: derive(self.seed, domain::ESTIMATOR),
+            gamma: self.rates.pdbo_gamma(self.ensemble(method)),
+            fraction: FRACTION,
+            stream,
+            placement: &self.placement,
         };
-        Ok(Box::new(Hgp::new(averager, options)?))
+        let args = EstimatorArgs {
+            estimator: kind,
+            neumann_terms: Some(self.neumann_terms),
+            eta: None,
+            power_iterations: None,
+            batch: Some(BatchSize::Size(s.batch)),
+            shared_samples: true,
+            pdbo_lr: None,
+            federated: FederatedArgs::default(),
+        };
+        match args.construct(&parts, &Defaults::LOGISTIC)? {
+            Built::PostHoc(estimator) => Ok(estimator),
+            Built::Joint(_) => anyhow::bail!(
+                "--estimator {}: personalization estimates after its inner solve",
+                kind.name()
+            ),
+        }
     }
 
     /// Runs one method on one network, calling `progress` after every inner SGP step.
