@@ -8,9 +8,9 @@ use hgp_averaging::ClientBuffer;
 use hgp_models::{InnerCost, L2Logistic, PerClient};
 use serde_json::json;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
-use crate::report::{ReportArgs, Reporter, Table, comm_json, sci};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::report::{Reporter, Table, comm_json, sci};
 use crate::setup::{
     DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
     newton_step_json, total_outer_loss_on,
@@ -31,6 +31,8 @@ const SHOWN_COORDINATES: usize = 8;
 
 /// Options of `hgp hypergrad`.
 #[derive(Args, Debug)]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (data, network, batches)")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"x\", \"outer_loss\", \"hypergrad\", \"comm\", \"inner\", \"estimator\", \"eta\", \"curvature\"} instead of text (\"inner\": {\"solver\", \"steps\", \"consensus_error\", \"stationarity\", \"initial_stationarity\", \"newton_step\", \"converged\", \"comm\"}; with --averager central --fraction C < 1 also \"central\": {\"fraction\", \"mean\", \"spread\"}: the mean over participation draws and this draw's relative distance from it; \"note\" where the estimate is identically 0 for a reason worth saying) (with --engine mpi also \"mpi\": {\"ranks\", \"messages\", \"bytes\", \"local_links\", \"collectives\", \"collective_bytes\"}, summed over ranks)")))]
 pub struct Hypergrad {
     #[command(flatten)]
     data: DataArgs,
@@ -41,28 +43,13 @@ pub struct Hypergrad {
     lambda: Option<PathBuf>,
     #[command(flatten)]
     pipeline: PipelineArgs,
-    /// Seed of every random choice (data, network, batches).
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
-    /// Print one JSON object {"x", "outer_loss", "hypergrad", "comm", "inner", "estimator",
-    /// "eta", "curvature"} instead of text ("inner": {"solver", "steps", "consensus_error",
-    /// "stationarity", "initial_stationarity", "newton_step", "converged", "comm"}; with
-    /// --averager central --fraction C < 1 also "central": {"fraction", "mean", "spread"}: the
-    /// mean over participation draws and this draw's relative distance from it; "note" where
-    /// the estimate is identically 0 for a reason worth saying) (with --engine mpi also "mpi": {"ranks",
-    /// "messages", "bytes", "local_links", "collectives", "collective_bytes"}, summed over
-    /// ranks).
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    engine: EngineArgs,
+    run: RunArgs,
 }
 
 impl Hypergrad {
     fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline::new(&self.pipeline, self.seed)
+        Pipeline::new(&self.pipeline, self.run.seed)
     }
 
     /// Runs the command.
@@ -92,9 +79,9 @@ impl Experiment for Hypergrad {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
+            engine: self.run.engine.engine,
+            json: self.run.json,
+            report: &self.run.report,
             out: None,
         }
     }
@@ -112,7 +99,7 @@ impl Experiment for Hypergrad {
             pipeline.validate(&defaults)?;
             pipeline.validate_engine()?;
             pipeline.memory_plan(self.data.shape()).check()?;
-            let (data, description) = self.data.load(self.seed)?;
+            let (data, description) = self.data.load(self.run.seed)?;
             let clients: Vec<L2Logistic<f64>> = data
                 .iter()
                 .enumerate()
@@ -127,7 +114,7 @@ impl Experiment for Hypergrad {
             pipeline.validate_clients::<f64, _>(
                 &clients,
                 &defaults,
-                self.json || !engine.is_root(),
+                self.run.json || !engine.is_root(),
             )?;
             Ok(Setup {
                 description,
@@ -203,7 +190,7 @@ impl Experiment for Hypergrad {
             .as_ref()
             .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
             .filter(|s| s.is_finite());
-        if self.json {
+        if self.run.json {
             let out = json!({
                 "x": xbar,
                 "outer_loss": outer_loss,

@@ -20,10 +20,10 @@ use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
 use crate::memory::MemoryPlan;
-use crate::report::{ReportArgs, Reporter, prepare_out, sci};
+use crate::report::{Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, Built, ConvergenceArgs, DataArgs, Defaults, EstimatorArgs,
     EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, FederatedArgs, InnerKind,
@@ -77,6 +77,8 @@ crate::report::serialize_by_value_name!(Panels);
 /// Options of `hgp error`.
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[command(mut_arg("seed", |a| a.help("Seed of the data, the network's link probabilities and the inner solve")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"settings\", \"panels\": [{\"batch\", \"consensus_error\", \"stationarity\", \"m\", \"rows\": [{\"curve\", \"S\", \"error\"}], \"error_of_mean\"}]} instead of the tables: each row's mean error over the seeds at the m listed (error.csv has every run and m); \"S\" is null for an averager without steps, \"error_of_mean\" null for HGP (with --engine mpi also \"mpi\", as in `hgp hypergrad --json`)")))]
 pub struct ErrorCmd {
     /// A smaller run (3 seeds, M = 300) that takes a few seconds.
     #[arg(long)]
@@ -85,9 +87,6 @@ pub struct ErrorCmd {
     #[arg(long, default_value = "out/error", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
-    /// Seed of the data, the network's link probabilities and the inner solve.
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
     #[arg(long, value_name = "N", help = format!(
         "HGP runs (seeds of the network's realization and of the mini-batches) per setting \
          [default: {}; {} with --quick]", SEEDS[0], SEEDS[1]
@@ -153,20 +152,9 @@ pub struct ErrorCmd {
     pdbo_lr: Option<f64>,
     #[command(flatten)]
     convergence: ConvergenceArgs,
-    /// Print one JSON object {"settings", "panels": [{"batch", "consensus_error",
-    /// "stationarity", "m", "rows": [{"curve", "S", "error"}], "error_of_mean"}]} instead of
-    /// the tables: each row's mean error over the seeds at the m listed (error.csv has every
-    /// run and m); "S" is null for an averager without steps, "error_of_mean" null for HGP
-    /// (with --engine mpi also "mpi", as in `hgp hypergrad --json`).
-    #[arg(long)]
-    #[serde(skip)]
-    json: bool,
     #[command(flatten)]
-    #[serde(skip)]
-    report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    engine: EngineArgs,
+    #[serde(flatten)]
+    run: RunArgs,
 }
 
 /// The Push-Sum steps S compared by default (Fig. 1).
@@ -273,7 +261,7 @@ impl ErrorCmd {
         }
         self.memory_plan(seeds, m_max, steps.len()).check()?;
         // The data are read (or drawn) now: their sizes are checked before any work.
-        let (data, description) = self.data.load(self.seed)?;
+        let (data, description) = self.data.load(self.run.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
             .enumerate()
@@ -428,9 +416,9 @@ impl Experiment for ErrorCmd {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
+            engine: self.run.engine.engine,
+            json: self.run.json,
+            report: &self.run.report,
             out: Some(&self.out),
         }
     }
@@ -474,7 +462,7 @@ impl Experiment for ErrorCmd {
                 let exact = if self.estimator.pdbo() {
                     // Expectations depend on the links' probabilities, not on the
                     // realization of the steps (step seed 0).
-                    let net = self.network.build(n, self.seed, 0)?;
+                    let net = self.network.build(n, self.run.seed, 0)?;
                     PdboExact::new(net.network.as_ref(), gamma)?
                         .at(&clients, &solution.x, &lambda)?
                         .v
@@ -520,15 +508,17 @@ impl Experiment for ErrorCmd {
         };
         let run = |&(p, s, k): &(usize, usize, u64)| -> Result<Curve> {
             let setup = &setups[p];
-            let net =
-                self.network
-                    .build(n, self.seed, rng::key(self.seed, domain::ESTIMATOR, k))?;
+            let net = self.network.build(
+                n,
+                self.run.seed,
+                rng::key(self.run.seed, domain::ESTIMATOR, k),
+            )?;
             // The one registry builds it: M = m_max, the panel's batch, each repetition k its
             // own estimator stream, network and averager.
             let averager = || {
                 self.averager_args((s > 0).then_some(s)).build_on::<f64>(
                     &net,
-                    rng::key(self.seed, domain::AVERAGER, k),
+                    rng::key(self.run.seed, domain::AVERAGER, k),
                     placement,
                 )
             };
@@ -538,7 +528,7 @@ impl Experiment for ErrorCmd {
                 eta,
                 gamma,
                 fraction: self.fraction.unwrap_or(FRACTION),
-                stream: rng::key(self.seed, domain::ESTIMATOR, k),
+                stream: rng::key(self.run.seed, domain::ESTIMATOR, k),
                 placement,
             };
             let defaults = Defaults {
@@ -642,7 +632,7 @@ impl Experiment for ErrorCmd {
         let svg = self.out.join("error.svg");
         self.figure(setups, (tasks, curves, means), m_max, (steps, n))
             .write(&svg)?;
-        if self.json {
+        if self.run.json {
             let mut out =
                 self.json_summary(setups, (tasks, curves, means), (seeds, m_max, gamma), steps)?;
             if let Some(mpi) = mpi {
@@ -690,12 +680,16 @@ impl ErrorCmd {
             InnerKind::Sgp => {
                 let net = self
                     .network
-                    .build(clients.len(), self.seed, derive(self.seed, domain::INNER))?
+                    .build(
+                        clients.len(),
+                        self.run.seed,
+                        derive(self.run.seed, domain::INNER),
+                    )?
                     .network;
                 let lr = LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?;
                 Box::new(
                     Sgp::new(net, FIG1_STEPS, lr)?
-                        .with_batches(batch, derive(self.seed, domain::INNER))
+                        .with_batches(batch, derive(self.run.seed, domain::INNER))
                         .with_placement(placement.clone()),
                 )
             }

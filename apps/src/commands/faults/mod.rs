@@ -15,10 +15,10 @@ use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule};
 use hgp_models::{InnerCost, L2Logistic};
 use rayon::prelude::*;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
 use crate::memory::MemoryPlan;
-use crate::report::{ReportArgs, Reporter, prepare_out};
+use crate::report::{Reporter, prepare_out};
 use crate::setup::{
     DataArgs, L2_LAMBDA, LR_DECAY, NetworkArgs, comma_list, derive, domain, l2_lambda,
     scaled_milestones, with_default,
@@ -66,6 +66,8 @@ pub fn after_help() -> String {
 
 /// Options of `hgp faults`.
 #[derive(Args, Debug)]
+#[command(mut_arg("seed", |a| a.help("Seed of the data, the network, the lost messages")))]
+#[command(mut_arg("json", |a| a.help("Print {\"rows\": [{\"averager\", \"loss\", \"crashed\", \"hypergrad_error\", \"consensus_error\", \"survivors_error\", \"inner_error\", \"survivors_inner_error\", \"messages\", \"lost\", \"failure\"}]} instead of the table (errors are null where a run failed; with --engine mpi also \"mpi\": {\"ranks\", \"messages\", \"bytes\", \"per_rank\", …} as `hgp hypergrad`'s)")))]
 pub struct FaultsCmd {
     /// A smaller run (SGP 2000 steps, M = 200) that takes seconds.
     #[arg(long)]
@@ -73,9 +75,6 @@ pub struct FaultsCmd {
     /// Output directory for faults.csv, faults.md and faults.svg.
     #[arg(long, default_value = "out/faults", value_name = "DIR")]
     out: PathBuf,
-    /// Seed of the data, the network, the lost messages.
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
     /// Directory with `client_<i>_train.csv` and `client_<i>_val.csv` (see `hgp hypergrad
     /// --help`); without it, synthetic data from --seed.
     #[arg(long, value_name = "DIR")]
@@ -122,16 +121,8 @@ pub struct FaultsCmd {
     neumann_terms: Option<usize>,
     #[arg(long, value_name = "ETA", help = with_default("HGP's Neumann step η", ETA))]
     eta: Option<f64>,
-    /// Print {"rows": [{"averager", "loss", "crashed", "hypergrad_error", "consensus_error",
-    /// "survivors_error", "inner_error", "survivors_inner_error", "messages", "lost",
-    /// "failure"}]} instead of the table (errors are null where a run failed; with --engine
-    /// mpi also "mpi": {"ranks", "messages", "bytes", "per_rank", …} as `hgp hypergrad`'s).
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    engine: EngineArgs,
+    run: RunArgs,
 }
 
 impl FaultsCmd {
@@ -177,9 +168,9 @@ impl Experiment for FaultsCmd {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
+            engine: self.run.engine.engine,
+            json: self.run.json,
+            report: &self.run.report,
             out: Some(&self.out),
         }
     }
@@ -338,7 +329,7 @@ impl FaultsCmd {
         } else {
             self.out.clone()
         };
-        let (data, description) = data_args.load(self.seed)?;
+        let (data, description) = data_args.load(self.run.seed)?;
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
             .enumerate()
@@ -359,7 +350,7 @@ impl FaultsCmd {
         let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
         let net = self
             .network
-            .build(n, self.seed, derive(self.seed, domain::INNER))?;
+            .build(n, self.run.seed, derive(self.run.seed, domain::INNER))?;
         let schedule = LrSchedule::multi_step(
             self.lr.unwrap_or(LR),
             scaled_milestones(sgp_steps),
@@ -373,7 +364,7 @@ impl FaultsCmd {
             eta: self.eta.unwrap_or(ETA),
             crash_client,
             crash_at,
-            fault_seed: rng::key(self.seed, rng::domain::RUN_FAULTS, 0),
+            fault_seed: rng::key(self.run.seed, rng::domain::RUN_FAULTS, 0),
         };
 
         engine.placement().check_clients(n)?;

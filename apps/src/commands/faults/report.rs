@@ -98,7 +98,7 @@ impl FaultsCmd {
             .with_context(|| format!("cannot write {}", out.join("faults.md").display()))?;
         self.figure(rows)?.write(&out.join("faults.svg"))?;
 
-        if self.json {
+        if self.run.json {
             let mut out = json!({ "rows": rows });
             if let Some(mpi) = mpi {
                 out["mpi"] = mpi;

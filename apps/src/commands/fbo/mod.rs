@@ -15,9 +15,9 @@ use hgp_models::{HyperRep, HyperRepConfig};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::report::{Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
@@ -76,6 +76,8 @@ crate::report::serialize_by_value_name!(protocol::Method, protocol::Split, Model
 /// Options of `hgp fbo`.
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (test images, split, initial layer, participants, batches, AggITD's Q)")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"rows\": [{\"method\", \"split\", \"tau\", \"rounds_to_target\", \"final_accuracy\", \"rounds\"}, ...]} (rounds_to_target is null if never reached; with --engine mpi also \"mpi\", as in `hgp hypergrad --json`)")))]
 pub struct Fbo {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
@@ -139,26 +141,13 @@ pub struct Fbo {
     hidden: Option<usize>,
     #[arg(long, default_value_t = HyperRepConfig::default().beta, value_name = "β", help = "Weight of the head's L2 penalty (β/2)‖y‖² in the lower cost.")]
     l2: f64,
-    /// Seed of every random choice (test images, split, initial layer, participants,
-    /// batches, AggITD's Q).
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
     /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
     #[arg(long, default_value = "out/fbo", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
-    /// Print one JSON object {"rows": [{"method", "split", "tau", "rounds_to_target",
-    /// "final_accuracy", "rounds"}, ...]} (rounds_to_target is null if never reached; with
-    /// --engine mpi also "mpi", as in `hgp hypergrad --json`).
-    #[arg(long)]
-    #[serde(skip)]
-    json: bool,
     #[command(flatten)]
-    #[serde(skip)]
-    report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    engine: EngineArgs,
+    #[serde(flatten)]
+    run: RunArgs,
 }
 
 impl Fbo {
@@ -238,7 +227,7 @@ impl Fbo {
                 .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS }),
             target: self.target,
             model: self.model_settings()?,
-            seed: self.seed,
+            seed: self.run.seed,
         })
     }
 
@@ -279,7 +268,7 @@ impl Fbo {
             (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
-            self.seed,
+            self.run.seed,
         )?;
         // Colour images come standardized per channel; grey ones are scaled as the papers'.
         if rest.channels == 1 {
@@ -354,9 +343,9 @@ impl<C: RepClient> Experiment for On<'_, C> {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.cmd.engine.engine,
-            json: self.cmd.json,
-            report: &self.cmd.report,
+            engine: self.cmd.run.engine.engine,
+            json: self.cmd.run.json,
+            report: &self.cmd.run.report,
             out: Some(&self.cmd.out),
         }
     }

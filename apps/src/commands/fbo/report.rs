@@ -115,7 +115,7 @@ impl Fbo {
         let svg = self.out.join("curves.svg");
         figure.write(&svg)?;
 
-        if self.json {
+        if self.run.json {
             let rows: Vec<_> = runs
                 .iter()
                 .map(|r| {

@@ -16,9 +16,9 @@ use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
-use crate::report::{ReportArgs, Reporter, RowWriter, prepare_out, settings_json};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::report::{Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
 use crate::setup::{load_image_experiment, with_default};
@@ -91,6 +91,8 @@ impl Serialize for protocol::Split {
 /// Options of `hgp fedhyper`.
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (test images, split, initial network, participants, batches)")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"rows\": [{\"method\", \"split\", \"final_accuracy\", \"rounds_to_target\", \"seconds_per_round\", …}], \"learning_rates\": {method: [α^t …]}} (rounds_to_target is null unless every seed reached the target; with --engine mpi also \"mpi\", as in `hgp hypergrad --json`)")))]
 pub struct FedHyperCmd {
     /// Methods to compare (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::value_variants().to_vec())]
@@ -170,10 +172,6 @@ pub struct FedHyperCmd {
     adam_lr: f64,
     #[arg(long, default_value_t = ADAGRAD_LR, value_name = "η", help = "FedAdagrad's server rate η (β₁ = 0.9, τ = 10⁻³).")]
     adagrad_lr: f64,
-    /// Seed of every random choice (test images, split, initial network, participants,
-    /// batches).
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
     /// Repeat every run with seeds K, K+1, …, K+N−1; the table gives means and standard
     /// deviations over them.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -183,19 +181,9 @@ pub struct FedHyperCmd {
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
-    /// Print one JSON object {"rows": [{"method", "split", "final_accuracy",
-    /// "rounds_to_target", "seconds_per_round", …}], "learning_rates": {method: [α^t …]}}
-    /// (rounds_to_target is null unless every seed reached the target; with --engine mpi
-    /// also "mpi", as in `hgp hypergrad --json`).
-    #[arg(long)]
-    #[serde(skip)]
-    json: bool,
     #[command(flatten)]
-    #[serde(skip)]
-    report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    engine: EngineArgs,
+    #[serde(flatten)]
+    run: RunArgs,
 }
 
 /// The text after `hgp fedhyper --help`.
@@ -393,7 +381,7 @@ impl FedHyperCmd {
             (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
-            self.seed,
+            self.run.seed,
         )?;
         let wanted = self.arch(10).inputs();
         if rest.pixels() != wanted {
@@ -479,7 +467,7 @@ impl FedHyperCmd {
             (self.clients(), "--clients"),
             self.quick,
             self.batch,
-            crate::setup::derive(self.seed, crate::setup::domain::DATA),
+            crate::setup::derive(self.run.seed, crate::setup::domain::DATA),
         )?;
         let mut parts = Vec::with_capacity(chosen.len());
         let mut test = ImageSet {
@@ -557,9 +545,9 @@ impl Experiment for FedHyperCmd {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
+            engine: self.run.engine.engine,
+            json: self.run.json,
+            report: &self.run.report,
             out: Some(&self.out),
         }
     }
@@ -585,7 +573,7 @@ impl Experiment for FedHyperCmd {
             let settings = self.validate(classes, schedulers);
             (images, test, description, settings)
         };
-        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
+        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.run.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first: Result<Vec<Option<protocol::Federation>>> = self
             .splits()
@@ -615,7 +603,7 @@ impl Experiment for FedHyperCmd {
             settings,
             mut first,
         } = setup;
-        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.seed + k).collect();
+        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.run.seed + k).collect();
         let rows = engine.agree(if root {
             RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false).map(Some)
         } else {

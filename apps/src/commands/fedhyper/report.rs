@@ -251,7 +251,7 @@ impl FedHyperCmd {
 
         // lr.svg: the first seed on the last split (the most skewed of the default list).
         let shown = *self.splits().last().context("no split")?;
-        let first_seed = self.seed;
+        let first_seed = self.run.seed;
         let shown_runs: Vec<&Run> = runs
             .iter()
             .filter(|r| r.split == shown && r.seed == first_seed)
@@ -288,7 +288,7 @@ impl FedHyperCmd {
             .with_panel(local)
             .write(&lr_svg)?;
 
-        if self.json {
+        if self.run.json {
             let mut rates = Map::new();
             for r in &shown_runs {
                 rates.insert(

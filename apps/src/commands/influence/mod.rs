@@ -23,11 +23,9 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
-use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, settings_json, write_csv,
-};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::report::{Reporter, RowWriter, prepare_out, read_rows, settings_json, write_csv};
 use crate::setup::{
     DataArgs, Defaults, EtaArg, InnerKind, Pipeline, PipelineArgs, Solved, derive, domain,
     refuse_unused, total_outer_loss_on,
@@ -107,6 +105,8 @@ pub fn after_help() -> String {
 /// Options of `hgp influence`.
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (data, network, batches)")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"r2\", \"f1\", \"top\": [[client, instance, predicted, actual], ...]} instead of text (r2 and f1 are null where they are undefined: R² without spread in the rows, F1 where no removal is predicted to lower F and none does; with --engine mpi also \"mpi\", as in `hgp hypergrad --json`)")))]
 pub struct Influence {
     /// The model.
     #[arg(long, value_enum, default_value_t = ModelKind::Logistic)]
@@ -144,22 +144,9 @@ pub struct Influence {
     resume: bool,
     #[command(flatten)]
     pipeline: PipelineArgs,
-    /// Seed of every random choice (data, network, batches).
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    seed: u64,
-    /// Print one JSON object {"r2", "f1", "top": [[client, instance, predicted, actual], ...]}
-    /// instead of text (r2 and f1 are null where they are undefined: R² without spread in
-    /// the rows, F1 where no removal is predicted to lower F and none does; with --engine mpi
-    /// also "mpi", as in `hgp hypergrad --json`).
-    #[arg(long)]
-    #[serde(skip)]
-    json: bool,
     #[command(flatten)]
-    #[serde(skip)]
-    report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    engine: EngineArgs,
+    #[serde(flatten)]
+    run: RunArgs,
 }
 
 /// The clients of one model, their starting point and the run's defaults.
@@ -172,7 +159,8 @@ struct Problem<T, C> {
 
 impl Influence {
     fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
-        let pipeline = Pipeline::new(&self.pipeline, self.seed).with_placement(placement.clone());
+        let pipeline =
+            Pipeline::new(&self.pipeline, self.run.seed).with_placement(placement.clone());
         match self.model {
             ModelKind::Logistic => pipeline,
             // A network's loss is not convex: its solves are judged by their progress only.
@@ -301,7 +289,7 @@ impl Influence {
 
     /// Eq. (12) with logistic regression (HGP Sec. 5.2 settings: γ = 1e-3, HGP M = 500).
     fn logistic(&self, placement: &Placement) -> Result<Problem<f64, WeightedLogistic<f64>>> {
-        let (data, description) = self.data.load(self.seed)?;
+        let (data, description) = self.data.load(self.run.seed)?;
         placement.check_clients(data.len())?;
         let clients: Vec<WeightedLogistic<f64>> = data
             .iter()
@@ -342,7 +330,8 @@ impl Influence {
             clusters: SplitConfig::default().clusters.min(clients),
             ..SplitConfig::default()
         };
-        let split = crate::setup::split_images(&subset, &config, derive(self.seed, domain::DATA))?;
+        let split =
+            crate::setup::split_images(&subset, &config, derive(self.run.seed, domain::DATA))?;
         if let Some(i) = split
             .iter()
             .position(|c| c.train.is_empty() || c.val.is_empty())
@@ -383,7 +372,7 @@ impl Influence {
                 .with_context(|| format!("client {i}"))
             })
             .collect::<Result<_>>()?;
-        let init: Vec<f32> = arch.init(self.seed).iter().map(|&v| v as f32).collect();
+        let init: Vec<f32> = arch.init(self.run.seed).iter().map(|&v| v as f32).collect();
         let x0 = ClientBuffer::from_fn(clients.len(), init.len(), |_, k| init[k]);
         let train: usize = split.iter().map(|c| c.train.len()).sum();
         let description = format!(
@@ -429,9 +418,9 @@ impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
 
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.cmd.engine.engine,
-            json: self.cmd.json,
-            report: &self.cmd.report,
+            engine: self.cmd.run.engine.engine,
+            json: self.cmd.run.json,
+            report: &self.cmd.run.report,
             out: Some(&self.cmd.out),
         }
     }
@@ -452,7 +441,7 @@ impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
         pipeline.validate_clients::<T, C>(
             &problem.clients,
             &problem.defaults,
-            this.json || !engine.is_root(),
+            this.run.json || !engine.is_root(),
         )?;
         Ok(problem)
     }
@@ -527,7 +516,7 @@ impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
         let mut candidates = rank_instances(&estimate.v);
         let wanted = this.top();
         let top = wanted.min(total);
-        if top < wanted && !this.json && root {
+        if top < wanted && !this.run.json && root {
             eprintln!(
                 "note: the data have {total} training instances, fewer than --top {wanted}: all are used"
             );

@@ -68,7 +68,7 @@ impl Influence {
             )
             .write(&svg)?;
 
-        if self.json {
+        if self.run.json {
             let mut out = json!({
                 "r2": fitted.map(|f| f.r2),
                 "r2_identity": fitted.map(|f| f.r2_identity),

@@ -155,7 +155,7 @@ impl Personalize {
                     set.len()
                 );
             }
-            if empty > 0 && !self.json && placement.is_root() {
+            if empty > 0 && !self.run.json && placement.is_root() {
                 eprintln!(
                     "note: {empty} of {clients} clients have no {what} images: they are left out of the {what} accuracies"
                 );

@@ -16,12 +16,11 @@ use hgp_data::images::{ImageClient, SplitConfig};
 use hgp_nn::Architecture;
 use serde::Serialize;
 
-use crate::engine::{Engine, EngineArgs};
-use crate::lifecycle::{Experiment, Output, execute};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, RunArgs, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{
-    ReportArgs, Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json,
-    write_csv,
+    Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json, write_csv,
 };
 use crate::setup::{Dataset, at_least_one, load_dataset};
 use crate::setup::{
@@ -227,6 +226,8 @@ crate::report::serialize_by_value_name!(ModelKind, Preset, protocol::Personalize
 /// Options of `hgp personalize`.
 #[derive(Args, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"rows\": [{\"method\", \"network\", \"average\", \"bottom10\"}, ...]}")))]
 pub struct Personalize {
     /// Methods to compare (comma separated) [default: all; with --estimator pdbo the four of
     /// paper 004's Table 1: sgp, local, pdbo-mtl-local, hgp-mtl (reported as pdbo-mtl)].
@@ -319,10 +320,6 @@ pub struct Personalize {
     eta: Option<EtaArg>,
     #[arg(long, value_name = "K", help = power_help())]
     power_iterations: Option<usize>,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    #[serde(skip)]
-    seed: u64,
     /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
     #[arg(long, default_value = "out/personalize", value_name = "DIR")]
     #[serde(skip)]
@@ -332,16 +329,9 @@ pub struct Personalize {
     #[arg(long)]
     #[serde(skip)]
     resume: bool,
-    /// Print one JSON object {"rows": [{"method", "network", "average", "bottom10"}, ...]}.
-    #[arg(long)]
-    #[serde(skip)]
-    json: bool,
     #[command(flatten)]
-    #[serde(skip)]
-    report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    engine: EngineArgs,
+    #[serde(flatten)]
+    run: RunArgs,
 }
 
 impl Personalize {
@@ -486,9 +476,9 @@ impl Experiment for Personalize {
     /// The settings and the log are each seed's (see [`Personalize::run_seed`]).
     fn output(&self) -> Output<'_> {
         Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
+            engine: self.run.engine.engine,
+            json: self.run.json,
+            report: &self.run.report,
             out: None,
         }
     }
@@ -500,16 +490,16 @@ impl Experiment for Personalize {
     fn run(&self, eta: hgp_hypergrad::Eta, engine: &Engine, _: &Reporter) -> Result<Outcome> {
         let seeds = self.seeds();
         if seeds == 1 {
-            let (cells, description) = self.run_seed(self.seed, &self.out, eta, engine)?;
+            let (cells, description) = self.run_seed(self.run.seed, &self.out, eta, engine)?;
             return Ok(Outcome::One(cells, description));
         }
         let mut runs = Vec::new();
         for k in 0..seeds as u64 {
-            let seed = self.seed + k;
+            let seed = self.run.seed + k;
             let out = self.out.join(format!("seed-{seed}"));
             if engine.is_root() {
                 prepare_out(&out)?;
-                if !self.json {
+                if !self.run.json {
                     eprintln!("seed {seed} ({} of {seeds}): {}", k + 1, out.display());
                 }
             }
@@ -578,7 +568,7 @@ impl Personalize {
             let mut settings = settings_json("personalize", self)?;
             settings["seed"] = seed.into();
             record_settings(out, &settings, self.resume)?;
-            let reporter = Reporter::new(&self.report, Some(out), self.json, self.resume)?;
+            let reporter = Reporter::new(&self.run.report, Some(out), self.run.json, self.resume)?;
             let rows = RowWriter::open(&csv, HEADER, self.resume)?;
             Ok(Some((cells, reporter, rows)))
         })();

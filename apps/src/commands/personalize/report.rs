@@ -243,7 +243,7 @@ impl Personalize {
             .with_context(|| format!("cannot write {}", md_path.display()))?;
         let csv = self.out.join("personalize-seeds.csv");
         write_csv(&csv, SEED_HEADER, rows.iter())?;
-        if self.json {
+        if self.run.json {
             let mut out = json!({ "rows": rows, "seeds": seeds });
             if let Some(mpi) = mpi {
                 out["mpi"] = mpi;
@@ -325,7 +325,7 @@ impl Personalize {
         if !print {
             return Ok(());
         }
-        if self.json {
+        if self.run.json {
             let rows: Vec<_> = cells
                 .iter()
                 .map(|c| {
