@@ -566,6 +566,11 @@ impl Personalize {
             // Everything that changes the numbers (--methods and --networks only select rows),
             // and this table's seed.
             let mut settings = settings_json("personalize", self)?;
+            // This table's seed stands on its own: with --seeds, each folder holds one seed's
+            // table, so the run's first --seed is not among its options.
+            if let Some(options) = settings["options"].as_object_mut() {
+                options.remove("seed");
+            }
             settings["seed"] = seed.into();
             record_settings(out, &settings, self.resume)?;
             let reporter = Reporter::new(&self.run.report, Some(out), self.run.json, self.resume)?;
