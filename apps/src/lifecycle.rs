@@ -140,3 +140,16 @@ pub struct RunArgs {
     #[serde(skip)]
     pub engine: crate::engine::EngineArgs,
 }
+
+impl RunArgs {
+    /// Where an experiment with these flags runs and writes: `out`, the command's folder
+    /// (none for a command that writes no files).
+    pub fn output<'a>(&'a self, out: Option<&'a Path>) -> Output<'a> {
+        Output {
+            engine: self.engine.engine,
+            json: self.json,
+            report: &self.report,
+            out,
+        }
+    }
+}

@@ -78,12 +78,7 @@ impl Experiment for Hypergrad {
     type Outcome = Outcome;
 
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.run.engine.engine,
-            json: self.run.json,
-            report: &self.run.report,
-            out: None,
-        }
+        self.run.output(None)
     }
 
     /// Its text has the engine in its aligned block.

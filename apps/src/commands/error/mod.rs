@@ -415,12 +415,7 @@ impl Experiment for ErrorCmd {
     type Outcome = Outcome;
 
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.run.engine.engine,
-            json: self.run.json,
-            report: &self.run.report,
-            out: Some(&self.out),
-        }
+        self.run.output(Some(&self.out))
     }
 
     fn setup(&self, engine: &Engine) -> Result<(Instant, Checked)> {

@@ -342,12 +342,7 @@ impl<C: RepClient> Experiment for On<'_, C> {
     type Outcome = (Vec<Run>, Settings, String);
 
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.cmd.run.engine.engine,
-            json: self.cmd.run.json,
-            report: &self.cmd.run.report,
-            out: Some(&self.cmd.out),
-        }
+        self.cmd.run.output(Some(&self.cmd.out))
     }
 
     fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {

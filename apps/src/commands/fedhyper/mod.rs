@@ -544,12 +544,7 @@ impl Experiment for FedHyperCmd {
     type Outcome = (Vec<protocol::Run>, Settings, String);
 
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.run.engine.engine,
-            json: self.run.json,
-            report: &self.run.report,
-            out: Some(&self.out),
-        }
+        self.run.output(Some(&self.out))
     }
 
     fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {

@@ -417,12 +417,7 @@ impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
     type Outcome = Outcome<T>;
 
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.cmd.run.engine.engine,
-            json: self.cmd.run.json,
-            report: &self.cmd.run.report,
-            out: Some(&self.cmd.out),
-        }
+        self.cmd.run.output(Some(&self.cmd.out))
     }
 
     /// Everything that changes the numbers (--top only changes how many).

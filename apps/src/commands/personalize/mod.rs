@@ -475,12 +475,7 @@ impl Experiment for Personalize {
 
     /// The settings and the log are each seed's (see [`Personalize::run_seed`]).
     fn output(&self) -> Output<'_> {
-        Output {
-            engine: self.run.engine.engine,
-            json: self.run.json,
-            report: &self.run.report,
-            out: None,
-        }
+        self.run.output(None)
     }
 
     fn setup(&self, engine: &Engine) -> Result<hgp_hypergrad::Eta> {
