@@ -265,6 +265,21 @@ pub struct EstimatorArgs {
 }
 
 impl EstimatorArgs {
+    /// The options of `estimator` with every other option left to the command's defaults,
+    /// for a command that builds estimators of its own choosing through [`Self::construct`].
+    pub fn of(estimator: EstimatorKind) -> Self {
+        Self {
+            estimator,
+            neumann_terms: None,
+            eta: None,
+            power_iterations: None,
+            batch: None,
+            shared_samples: false,
+            pdbo_lr: None,
+            federated: FederatedArgs::default(),
+        }
+    }
+
     /// The estimator options given on the command line, by flag (`--fraction` is the
     /// averager's, checked by the pipeline).
     fn given(&self) -> [(&'static str, bool); 11] {

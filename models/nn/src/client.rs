@@ -348,10 +348,8 @@ impl<T: NetScalar> NetClient<T> {
 /// cuts batches into parts and implements the objective traits; an engine only computes.
 /// candle (`candle/`: every network, any device, the reference) and the fused CPU engine
 /// (`fused/`: the papers' fixed stacks) implement it, each in its own folder; `engines.rs`
-/// chooses between them.
-///
-/// An engine that computes a [`NetClient`]'s costs and derivatives. Every method reads the
-/// client's configuration and data through `client`; results are summed over the parts of
+/// chooses between them. Every method reads the client's configuration and data through
+/// `client`; results are summed over the parts of
 /// [`NetClient::parts`] in a fixed order, so they do not depend on the number of threads.
 pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
     /// Which engine this is.

@@ -24,19 +24,23 @@ use crate::kernels::NetScalar;
 /// the instances, plus, for the LSTM, a fixed part that does not grow with them (the
 /// per-step products for the weights' gradients).
 pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
-    if let Some(stack) = Stack::of(*arch)
-        && default_device().is_cpu()
-    {
-        return stack.workspace_bytes(instances);
+    match fused_stack(*arch, &default_device()) {
+        Some(stack) => stack.workspace_bytes(instances),
+        None => arch.candle_graph_bytes(instances),
     }
-    arch.candle_graph_bytes(instances)
+}
+
+/// The fused engine's stack for `arch` on `device`: the one rule of where it runs (the
+/// papers' fixed stacks, on the CPU).
+fn fused_stack(arch: Architecture, device: &Device) -> Option<Stack> {
+    Stack::of(arch).filter(|_| device.is_cpu())
 }
 
 /// The engine a client of `arch` runs on by default on `device`.
 fn default_backend<T: NetScalar>(arch: Architecture, device: &Device) -> Box<dyn Backend<T>> {
-    match Stack::of(arch) {
-        Some(stack) if device.is_cpu() => Box::new(Fused::new(stack)),
-        _ => Box::new(Candle),
+    match fused_stack(arch, device) {
+        Some(stack) => Box::new(Fused::new(stack)),
+        None => Box::new(Candle),
     }
 }
 
@@ -79,9 +83,7 @@ impl<T: NetScalar> NetClient<T> {
         self.backend = match engine {
             Engine::Candle => Box::new(Candle),
             Engine::Fused => {
-                let stack = Stack::of(self.config.arch)
-                    .filter(|_| self.device.is_cpu())
-                    .ok_or_else(|| {
+                let stack = fused_stack(self.config.arch, &self.device).ok_or_else(|| {
                         ModelError::Network(format!(
                             "the fused engine runs the CNNs, LeNet-5, the MLP and the linear model on the CPU, not the {} on {:?}",
                             self.config.arch.name(),

@@ -26,10 +26,10 @@ use crate::memory::MemoryPlan;
 use crate::report::{Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, Built, ConvergenceArgs, DataArgs, Defaults, EstimatorArgs,
-    EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, FederatedArgs, InnerKind,
-    L2_LAMBDA, NetworkArgs, Parts, SolveContext, at_least_one, check_batch, comma_list, derive,
-    domain, eta_help, l2_lambda, parse_eta, positive, power_help, refuse_unused, resolve_step,
-    train_sizes, with_default,
+    EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind, L2_LAMBDA,
+    NetworkArgs, Parts, SolveContext, at_least_one, check_batch, comma_list, derive, domain,
+    eta_help, l2_lambda, parse_eta, positive, power_help, refuse_unused, resolve_step, train_sizes,
+    with_default,
 };
 
 use protocol::{Curve, error_curve, error_of_mean};
@@ -355,27 +355,6 @@ impl ErrorCmd {
         }
     }
 
-    /// The estimator options of the registry ([`EstimatorArgs::construct`]): the kind, the
-    /// step η and its power iterations; the terms and the batch come with the defaults.
-    fn estimator_args(&self) -> EstimatorArgs {
-        EstimatorArgs {
-            estimator: self.estimator,
-            neumann_terms: None,
-            eta: None,
-            power_iterations: None,
-            batch: None,
-            shared_samples: false,
-            pdbo_lr: self.pdbo_lr,
-            federated: FederatedArgs {
-                inner_steps: None,
-                inner_lr: None,
-                neumann_step: None,
-                local_steps: None,
-                aggitd_index: None,
-            },
-        }
-    }
-
     /// The averager options for S steps.
     fn averager_args(&self, steps: Option<usize>) -> AveragerArgs {
         AveragerArgs {
@@ -532,7 +511,8 @@ impl Experiment for ErrorCmd {
                 batch: setup.batch,
                 ..Defaults::LOGISTIC
             };
-            let Built::PostHoc(estimator) = self.estimator_args().construct(&parts, &defaults)?
+            let Built::PostHoc(estimator) =
+                EstimatorArgs::of(self.estimator).construct(&parts, &defaults)?
             else {
                 bail!(
                     "--estimator {} runs its own lower level",

@@ -19,7 +19,7 @@ use crate::engine::agree_on;
 use crate::report::percentile;
 use crate::setup::{
     AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION,
-    FederatedArgs, NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
+    NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
 };
 
 /// The methods of HGP Table 2 and PDBO Table 1.
@@ -495,14 +495,10 @@ impl Protocol {
             placement: &self.placement,
         };
         let args = EstimatorArgs {
-            estimator: kind,
             neumann_terms: Some(self.neumann_terms),
-            eta: None,
-            power_iterations: None,
             batch: Some(BatchSize::Size(s.batch)),
             shared_samples: true,
-            pdbo_lr: None,
-            federated: FederatedArgs::default(),
+            ..EstimatorArgs::of(kind)
         };
         match args.construct(&parts, &Defaults::LOGISTIC)? {
             Built::PostHoc(estimator) => Ok(estimator),
