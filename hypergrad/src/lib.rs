@@ -90,7 +90,10 @@ pub use curvature::{Curvature, PowerIteration, estimate_curvature};
 pub use error::{HypergradError, Result};
 pub use estimator::{HyperGradEstimate, HyperGradient, gather_per_client};
 pub use exact::{EXACT_MAX_SIZE, Exact, Local};
-pub use federated::{AggItd, FedNest, FederatedOptions, HessianScope, one_round_upper};
+pub use federated::{
+    AggItd, FedNest, FederatedOptions, HessianScope, OuterObserver, OuterOptions, OuterRun,
+    one_round_upper, outer_loop,
+};
 pub use hgp::{Eta, Hgp, HgpOptions, SampleMode};
 pub use hgp_averaging::Describe;
 pub use hgp_inner_solvers::{Observer, OnIterate, OnProgress, Phase};

@@ -9,7 +9,7 @@ use hgp_averaging::{Central, ClientBuffer};
 use hgp_graphs::rng;
 use hgp_hypergrad::{
     AggItd, Diagnostics, Exact, FedNest, FederatedOptions, HessianScope, HyperGradient,
-    JointEstimator, one_round_upper,
+    JointEstimator, OuterOptions, one_round_upper, outer_loop,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LocalUpdate, total_gradient, total_hessian};
 use hgp_models::{Batch, InnerCrossJvp, L2Logistic, OuterCost, PerClient};
@@ -391,4 +391,92 @@ fn participants_only_rows_are_the_participants_rows() {
         }
         assert_eq!(full.total_comm().rounds, part.total_comm().rounds);
     }
+}
+
+/// Paper 003 Alg. 3: the outer loop is the estimator's lower rounds and estimate, then
+/// One-Round-Upper, repeated from the last iterates; the same steps taken by hand give the
+/// same bits, and every iteration spends Table 1's 2N + 3 rounds.
+#[test]
+fn the_outer_loop_is_estimate_then_upper_step_repeated() {
+    let (n, d, k) = (6, 3, 3);
+    let cs = clients(n, 8, d, 11);
+    let opts = FederatedOptions {
+        fraction: 0.5,
+        local_steps: 2,
+        ..options(4, 0.3, 0.5)
+    };
+    let server = Central::new(n, 0.5, 3).unwrap();
+    let (alpha, tau) = (0.05, 2);
+    // By hand.
+    let mut by_hand = AggItd::new(opts.clone()).unwrap();
+    let (mut l1, mut x1) = (lambda(n, d), ClientBuffer::zeros(n, d));
+    for _ in 0..k {
+        let joint = by_hand.solve_and_estimate(&cs, &l1, &x1, &mut ()).unwrap();
+        let s = joint.participants.clone().unwrap();
+        one_round_upper(
+            &cs,
+            &mut l1,
+            joint.solution.x.row(0),
+            &joint.estimate.v,
+            &s,
+            &server,
+            alpha,
+            tau,
+        )
+        .unwrap();
+        x1 = joint.solution.x;
+    }
+    // The loop.
+    let mut looped = AggItd::new(opts).unwrap();
+    let (mut l2, mut x2) = (lambda(n, d), ClientBuffer::zeros(n, d));
+    let mut seen = Vec::new();
+    let run = outer_loop(
+        &mut looped,
+        &server,
+        &cs,
+        (&mut l2, &mut x2),
+        OuterOptions {
+            outer_lr: alpha,
+            local_steps: tau,
+            iterations: k,
+        },
+        &mut |rounds, _, _| seen.push(rounds),
+    );
+    assert!(run.stopped.is_none());
+    assert_eq!(run.rounds, vec![2 * 4 + 3; k]);
+    assert_eq!(seen, vec![0, 11, 22, 33]);
+    assert_eq!(l1.as_slice(), l2.as_slice());
+    assert_eq!(x1.as_slice(), x2.as_slice());
+    assert_ne!(l2.as_slice(), lambda(n, d).as_slice());
+}
+
+/// A diverging estimate stops the loop at its iteration, with the rounds and iterates of
+/// the iterations before it, and is told apart from other errors.
+#[test]
+fn the_outer_loop_stops_at_a_divergence_and_names_the_iteration() {
+    let (n, d) = (3, 3);
+    let cs = clients(n, 10, d, 7);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let mut fednest = FedNest::new(options(50, 1.0, 60.0), 200, HessianScope::Global).unwrap();
+    let start = lambda(n, d);
+    let (mut l, mut x) = (start.clone(), ClientBuffer::zeros(n, d));
+    let mut calls = 0;
+    let run = outer_loop(
+        &mut fednest,
+        &server,
+        &cs,
+        (&mut l, &mut x),
+        OuterOptions {
+            outer_lr: 0.1,
+            local_steps: 1,
+            iterations: 5,
+        },
+        &mut |_, _, _| calls += 1,
+    );
+    let (iteration, error) = run.stopped.expect("a Neumann step of 60 diverges");
+    assert_eq!(iteration, 1);
+    assert!(error.is_divergence(), "{error}");
+    assert!(run.rounds.is_empty());
+    assert_eq!(calls, 1);
+    assert_eq!(l.as_slice(), start.as_slice());
 }

@@ -1,12 +1,12 @@
 //! The inner solve x(λ) (`--inner`, SGP's steps, rates and batches) and its builder.
 
-use std::sync::Arc;
-
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_averaging::{Placement, PushSumProtocol, Scalar};
-use hgp_graphs::Network;
-use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, Sgp, SgpOrder};
+use hgp_graphs::{FmmcOptions, fastest_mixing};
+use hgp_inner_solvers::{
+    DecentralizedSgd, ExactNewton, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder,
+};
 use hgp_models::{BatchSize, InnerHvp};
 use serde::Serialize;
 
@@ -15,13 +15,95 @@ use super::*;
 /// Default SGP learning-rate decay factor at each milestone.
 pub const LR_DECAY: f64 = 0.1;
 
-/// Inner solvers available from the command line.
+/// The one registry of inner solvers: every command builds its x(λ) solver through
+/// [`InnerKind::build`]. `--inner` offers the first two; `hgp personalize` also trains its
+/// baselines with the last two (HGP Table 2's Local and FixU rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum InnerKind {
     /// Stochastic gradient push over the network (the papers' solver).
     Sgp,
     /// Centralized Newton to machine precision (a reference; logistic models only).
     Exact,
+    /// Local SGD: every client solves its own problem, no exchange.
+    #[value(skip)]
+    Local,
+    /// Decentralized SGD with the fastest-mixing doubly-stochastic weights of the network's
+    /// fixed graph (FixU).
+    #[value(skip)]
+    Dsgd,
+}
+
+/// What an inner solver is built from ([`InnerKind::build`]); each kind reads what it needs.
+pub struct InnerParts<'a> {
+    /// The network SGP runs over; decentralized SGD mixes on its fixed graph.
+    pub network: &'a BuiltNetwork,
+    /// Steps of the solve (not Newton's: it runs to machine precision).
+    pub steps: usize,
+    /// The learning-rate schedule.
+    pub schedule: LrSchedule,
+    /// The mini-batch of every step.
+    pub batch: BatchSize,
+    /// SGP's order of local step and exchange.
+    pub order: SgpOrder,
+    /// The solver's random stream (its batches): the run's `derive(seed, domain::INNER)`.
+    pub stream: u64,
+    /// Where the clients live.
+    pub placement: &'a Placement,
+    /// SGP's Push-Sum: plain shares or running sums, under faults or not.
+    pub protocol: PushSumProtocol,
+    /// Whether SGP exchanges on the calling thread (runs parallelized outside it).
+    pub sequential: bool,
+}
+
+impl InnerKind {
+    /// The solver of this kind from `parts`.
+    ///
+    /// # Errors
+    ///
+    /// Parameters out of range; Newton over ranks; decentralized SGD on a network without a
+    /// fixed graph.
+    pub fn build<T: Scalar, C: InnerHvp<T> + 'static>(
+        self,
+        parts: InnerParts<'_>,
+    ) -> Result<Box<dyn InnerSolver<T, C>>> {
+        let on = parts.placement.clone();
+        Ok(match self {
+            Self::Exact => {
+                if parts.placement.is_distributed() {
+                    bail!("{}", ENGINE_INNER);
+                }
+                Box::new(ExactNewton::new())
+            }
+            Self::Sgp => {
+                let sgp = Sgp::new(parts.network.network.clone(), parts.steps, parts.schedule)?
+                    .with_order(parts.order)
+                    .with_batches(parts.batch, parts.stream)
+                    .with_push_sum(parts.protocol)
+                    .with_placement(on);
+                Box::new(if parts.sequential {
+                    sgp.sequential()
+                } else {
+                    sgp
+                })
+            }
+            Self::Local => Box::new(
+                LocalSgd::new(parts.steps, parts.schedule)?
+                    .with_batches(parts.batch, parts.stream)
+                    .with_placement(on),
+            ),
+            Self::Dsgd => {
+                let Some(graph) = &parts.network.fixed else {
+                    bail!("decentralized SGD mixes on a fixed graph; this network changes");
+                };
+                let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
+                Box::new(
+                    DecentralizedSgd::new(w, parts.steps, parts.schedule)?
+                        .with_batches(parts.batch, parts.stream)
+                        .with_placement(on),
+                )
+            }
+        })
+    }
 }
 
 /// Orders of SGP's local step and exchange.
@@ -155,32 +237,25 @@ impl InnerArgs {
     /// by `protocol` (plain shares or running sums, faults).
     pub fn build_with<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
-        network: Arc<dyn Network>,
+        network: &BuiltNetwork,
         (seed, placement): (u64, &Placement),
         defaults: &Defaults,
         protocol: PushSumProtocol,
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
-        Ok(match self.inner {
-            InnerKind::Exact => {
-                if placement.is_distributed() {
-                    bail!("{}", ENGINE_INNER);
-                }
-                Box::new(ExactNewton::new())
-            }
-            InnerKind::Sgp => {
-                let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
-                    OrderKind::StepThenMix => SgpOrder::StepThenMix,
-                    OrderKind::MixThenStep => SgpOrder::MixThenStep,
-                };
-                let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
-                Box::new(
-                    Sgp::new(network, steps, self.schedule(defaults)?)?
-                        .with_order(order)
-                        .with_batches(self.batch(defaults), derive(seed, domain::INNER))
-                        .with_push_sum(protocol)
-                        .with_placement(placement.clone()),
-                )
-            }
+        let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
+            OrderKind::StepThenMix => SgpOrder::StepThenMix,
+            OrderKind::MixThenStep => SgpOrder::MixThenStep,
+        };
+        self.inner.build(InnerParts {
+            network,
+            steps: self.sgp_steps.unwrap_or(defaults.sgp_steps),
+            schedule: self.schedule(defaults)?,
+            batch: self.batch(defaults),
+            order,
+            stream: derive(seed, domain::INNER),
+            placement,
+            protocol,
+            sequential: false,
         })
     }
 }

@@ -202,7 +202,7 @@ impl<'a> Pipeline<'a> {
             .network
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
         self.inner.build_with::<T, C>(
-            net.network,
+            &net,
             (self.seed, &self.placement),
             defaults,
             self.averager.push_sum_protocol(),

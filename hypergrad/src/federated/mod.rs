@@ -1,7 +1,8 @@
 //! Federated hyper-gradient estimators that run their own lower level over a server:
 //! AggITD (Xiao & Ji, ICML 2023, paper 003, Alg. 1) and FedNest's AID estimator with its
 //! local variant LFedNest (Tarzanagh et al., ICML 2022), and the local upper step shared by
-//! FBO-AggITD (paper 003 Alg. 4, One-Round-Upper) and FedNest (FedOut).
+//! FBO-AggITD (paper 003 Alg. 4, One-Round-Upper) and FedNest (FedOut), and the outer loop
+//! of both (paper 003 Alg. 3, [`outer_loop`]).
 //!
 //! Notation: paper 003's upper variable x is our λ, its lower variable y our x; G_i = g_i,
 //! F_i = f_i. Paper 003's HessIV step "λ" is called the *Neumann step* here (it is not the
@@ -29,9 +30,11 @@ use hgp_inner_solvers::{Observer, Phase};
 
 mod aggitd;
 mod fednest;
+mod outer;
 
 pub use aggitd::AggItd;
 pub use fednest::{FedNest, HessianScope};
+pub use outer::{OuterObserver, OuterOptions, OuterRun, outer_loop};
 
 /// Settings shared by AggITD and FedNest.
 #[derive(Clone, Debug)]

@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use hgp_averaging::{ClientBuffer, Placement};
+use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
 use hgp_graphs::rng;
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, HyperGradient, PdboExact};
 use hgp_inner_solvers::{
-    ConvergenceTest, ExactNewton, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, Sgp,
+    ConvergenceTest, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, SgpOrder,
 };
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
@@ -26,7 +26,7 @@ use crate::memory::MemoryPlan;
 use crate::report::{Reporter, prepare_out, sci};
 use crate::setup::{
     AveragerArgs, AveragerKind, Built, ConvergenceArgs, DataArgs, Defaults, EstimatorArgs,
-    EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind, L2_LAMBDA,
+    EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind, InnerParts, L2_LAMBDA,
     NetworkArgs, Parts, SolveContext, at_least_one, check_batch, comma_list, derive, domain,
     eta_help, l2_lambda, parse_eta, positive, power_help, refuse_unused, resolve_step, train_sizes,
     with_default,
@@ -650,25 +650,22 @@ impl ErrorCmd {
         placement: &Placement,
     ) -> Result<InnerSolution<f64>> {
         let x0 = ClientBuffer::zeros(clients.len(), lambda.row(0).len());
-        let mut solver: Box<dyn InnerSolver<f64, L2Logistic<f64>>> = match self.inner {
-            InnerKind::Exact => Box::new(ExactNewton::new()),
-            InnerKind::Sgp => {
-                let net = self
-                    .network
-                    .build(
-                        clients.len(),
-                        self.run.seed,
-                        derive(self.run.seed, domain::INNER),
-                    )?
-                    .network;
-                let lr = LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?;
-                Box::new(
-                    Sgp::new(net, FIG1_STEPS, lr)?
-                        .with_batches(batch, derive(self.run.seed, domain::INNER))
-                        .with_placement(placement.clone()),
-                )
-            }
-        };
+        let network = self.network.build(
+            clients.len(),
+            self.run.seed,
+            derive(self.run.seed, domain::INNER),
+        )?;
+        let mut solver = self.inner.build::<f64, L2Logistic<f64>>(InnerParts {
+            network: &network,
+            steps: FIG1_STEPS,
+            schedule: LrSchedule::multi_step(2.0, FIG1_MILESTONES.to_vec(), 0.1)?,
+            batch,
+            order: SgpOrder::StepThenMix,
+            stream: derive(self.run.seed, domain::INNER),
+            placement,
+            protocol: PushSumProtocol::default(),
+            sequential: false,
+        })?;
         let stage = reporter.stage(
             format!("inner solve ({})", solver.describe()),
             FIG1_STEPS as u64,
@@ -685,13 +682,10 @@ impl ErrorCmd {
             sci(solution.consensus_error),
             sci(solution.stationarity)
         ));
-        let advice = match self.inner {
-            InnerKind::Sgp => {
-                "--inner exact solves it by Newton's method, or standardize the features (each column to mean 0, variance 1)"
-            }
-            InnerKind::Exact => {
-                "the inner cost may have no minimum (raise its L2 weights with --lambda), or standardize the features (each column to mean 0, variance 1)"
-            }
+        let advice = if self.inner == InnerKind::Exact {
+            "the inner cost may have no minimum (raise its L2 weights with --lambda), or standardize the features (each column to mean 0, variance 1)"
+        } else {
+            "--inner exact solves it by Newton's method, or standardize the features (each column to mean 0, variance 1)"
         };
         self.convergence.check(
             placement,

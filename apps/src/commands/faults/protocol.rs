@@ -21,9 +21,11 @@ use hgp_averaging::{
 };
 use hgp_graphs::Network;
 use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
-use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, Sgp};
-use hgp_models::{L2Logistic, PerClient};
+use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, SgpOrder};
+use hgp_models::{BatchSize, L2Logistic, PerClient};
 use serde::Serialize;
+
+use crate::setup::{BuiltNetwork, InnerKind, InnerParts};
 
 /// The settings shared by every row.
 #[derive(Clone, Debug)]
@@ -205,20 +207,23 @@ pub fn run_row(
         failure: None,
     };
     let mut failures = Vec::new();
-    // SGP from x = 0 under the faults.
-    let sgp = Sgp::new(
-        problem.network.clone(),
-        config.sgp_steps,
-        config.schedule.clone(),
-    )?
-    .with_push_sum(protocol(faults(0, config.crash_at)?));
-    // In one process the settings run in parallel and each run on one thread; over ranks
-    // each run is spread over the ranks.
-    let mut sgp = if problem.placement.is_distributed() {
-        sgp.with_placement(problem.placement.clone())
-    } else {
-        sgp.sequential()
+    // SGP from x = 0 under the faults. In one process the settings run in parallel and each
+    // run on one thread; over ranks each run is spread over the ranks.
+    let network = BuiltNetwork {
+        network: problem.network.clone(),
+        fixed: None,
     };
+    let mut sgp = InnerKind::Sgp.build::<f64, L2Logistic<f64>>(InnerParts {
+        network: &network,
+        steps: config.sgp_steps,
+        schedule: config.schedule.clone(),
+        batch: BatchSize::Full,
+        order: SgpOrder::StepThenMix,
+        stream: 0,
+        placement: &problem.placement,
+        protocol: protocol(faults(0, config.crash_at)?),
+        sequential: !problem.placement.is_distributed(),
+    })?;
     match sgp.solve(problem.clients, problem.lambda, &ClientBuffer::zeros(n, d)) {
         Ok(sol) => {
             let mut mean = vec![0.0; d];

@@ -8,7 +8,9 @@ use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use hgp_averaging::{Central, ClientBuffer, Placement};
 use hgp_data::images::{FedSplit, ImageSet, federated_split};
-use hgp_hypergrad::{AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator};
+use hgp_hypergrad::{
+    AggItd, FedNest, FederatedOptions, HessianScope, JointEstimator, OuterOptions, outer_loop,
+};
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::{BatchSize, ClientObjective, HyperRep, HyperRepConfig, InnerCost, PerClient};
 use hgp_nn::{NetClient, NetConfig};
@@ -486,47 +488,33 @@ impl Settings {
         let mut estimator = self.estimator(method, placement)?;
         // The upper round's server only aggregates (the participants come from the estimate).
         let server = Central::new(n, self.fraction, self.seed)?.with_placement(placement.clone());
-        let mut rounds = 0;
-        let mut last = 0;
-        observe(0, x.row(0), lambda.row(0));
-        for k in 0..iterations {
-            let diverged = |e: hgp_hypergrad::HypergradError| -> Result<Option<Divergence>> {
-                if e.is_divergence() {
-                    Ok(Some(Divergence {
-                        iteration: k + 1,
-                        error: e.to_string(),
-                    }))
-                } else {
-                    Err(anyhow::Error::from(e)
-                        .context(format!("{method}, outer iteration {}", k + 1)))
-                }
-            };
-            let joint = match estimator.solve_and_estimate(clients, &lambda, &x, &mut ()) {
-                Ok(j) => j,
-                Err(e) => return Ok((last, diverged(e)?)),
-            };
-            let participants = joint
-                .participants
-                .clone()
-                .unwrap_or_else(|| (0..n).collect());
-            let upper = match hgp_hypergrad::one_round_upper(
-                clients,
-                &mut lambda,
-                joint.solution.x.row(0),
-                &joint.estimate.v,
-                &participants,
-                &server,
-                self.outer_lr,
-                tau,
-            ) {
-                Ok(c) => c,
-                Err(e) => return Ok((last, diverged(e)?)),
-            };
-            last = joint.total_comm().rounds as usize + upper.rounds as usize;
-            rounds += last;
-            x = joint.solution.x;
-            observe(rounds, x.row(0), lambda.row(0));
+        let options = OuterOptions {
+            outer_lr: self.outer_lr,
+            local_steps: tau,
+            iterations,
+        };
+        let run = outer_loop(
+            estimator.as_mut(),
+            &server,
+            clients,
+            (&mut lambda, &mut x),
+            options,
+            &mut |rounds, x, lambda| observe(rounds, x.row(0), lambda.row(0)),
+        );
+        let last = run.rounds.last().copied().unwrap_or(0);
+        match run.stopped {
+            None => Ok((last, None)),
+            Some((iteration, e)) if e.is_divergence() => Ok((
+                last,
+                Some(Divergence {
+                    iteration,
+                    error: e.to_string(),
+                }),
+            )),
+            Some((iteration, e)) => {
+                Err(anyhow::Error::from(e)
+                    .context(format!("{method}, outer iteration {iteration}")))
+            }
         }
-        Ok((last, None))
     }
 }

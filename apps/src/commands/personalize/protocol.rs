@@ -5,12 +5,11 @@
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use hgp_averaging::{ClientBuffer, Placement};
+use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
 use hgp_data::images::ImageClient;
-use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{Adam, HyperGradient};
-use hgp_inner_solvers::{DecentralizedSgd, InnerSolver, LocalSgd, LrSchedule, Sgp, SgpOrder};
+use hgp_inner_solvers::{InnerSolver, LrSchedule, SgpOrder};
 use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
@@ -18,8 +17,8 @@ use rayon::prelude::*;
 use crate::engine::agree_on;
 use crate::report::percentile;
 use crate::setup::{
-    AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION,
-    NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
+    AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION, InnerKind,
+    InnerParts, NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
 };
 
 /// The methods of HGP Table 2 and PDBO Table 1.
@@ -404,8 +403,10 @@ impl Protocol {
             .collect()
     }
 
-    /// The inner solver: SGP (mix then step, as the papers) over FC, RandU and RandD,
-    /// decentralized SGD with fastest-mixing weights over FixU, local SGD for Local.
+    /// The inner solver, from the one registry ([`InnerKind::build`]): SGP (mix then step,
+    /// as the papers) over FC, RandU and RandD, decentralized SGD with fastest-mixing weights
+    /// over FixU, local SGD for Local; paper 004's SGP (Alg. 1, step then mix, the iteration
+    /// its HGP differentiates) on every network.
     fn solver(
         &self,
         method: Method,
@@ -414,41 +415,27 @@ impl Protocol {
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
         let lr = self.rates.inner_lr(self.ensemble(method));
-        let schedule = LrSchedule::multi_step(lr, self.rates.milestones(s.steps), 0.1)?;
-        let batch = BatchSize::Size(s.batch);
-        let seed = derive(self.seed, domain::INNER);
-        if method == Method::Local {
-            return Ok(Box::new(
-                LocalSgd::new(s.steps, schedule)?
-                    .with_batches(batch, seed)
-                    .with_placement(self.placement.clone()),
-            ));
-        }
-        let net = NetworkArgs::of(network).build(n, self.seed, seed)?;
-        if self.estimator == PersonalizeEstimator::Pdbo {
-            // Paper 004: SGP (Alg. 1, step then mix) on every network, the iteration its HGP
-            // differentiates.
-            return Ok(Box::new(
-                Sgp::new(net.network, s.steps, schedule)?
-                    .with_batches(batch, seed)
-                    .with_placement(self.placement.clone()),
-            ));
-        }
-        Ok(match net.fixed {
-            Some(graph) => {
-                let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
-                Box::new(
-                    DecentralizedSgd::new(w, s.steps, schedule)?
-                        .with_batches(batch, seed)
-                        .with_placement(self.placement.clone()),
-                )
-            }
-            None => Box::new(
-                Sgp::new(net.network, s.steps, schedule)?
-                    .with_order(SgpOrder::MixThenStep)
-                    .with_batches(batch, seed)
-                    .with_placement(self.placement.clone()),
-            ),
+        let stream = derive(self.seed, domain::INNER);
+        let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
+        let (kind, order) = if method == Method::Local {
+            (InnerKind::Local, SgpOrder::StepThenMix)
+        } else if self.estimator == PersonalizeEstimator::Pdbo {
+            (InnerKind::Sgp, SgpOrder::StepThenMix)
+        } else if net.fixed.is_some() {
+            (InnerKind::Dsgd, SgpOrder::StepThenMix)
+        } else {
+            (InnerKind::Sgp, SgpOrder::MixThenStep)
+        };
+        kind.build(InnerParts {
+            network: &net,
+            steps: s.steps,
+            schedule: LrSchedule::multi_step(lr, self.rates.milestones(s.steps), 0.1)?,
+            batch: BatchSize::Size(s.batch),
+            order,
+            stream,
+            placement: &self.placement,
+            protocol: PushSumProtocol::default(),
+            sequential: false,
         })
     }
 
