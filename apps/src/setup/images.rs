@@ -56,18 +56,32 @@ impl Dataset {
     }
 }
 
+/// A data set as loaded: every image pooled (training files first), CIFAR-100's coarse
+/// labels beside them, where they came from in words, and the data set's classes.
+pub struct Loaded {
+    /// Every image.
+    pub images: hgp_data::images::ImageSet,
+    /// CIFAR-100's coarse labels.
+    pub coarse: Option<Vec<u8>>,
+    /// Where they came from, in words.
+    pub source: String,
+    /// The data set's classes (MNIST's 10, each EMNIST split's own, CIFAR's 10 or 100): the
+    /// network's outputs, whatever labels the files happen to hold.
+    pub classes: usize,
+}
+
 /// Every image of `dataset` from `data_dir` (the embedded MNIST subset for `mnist` without a
-/// directory), pooled (training files first), and where they came from, in words; CIFAR-100's
-/// coarse labels beside them.
+/// directory), every label checked against the data set's.
 ///
 /// # Errors
 ///
-/// A data set that needs `--data-dir` without one; the loaders' errors.
-pub fn load_dataset(
-    dataset: Dataset,
-    data_dir: Option<&Path>,
-) -> Result<(hgp_data::images::ImageSet, Option<Vec<u8>>, String)> {
-    use hgp_data::images::{CifarKind, embedded_mnist, load_cifar_dir, load_idx_dir};
+/// A data set that needs `--data-dir` without one; files of another data set than
+/// `--dataset` (EMNIST's under `mnist`, MNIST's under `emnist`); a set with one class; the
+/// loaders' errors (a label outside the data set's names its file and record).
+pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded> {
+    use hgp_data::images::{
+        CifarKind, IdxFamily, embedded_mnist, load_cifar_dir, load_idx_dir_family,
+    };
     if dataset.text() {
         bail!(
             "--dataset {} is text: `hgp personalize` and `hgp fedhyper` take it",
@@ -79,20 +93,43 @@ pub fn load_dataset(
         Dataset::Cifar100 => Some(CifarKind::Cifar100),
         _ => None,
     };
-    match (data_dir, kind) {
-        (None, None) if dataset == Dataset::Mnist => Ok((
-            embedded_mnist()?,
-            None,
-            "the embedded MNIST subset".to_string(),
-        )),
+    let loaded = match (data_dir, kind) {
+        (None, None) if dataset == Dataset::Mnist => Loaded {
+            images: embedded_mnist()?,
+            coarse: None,
+            source: "the embedded MNIST subset".to_string(),
+            classes: IdxFamily::Mnist.classes(),
+        },
         (None, _) => bail!(
             "--dataset {} reads its files from --data-dir DIR (only mnist has an embedded subset)",
             dataset.name()
         ),
-        (Some(dir), None) => Ok((load_idx_dir(dir)?, None, dir.display().to_string())),
+        (Some(dir), None) => {
+            let (images, family) = load_idx_dir_family(dir)?;
+            match (dataset, family) {
+                (Dataset::Emnist, IdxFamily::Mnist) => bail!(
+                    "--dataset emnist: the files in {} are named as MNIST's or Fashion-MNIST's (train-…, t10k-…), not EMNIST's (emnist-<split>-…): give --dataset mnist or fmnist",
+                    dir.display()
+                ),
+                (Dataset::Mnist | Dataset::Fmnist, IdxFamily::Emnist(split)) => bail!(
+                    "--dataset {}: the files in {} are EMNIST's {} split ({} classes): give --dataset emnist",
+                    dataset.name(),
+                    dir.display(),
+                    split.name(),
+                    family.classes()
+                ),
+                _ => {}
+            }
+            Loaded {
+                images,
+                coarse: None,
+                source: dir.display().to_string(),
+                classes: family.classes(),
+            }
+        }
         (Some(dir), Some(kind)) => {
             let set = load_cifar_dir(dir, kind)?;
-            let description = format!(
+            let source = format!(
                 "{} ({}: {} images from {} file{})",
                 dir.display(),
                 dataset.name(),
@@ -100,9 +137,23 @@ pub fn load_dataset(
                 set.files.len(),
                 if set.files.len() == 1 { "" } else { "s" }
             );
-            Ok((set.images, set.coarse, description))
+            Loaded {
+                images: set.images,
+                coarse: set.coarse,
+                source,
+                classes: kind.classes(),
+            }
         }
+    };
+    let counts = loaded.images.label_counts();
+    let mut present = counts.iter().enumerate().filter(|&(_, &c)| c > 0);
+    if let (Some((label, _)), None) = (present.next(), present.next()) {
+        bail!(
+            "{} holds a single class (every label is {label}); classification needs two or more",
+            loaded.source
+        );
     }
+    Ok(loaded)
 }
 
 /// Refuses, before any image is read, `--images N` that leaves nothing for the clients once
@@ -147,7 +198,7 @@ pub fn split_images(
 /// ([`load_dataset`]), or the embedded MNIST subset; the first `images` of them if given;
 /// and where they came from, in words. Then `test_images` of them are held out (drawn from
 /// `seed`'s data stream), which must leave some for the clients: returns
-/// `(rest, test, source)`. Colour images come standardized per channel by the statistics of
+/// `(rest, test, source, the data set's classes)`. Colour images come standardized per channel by the statistics of
 /// the clients' images (`rest`), as the papers' CIFAR loaders normalize; grey ones as read.
 ///
 /// # Errors
@@ -162,9 +213,15 @@ pub fn load_image_experiment(
     hgp_data::images::ImageSet,
     hgp_data::images::ImageSet,
     String,
+    usize,
 )> {
     use hgp_data::images::hold_out;
-    let (mut all, _, source) = load_dataset(dataset, data_dir)?;
+    let Loaded {
+        images: mut all,
+        source,
+        classes,
+        ..
+    } = load_dataset(dataset, data_dir)?;
     if let Some(n) = images {
         all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
     }
@@ -180,5 +237,5 @@ pub fn load_image_experiment(
         rest.standardize_channels(&stats);
         test.standardize_channels(&stats);
     }
-    Ok((rest, test, source))
+    Ok((rest, test, source, classes))
 }

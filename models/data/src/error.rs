@@ -446,6 +446,34 @@ pub enum DataError {
         /// The number of labels.
         limit: usize,
     },
+    /// An IDX label outside its data set's labels.
+    #[error(
+        "{file}: record {record} has label {value}, but {dataset}'s labels are {first} to {last}"
+    )]
+    Label {
+        /// The labels file.
+        file: String,
+        /// The record (from 0).
+        record: usize,
+        /// The label found.
+        value: u8,
+        /// The data set its file names say it is.
+        dataset: String,
+        /// The smallest label of the data set.
+        first: u8,
+        /// The largest.
+        last: u8,
+    },
+    /// An `emnist-<split>-` file of a split EMNIST does not have.
+    #[error(
+        "{file}: EMNIST has no split {split:?} (its splits: digits, mnist, letters, balanced, bymerge, byclass)"
+    )]
+    EmnistSplit {
+        /// The file.
+        file: String,
+        /// The split its name gives.
+        split: String,
+    },
     /// A directory holds none of a CIFAR distribution's files.
     #[error("no {kind} binary file in {}: looked for {expected}", dir.display())]
     NoCifar {

@@ -264,7 +264,7 @@ impl Fbo {
 
     /// The images and the held-out test set.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
-        let (mut rest, mut test, source) = load_image_experiment(
+        let (mut rest, mut test, source, found) = load_image_experiment(
             (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
@@ -287,10 +287,9 @@ impl Fbo {
             );
         }
         let classes = HyperRepConfig::default().classes;
-        let found = rest.classes().max(test.classes());
         if found > classes {
             bail!(
-                "the images have {found} classes; the head of `hgp fbo` has {classes} (MNIST, Fashion-MNIST or EMNIST digits)"
+                "{source} is a data set of {found} classes; the head of `hgp fbo` has {classes} (MNIST, Fashion-MNIST, EMNIST digits or CIFAR-10)"
             );
         }
         let description = format!(

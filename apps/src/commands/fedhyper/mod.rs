@@ -376,8 +376,8 @@ impl FedHyperCmd {
 
     /// The images (standardized by the clients' pixel mean and deviation, per channel for
     /// colour images), the held-out test set and a description.
-    fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
-        let (mut rest, mut test, source) = load_image_experiment(
+    fn images(&self) -> Result<(ImageSet, ImageSet, String, usize)> {
+        let (mut rest, mut test, source, classes) = load_image_experiment(
             (self.dataset, self.data_dir.as_deref()),
             self.images,
             self.test_images,
@@ -393,9 +393,6 @@ impl FedHyperCmd {
                 rest.channels
             );
         }
-        if rest.classes().max(test.classes()) < 2 {
-            bail!("{source} holds a single class; classification needs two or more");
-        }
         if rest.len() < self.clients() {
             bail!(
                 "{} images for {} clients: every client needs at least one (use fewer --clients or more --images)",
@@ -405,7 +402,7 @@ impl FedHyperCmd {
         }
         if rest.channels > 1 {
             // Colour: already standardized per channel by the loader.
-            return Ok(self.describe_images(rest, test, &source));
+            return Ok(self.describe_images(rest, test, &source, classes));
         }
         let n = rest.images.len() as f64;
         let mean = rest.images.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
@@ -419,7 +416,7 @@ impl FedHyperCmd {
         for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
             *v = ((f64::from(*v) - mean) / std) as f32;
         }
-        Ok(self.describe_images(rest, test, &source))
+        Ok(self.describe_images(rest, test, &source, classes))
     }
 
     /// Participants drawn per round.
@@ -503,22 +500,23 @@ impl FedHyperCmd {
         Ok((Pool::PerClient(parts), test, description))
     }
 
-    /// The images with their description.
+    /// The images with their description and the data set's classes.
     fn describe_images(
         &self,
         rest: ImageSet,
         test: ImageSet,
         source: &str,
-    ) -> (ImageSet, ImageSet, String) {
+        classes: usize,
+    ) -> (ImageSet, ImageSet, String, usize) {
         let description = format!(
             "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
             self.clients(),
             self.per_round(),
             rest.len() + test.len(),
             test.len(),
-            rest.classes().max(test.classes())
+            classes
         );
-        (rest, test, description)
+        (rest, test, description, classes)
     }
 
     /// Runs the command.
@@ -555,15 +553,12 @@ impl Experiment for FedHyperCmd {
         let placement = engine.placement();
         let (images, test, description, settings) = {
             let schedulers = self.check_flags(engine)?;
-            let (images, test, description) = if self.dataset.text() {
-                self.text()?
+            let (images, test, description, classes) = if self.dataset.text() {
+                let (images, test, description) = self.text()?;
+                (images, test, description, hgp_data::text::VOCABULARY_SIZE)
             } else {
-                let (images, test, description) = self.images()?;
-                (Pool::Pooled(images), test, description)
-            };
-            let classes = match &images {
-                Pool::Pooled(images) => images.classes().max(test.classes()),
-                Pool::PerClient(_) => hgp_data::text::VOCABULARY_SIZE,
+                let (images, test, description, classes) = self.images()?;
+                (Pool::Pooled(images), test, description, classes)
             };
             let settings = self.validate(classes, schedulers);
             (images, test, description, settings)

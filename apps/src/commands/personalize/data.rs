@@ -111,11 +111,15 @@ impl Personalize {
             // --preset cpu the CNN two cores can train.
             (None, _) => sizes.model,
         };
-        let (all, coarse, source) = load_dataset(self.dataset, self.data_dir.as_deref())?;
+        let Loaded {
+            images: all,
+            coarse,
+            source,
+            classes,
+        } = load_dataset(self.dataset, self.data_dir.as_deref())?;
         let wanted = self.images.or(sizes.images).unwrap_or(all.len());
         let used: Vec<usize> = (0..wanted.min(all.len())).collect();
         let mut set = all.subset(&used);
-        let classes = all.classes();
         let clients = self.clients.unwrap_or(sizes.clients);
         let (split, how) = if colour {
             // Per-channel standardization by the statistics of the images used.

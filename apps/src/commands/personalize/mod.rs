@@ -22,7 +22,7 @@ use crate::memory::MemoryPlan;
 use crate::report::{
     Reporter, RowWriter, prepare_out, read_rows, record_settings, settings_json, write_csv,
 };
-use crate::setup::{Dataset, at_least_one, load_dataset};
+use crate::setup::{Dataset, Loaded, at_least_one, load_dataset};
 use crate::setup::{
     EtaArg, NetworkKind, derive, domain, eta_help, parse_eta, power_help, refuse_unused,
     resolve_step,

@@ -28,6 +28,109 @@ const LABELS_SUFFIX: &str = "labels-idx1-ubyte";
 /// File name prefix of the EMNIST distribution, whose images are stored transposed.
 const EMNIST_PREFIX: &str = "emnist-";
 
+/// The IDX distributions this reader knows, told apart by their file names, each with the
+/// labels its files may hold and the classes a network on it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdxFamily {
+    /// MNIST or Fashion-MNIST (`train-…`, `t10k-…`, or any other prefix not `emnist-`: the
+    /// two distributions share their file names): labels 0 to 9.
+    Mnist,
+    /// A split of EMNIST (Cohen et al., 2017), its files named `emnist-<split>-…`.
+    Emnist(EmnistSplit),
+}
+
+/// The splits of EMNIST, with their label sets as the distribution stores them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmnistSplit {
+    /// The ten digits, 280,000 images: labels 0 to 9.
+    Digits,
+    /// MNIST's digits in EMNIST's layout: labels 0 to 9.
+    Mnist,
+    /// The 26 letters, upper and lower case merged: labels 1 to 26 (0 is unused, as the
+    /// distribution stores them; 27 network outputs).
+    Letters,
+    /// 47 balanced classes: labels 0 to 46.
+    Balanced,
+    /// 47 classes, similar upper- and lower-case letters merged: labels 0 to 46.
+    Bymerge,
+    /// 62 classes (digits, upper and lower case): labels 0 to 61.
+    Byclass,
+}
+
+impl EmnistSplit {
+    /// Every split, by name.
+    pub const ALL: [Self; 6] = [
+        Self::Digits,
+        Self::Mnist,
+        Self::Letters,
+        Self::Balanced,
+        Self::Bymerge,
+        Self::Byclass,
+    ];
+
+    /// The split's name in its file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Digits => "digits",
+            Self::Mnist => "mnist",
+            Self::Letters => "letters",
+            Self::Balanced => "balanced",
+            Self::Bymerge => "bymerge",
+            Self::Byclass => "byclass",
+        }
+    }
+}
+
+impl IdxFamily {
+    /// The family of an IDX file from its name (`emnist-<split>-…` or another).
+    ///
+    /// # Errors
+    ///
+    /// [`DataError::EmnistSplit`] for an `emnist-` name of a split EMNIST does not have.
+    pub fn of_file_name(name: &str) -> Result<Self, DataError> {
+        let Some(rest) = name.strip_prefix(EMNIST_PREFIX) else {
+            return Ok(Self::Mnist);
+        };
+        let split = rest.split('-').next().unwrap_or_default();
+        EmnistSplit::ALL
+            .into_iter()
+            .find(|s| s.name() == split)
+            .map(Self::Emnist)
+            .ok_or_else(|| DataError::EmnistSplit {
+                file: name.to_owned(),
+                split: split.to_owned(),
+            })
+    }
+
+    /// The labels its files may hold.
+    pub fn labels(self) -> std::ops::RangeInclusive<u8> {
+        match self {
+            Self::Mnist | Self::Emnist(EmnistSplit::Digits | EmnistSplit::Mnist) => 0..=9,
+            Self::Emnist(EmnistSplit::Letters) => 1..=26,
+            Self::Emnist(EmnistSplit::Balanced | EmnistSplit::Bymerge) => 0..=46,
+            Self::Emnist(EmnistSplit::Byclass) => 0..=61,
+        }
+    }
+
+    /// The classes of a network on it: the largest label + 1.
+    pub fn classes(self) -> usize {
+        usize::from(*self.labels().end()) + 1
+    }
+
+    /// Whether its images are stored transposed (EMNIST's are, column by column).
+    pub fn transposed(self) -> bool {
+        matches!(self, Self::Emnist(_))
+    }
+
+    /// Its name, in words.
+    pub fn describe(self) -> String {
+        match self {
+            Self::Mnist => "MNIST / Fashion-MNIST".to_owned(),
+            Self::Emnist(split) => format!("EMNIST {}", split.name()),
+        }
+    }
+}
+
 /// The two kinds of IDX files read here.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -105,11 +208,11 @@ pub fn parse_idx_labels(bytes: &[u8], source: &str) -> Result<Vec<u8>, DataError
 /// [`DataError::Read`] if a file cannot be read, the errors of [`parse_idx_images`] for either
 /// file, and [`DataError::CountMismatch`] if the two counts differ.
 pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, DataError> {
-    let transpose = images
+    let name = images
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(EMNIST_PREFIX));
-    load_pair(images, labels, transpose)
+        .unwrap_or_default();
+    load_pair(images, labels, IdxFamily::of_file_name(name)?)
 }
 
 /// Loads every IDX images/labels pair of a directory (not recursive) and concatenates them.
@@ -142,14 +245,22 @@ pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, DataError
 /// - the errors of [`load_idx_pair`], and [`DataError::Shape`] if the halves' image sizes
 ///   differ.
 pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, DataError> {
+    load_idx_dir_family(dir).map(|(set, _)| set)
+}
+
+/// [`load_idx_dir`], with the family its files belong to (by their names): every label is
+/// checked against the family's labels ([`IdxFamily::labels`]).
+///
+/// # Errors
+///
+/// Those of [`load_idx_dir`], [`DataError::EmnistSplit`] for an unknown EMNIST split, and
+/// [`DataError::Label`] for a label outside the family's, naming the file and record.
+pub fn load_idx_dir_family(dir: &Path) -> Result<(ImageSet, IdxFamily), DataError> {
     let pairs = find_pairs(dir)?;
+    let family = IdxFamily::of_file_name(&pairs[0].prefix)?;
     let mut out: Option<ImageSet> = None;
     for pair in &pairs {
-        let set = load_pair(
-            &pair.images,
-            &pair.labels,
-            pair.prefix.starts_with(EMNIST_PREFIX),
-        )?;
+        let set = load_pair(&pair.images, &pair.labels, family)?;
         match &mut out {
             None => out = Some(set),
             Some(out) => {
@@ -171,9 +282,10 @@ pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, DataError> {
             }
         }
     }
-    out.ok_or_else(|| DataError::NoImages {
+    let set = out.ok_or_else(|| DataError::NoImages {
         dir: dir.to_path_buf(),
-    })
+    })?;
+    Ok((set, family))
 }
 
 /// An [`ImageSet`] from the bytes of an images file and a labels file, transposing every
@@ -184,7 +296,7 @@ pub(super) fn image_set_from_bytes(
     images_name: &str,
     labels: &[u8],
     labels_name: &str,
-    transpose: bool,
+    family: IdxFamily,
 ) -> Result<ImageSet, DataError> {
     let (count, rows, cols, pixels) = parse_idx_images(images, images_name)?;
     let labels = parse_idx_labels(labels, labels_name)?;
@@ -193,12 +305,12 @@ pub(super) fn image_set_from_bytes(
         images_name,
         labels,
         labels_name,
-        transpose,
+        family,
     )
 }
 
-/// Loads one pair of files, transposing every image if `transpose`.
-fn load_pair(images: &Path, labels: &Path, transpose: bool) -> Result<ImageSet, DataError> {
+/// Loads one pair of files of `family` (EMNIST's images transposed back).
+fn load_pair(images: &Path, labels: &Path, family: IdxFamily) -> Result<ImageSet, DataError> {
     let images_name = images.display().to_string();
     let labels_name = labels.display().to_string();
     let ([count, rows, cols], pixels) = decode(open(images)?, &images_name, Kind::Images)?;
@@ -208,7 +320,7 @@ fn load_pair(images: &Path, labels: &Path, transpose: bool) -> Result<ImageSet, 
         &images_name,
         labels_data,
         &labels_name,
-        transpose,
+        family,
     )
 }
 
@@ -228,7 +340,7 @@ fn build_set(
     images_name: &str,
     labels: Vec<u8>,
     labels_name: &str,
-    transpose: bool,
+    family: IdxFamily,
 ) -> Result<ImageSet, DataError> {
     if count != labels.len() {
         return Err(DataError::CountMismatch {
@@ -238,7 +350,18 @@ fn build_set(
             label_count: labels.len(),
         });
     }
-    let (pixels, rows, cols) = if transpose {
+    let valid = family.labels();
+    if let Some((record, &value)) = labels.iter().enumerate().find(|(_, l)| !valid.contains(l)) {
+        return Err(DataError::Label {
+            file: labels_name.to_owned(),
+            record,
+            value,
+            dataset: family.describe(),
+            first: *valid.start(),
+            last: *valid.end(),
+        });
+    }
+    let (pixels, rows, cols) = if family.transposed() {
         (transpose_images(&pixels, rows, cols), cols, rows)
     } else {
         (pixels, rows, cols)
@@ -750,6 +873,57 @@ mod tests {
         assert_eq!((set.len(), set.rows, set.cols), (3, 2, 2));
         assert_eq!(set.labels, vec![1, 2, 9]);
         assert_eq!(set.image(2), &[1.0; 4]);
+    }
+
+    /// Every label is one of its data set's (by the file names), and the family gives the
+    /// data set's classes, not the largest label found + 1.
+    #[test]
+    fn labels_outside_the_data_set_are_refused_naming_file_and_record() {
+        let pair = |prefix: &str, labels: &[u8]| {
+            dir_with(&[
+                (
+                    &format!("{prefix}images-idx3-ubyte"),
+                    idx_images(labels.len() as u32, 1, 1, &vec![0; labels.len()]),
+                ),
+                (&format!("{prefix}labels-idx1-ubyte"), idx_labels(labels)),
+            ])
+        };
+        let dir = pair("train-", &[1, 3, 200, 4]);
+        let msg = message(load_idx_dir(dir.path()));
+        assert!(
+            msg.contains("train-labels-idx1-ubyte: record 2 has label 200")
+                && msg.contains("MNIST / Fashion-MNIST's labels are 0 to 9"),
+            "{msg}"
+        );
+        // EMNIST letters: labels 1 to 26; a 0 is not a letter.
+        let dir = pair("emnist-letters-train-", &[1, 26, 3]);
+        let (set, family) = load_idx_dir_family(dir.path()).unwrap();
+        assert_eq!(family, IdxFamily::Emnist(EmnistSplit::Letters));
+        assert_eq!((family.classes(), set.classes()), (27, 27));
+        let dir = pair("emnist-letters-train-", &[1, 0]);
+        let msg = message(load_idx_dir(dir.path()));
+        assert!(
+            msg.contains("record 1 has label 0, but EMNIST letters's labels are 1 to 26"),
+            "{msg}"
+        );
+        // MNIST-named files holding three labels are still a 10-class data set.
+        let dir = pair("train-", &[0, 1, 2]);
+        let (set, family) = load_idx_dir_family(dir.path()).unwrap();
+        assert_eq!((family.classes(), set.classes()), (10, 3));
+        for (split, classes) in [
+            ("digits", 10),
+            ("mnist", 10),
+            ("balanced", 47),
+            ("bymerge", 47),
+            ("byclass", 62),
+        ] {
+            let f =
+                IdxFamily::of_file_name(&format!("emnist-{split}-test-images-idx3-ubyte")).unwrap();
+            assert_eq!(f.classes(), classes, "{split}");
+        }
+        let dir = pair("emnist-cursive-train-", &[1]);
+        let msg = message(load_idx_dir(dir.path()));
+        assert!(msg.contains("EMNIST has no split \"cursive\""), "{msg}");
     }
 
     #[test]

@@ -41,7 +41,10 @@ mod split;
 pub use crate::DataError;
 pub use cifar::{CIFAR_CHANNELS, CIFAR_SIDE, CifarKind, CifarSet, load_cifar_dir, parse_cifar};
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
-pub use idx::{load_idx_dir, load_idx_pair, parse_idx_images, parse_idx_labels};
+pub use idx::{
+    EmnistSplit, IdxFamily, load_idx_dir, load_idx_dir_family, load_idx_pair, parse_idx_images,
+    parse_idx_labels,
+};
 pub use label_split::{LabelSplit, label_split};
 pub use pachinko::{PachinkoConfig, pachinko_split};
 pub use split::{ImageClient, SplitConfig, dirichlet_split, heterogeneous_split};
@@ -322,7 +325,7 @@ pub fn embedded_mnist() -> Result<ImageSet, DataError> {
         "embedded images-idx3-ubyte.gz",
         MNIST_LABELS,
         "embedded labels-idx1-ubyte.gz",
-        false,
+        idx::IdxFamily::Mnist,
     )
 }
 
