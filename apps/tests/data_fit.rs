@@ -127,3 +127,12 @@ fn the_class_count_is_the_data_sets() {
     let text = v.to_string();
     assert!(text.contains("10 classes"), "{text}");
 }
+
+/// `--seq 0` is refused by the one rule every command that reads text shares.
+#[test]
+fn a_window_of_no_symbol_is_refused_by_every_text_command() {
+    for command in ["fedhyper", "personalize"] {
+        let err = fails(&[command, "--dataset", "shakespeare", "--seq", "0", "--quick"]);
+        assert!(err.contains("--seq must be at least 1"), "{command}: {err}");
+    }
+}

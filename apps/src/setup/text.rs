@@ -260,8 +260,9 @@ pub fn text_image_client(c: &TextClient) -> ImageClient {
 }
 
 /// Refuses, before any data is read, flags that do not go with the kind of `dataset`: with
-/// text an image network (`model`: its name on the command line, if given) or `--images`
-/// (`images`); with images `--model lstm` or `--seq` (`seq`).
+/// text an image network (`model`: its name on the command line, if given), `--images`
+/// (`images`) or a `--seq` of 0; with images `--model lstm` or `--seq` (`seq`). The one
+/// place `--seq` is checked, for every command that reads text.
 ///
 /// # Errors
 ///
@@ -270,9 +271,12 @@ pub fn check_data_kind(
     dataset: super::Dataset,
     model: Option<&str>,
     images: bool,
-    seq: bool,
+    seq: Option<usize>,
 ) -> Result<()> {
     if dataset.text() {
+        if let Some(seq) = seq {
+            super::at_least_one(&[("--seq", seq)])?;
+        }
         if let Some(m) = model.filter(|&m| m != "lstm") {
             bail!(
                 "--model {m} takes images; --dataset shakespeare takes --model lstm (the default)"
@@ -290,7 +294,7 @@ pub fn check_data_kind(
                 dataset.name()
             );
         }
-        if seq {
+        if seq.is_some() {
             bail!(
                 "--seq is the window length of text: give --dataset shakespeare (--dataset {} is images)",
                 dataset.name()

@@ -143,6 +143,27 @@ impl<T: NetScalar> NetClient<T> {
                 "LeNet takes 1 (grey) or 3 (colour) input channels, not {channels}"
             )));
         }
+        if let Architecture::CharLstm {
+            seq,
+            vocab,
+            embed,
+            hidden,
+            layers,
+        } = config.arch
+            && let Some((what, _)) = [
+                ("window length (seq)", seq),
+                ("vocabulary", vocab),
+                ("embedding", embed),
+                ("hidden size", hidden),
+                ("number of layers", layers),
+            ]
+            .into_iter()
+            .find(|&(_, v)| v == 0)
+        {
+            return Err(ModelError::Network(format!(
+                "the LSTM's {what} is 0; it must be at least 1"
+            )));
+        }
         if let HyperMode::Representation { head_layers } = config.mode {
             let specs = config.arch.params();
             let linear = |i: usize| {

@@ -307,3 +307,28 @@ fn lstm_f32_agrees_with_f64() {
     let g32: Vec<f64> = g32.iter().map(|&v| f64::from(v)).collect();
     assert!(rel(&g32, &g) < 1e-4, "{:e}", rel(&g32, &g));
 }
+
+/// An LSTM without a step or a layer is refused when the client is built (an error naming
+/// the size, not a panic later in the engine).
+#[test]
+fn an_lstm_of_zero_steps_or_layers_is_refused() {
+    for (arch, what) in [
+        (small(0, 2), "window length (seq)"),
+        (small(4, 0), "number of layers"),
+    ] {
+        let config = NetConfig {
+            arch,
+            mode: HyperMode::Plain,
+            l2: 1e-3,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+        };
+        let err = NetClient::<f64>::new::<f64>(config, (&[][..], &[][..]), (&[][..], &[][..]))
+            .err()
+            .expect("refused");
+        assert!(
+            err.to_string().contains(&format!("the LSTM's {what} is 0")),
+            "{err}"
+        );
+    }
+}

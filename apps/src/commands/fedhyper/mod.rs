@@ -434,7 +434,7 @@ impl FedHyperCmd {
             self.dataset,
             model.as_deref(),
             self.images.is_some(),
-            self.seq.is_some(),
+            self.seq,
         )?;
         let splits = self.splits();
         if self.dataset.text() {

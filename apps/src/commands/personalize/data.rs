@@ -12,7 +12,7 @@ impl Personalize {
             self.dataset,
             self.model.map(model_name).as_deref(),
             self.images.is_some(),
-            self.seq.is_some(),
+            self.seq,
         )
     }
 

@@ -410,7 +410,6 @@ impl Personalize {
             ("--batch", self.batch),
             ("--clients", self.clients),
             ("--images", self.images),
-            ("--seq", self.seq),
             ("--seeds", self.seeds),
         ]
         .iter()
