@@ -3,7 +3,7 @@
 //! found + 1 (written here in the real formats: IDX and the CIFAR binary records).
 
 mod common;
-use common::{fails, hgp, json};
+use common::{fails, fails_early, hgp, json};
 use std::path::Path;
 
 /// An IDX pair `<prefix>{images,labels}-…` of 28 × 28 images with `labels`.
@@ -47,7 +47,18 @@ fn a_label_outside_the_data_set_is_refused_naming_file_and_record() {
     idx_pair(dir.path(), "train-", &l);
     let d = dir.path().to_str().unwrap();
     for command in ["fbo", "fedhyper", "personalize"] {
-        let err = fails(&[command, "--quick", "--dataset", "mnist", "--data-dir", d]);
+        let out = dir.path().join(command);
+        let o = out.to_str().unwrap();
+        let err = fails(&[
+            command,
+            "--quick",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            d,
+            "--out",
+            o,
+        ]);
         assert!(
             err.contains("train-labels-idx1-ubyte: record 17 has label 200")
                 && err.contains("MNIST / Fashion-MNIST's labels are 0 to 9"),
@@ -65,7 +76,18 @@ fn files_of_another_data_set_are_refused() {
         &(1..=26).cycle().take(60).collect::<Vec<_>>(),
     );
     let d = dir.path().to_str().unwrap();
-    let err = fails(&["fedhyper", "--quick", "--dataset", "mnist", "--data-dir", d]);
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let err = fails(&[
+        "fedhyper",
+        "--quick",
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        d,
+        "--out",
+        o,
+    ]);
     assert!(
         err.contains("--dataset mnist: the files in")
             && err.contains("are EMNIST's letters split (27 classes): give --dataset emnist"),
@@ -80,6 +102,8 @@ fn files_of_another_data_set_are_refused() {
         "emnist",
         "--data-dir",
         mnist.path().to_str().unwrap(),
+        "--out",
+        o,
     ]);
     assert!(err.contains("not EMNIST's (emnist-<split>-…)"), "{err}");
 }
@@ -90,7 +114,18 @@ fn a_set_of_one_class_is_refused() {
     cifar10(dir.path(), |_| 3);
     let d = dir.path().to_str().unwrap();
     for command in ["fbo", "fedhyper"] {
-        let err = fails(&[command, "--quick", "--dataset", "cifar10", "--data-dir", d]);
+        let out = dir.path().join(command);
+        let o = out.to_str().unwrap();
+        let err = fails(&[
+            command,
+            "--quick",
+            "--dataset",
+            "cifar10",
+            "--data-dir",
+            d,
+            "--out",
+            o,
+        ]);
         assert!(
             err.contains("holds a single class (every label is 3)"),
             "{command}: {err}"
@@ -131,8 +166,47 @@ fn the_class_count_is_the_data_sets() {
 /// `--seq 0` is refused by the one rule every command that reads text shares.
 #[test]
 fn a_window_of_no_symbol_is_refused_by_every_text_command() {
+    let dir = tempfile::tempdir().unwrap();
     for command in ["fedhyper", "personalize"] {
-        let err = fails(&[command, "--dataset", "shakespeare", "--seq", "0", "--quick"]);
+        let out = dir.path().join(command);
+        let o = out.to_str().unwrap();
+        let err = fails(&[
+            command,
+            "--dataset",
+            "shakespeare",
+            "--seq",
+            "0",
+            "--quick",
+            "--out",
+            o,
+        ]);
         assert!(err.contains("--seq must be at least 1"), "{command}: {err}");
+    }
+}
+
+/// A test accuracy of no image is undefined: every image command refuses `--test-images 0`
+/// by the one rule, before any work.
+#[test]
+fn no_test_image_is_refused_by_every_image_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["fbo", "fedhyper"] {
+        let out = dir.path().join(command);
+        let err = fails_early(
+            &[
+                command,
+                "--quick",
+                "--test-images",
+                "0",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &out,
+        );
+        assert!(
+            err.contains(
+                "--test-images must be at least 1: the test accuracy of no image is undefined"
+            ),
+            "{command}: {err}"
+        );
     }
 }

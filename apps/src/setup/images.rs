@@ -156,9 +156,13 @@ pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded>
     Ok(loaded)
 }
 
-/// Refuses, before any image is read, `--images N` that leaves nothing for the clients once
-/// `--test-images` are held out, or fewer images than `--clients`.
+/// Refuses, before any image is read, `--test-images 0` (a test accuracy of no image is
+/// undefined), `--images N` that leaves nothing for the clients once `--test-images` are
+/// held out, or fewer images than `--clients`.
 pub fn check_image_counts(images: Option<usize>, test_images: usize, clients: usize) -> Result<()> {
+    if test_images == 0 {
+        bail!("--test-images must be at least 1: the test accuracy of no image is undefined");
+    }
     if let Some(n) = images {
         if test_images >= n {
             bail!(

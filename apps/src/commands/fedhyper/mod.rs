@@ -270,7 +270,6 @@ impl FedHyperCmd {
             ("--local-steps", self.local_steps),
             ("--batch", self.batch),
             ("--images", self.images.unwrap_or(1)),
-            ("--test-images", self.test_images),
             ("--seeds", self.seeds as usize),
         ])?;
         positive(&[("--lr", self.lr())])?;
