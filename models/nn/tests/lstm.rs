@@ -324,8 +324,8 @@ fn an_lstm_of_zero_steps_or_layers_is_refused() {
             derivatives: DerivativeMode::Auto,
         };
         let err = NetClient::<f64>::new::<f64>(config, (&[][..], &[][..]), (&[][..], &[][..]))
-            .err()
-            .expect("refused");
+            .map(|_| ())
+            .expect_err("refused");
         assert!(
             err.to_string().contains(&format!("the LSTM's {what} is 0")),
             "{err}"
