@@ -35,6 +35,22 @@ fn cifar10(dir: &Path, label: impl Fn(usize) -> u8) {
     }
 }
 
+/// Runs `command --quick ARGS --dataset DATASET --data-dir DATA`, its `--out` a folder of
+/// `dir`, expecting a one-line refusal.
+fn refused(dir: &Path, command: &str, dataset: &str, data: &Path) -> String {
+    let out = dir.join(format!("out-{command}"));
+    fails(&[
+        command,
+        "--quick",
+        "--dataset",
+        dataset,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
 fn labels(n: usize, classes: u8) -> Vec<u8> {
     (0..n).map(|k| (k % usize::from(classes)) as u8).collect()
 }
@@ -45,20 +61,8 @@ fn a_label_outside_the_data_set_is_refused_naming_file_and_record() {
     let mut l = labels(60, 10);
     l[17] = 200;
     idx_pair(dir.path(), "train-", &l);
-    let d = dir.path().to_str().unwrap();
     for command in ["fbo", "fedhyper", "personalize"] {
-        let out = dir.path().join(command);
-        let o = out.to_str().unwrap();
-        let err = fails(&[
-            command,
-            "--quick",
-            "--dataset",
-            "mnist",
-            "--data-dir",
-            d,
-            "--out",
-            o,
-        ]);
+        let err = refused(dir.path(), command, "mnist", dir.path());
         assert!(
             err.contains("train-labels-idx1-ubyte: record 17 has label 200")
                 && err.contains("MNIST / Fashion-MNIST's labels are 0 to 9"),
@@ -75,19 +79,7 @@ fn files_of_another_data_set_are_refused() {
         "emnist-letters-train-",
         &(1..=26).cycle().take(60).collect::<Vec<_>>(),
     );
-    let d = dir.path().to_str().unwrap();
-    let out = dir.path().join("out");
-    let o = out.to_str().unwrap();
-    let err = fails(&[
-        "fedhyper",
-        "--quick",
-        "--dataset",
-        "mnist",
-        "--data-dir",
-        d,
-        "--out",
-        o,
-    ]);
+    let err = refused(dir.path(), "fedhyper", "mnist", dir.path());
     assert!(
         err.contains("--dataset mnist: the files in")
             && err.contains("are EMNIST's letters split (27 classes): give --dataset emnist"),
@@ -95,16 +87,7 @@ fn files_of_another_data_set_are_refused() {
     );
     let mnist = tempfile::tempdir().unwrap();
     idx_pair(mnist.path(), "train-", &labels(60, 10));
-    let err = fails(&[
-        "fedhyper",
-        "--quick",
-        "--dataset",
-        "emnist",
-        "--data-dir",
-        mnist.path().to_str().unwrap(),
-        "--out",
-        o,
-    ]);
+    let err = refused(dir.path(), "fedhyper", "emnist", mnist.path());
     assert!(err.contains("not EMNIST's (emnist-<split>-…)"), "{err}");
 }
 
@@ -112,20 +95,8 @@ fn files_of_another_data_set_are_refused() {
 fn a_set_of_one_class_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     cifar10(dir.path(), |_| 3);
-    let d = dir.path().to_str().unwrap();
     for command in ["fbo", "fedhyper"] {
-        let out = dir.path().join(command);
-        let o = out.to_str().unwrap();
-        let err = fails(&[
-            command,
-            "--quick",
-            "--dataset",
-            "cifar10",
-            "--data-dir",
-            d,
-            "--out",
-            o,
-        ]);
+        let err = refused(dir.path(), command, "cifar10", dir.path());
         assert!(
             err.contains("holds a single class (every label is 3)"),
             "{command}: {err}"
