@@ -3,9 +3,11 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
+use std::sync::Arc;
+
 use hgp_averaging::{
-    Averager, Central, DebiasWeights, ExactAverage, Gossip, Placement, PushSum, PushSumProtocol,
-    Scalar,
+    Averager, Central, DebiasWeights, ExactAverage, Faults, Gossip, MassExchange, Placement,
+    PushSum, PushSumProtocol, Scalar,
 };
 use hgp_graphs::{FmmcOptions, Network, fastest_mixing};
 use serde::Serialize;
@@ -147,10 +149,18 @@ impl AveragerArgs {
     /// How Push-Sum moves mass, in HGP's averager and in the inner SGP: running sums with
     /// `--averager robust-push-sum`, plain shares otherwise.
     pub fn push_sum_protocol(&self) -> PushSumProtocol {
-        if self.kind().spec().running_sums {
-            PushSumProtocol::running_sums()
-        } else {
-            PushSumProtocol::default()
+        self.push_sum_protocol_under(Arc::default())
+    }
+
+    /// [`Self::push_sum_protocol`] under `faults` (lost messages, crashes, stragglers).
+    pub fn push_sum_protocol_under(&self, faults: Arc<Faults>) -> PushSumProtocol {
+        PushSumProtocol {
+            exchange: if self.kind().spec().running_sums {
+                MassExchange::RunningSums
+            } else {
+                MassExchange::Plain
+            },
+            faults,
         }
     }
 
@@ -209,6 +219,27 @@ impl AveragerArgs {
         seed: u64,
         placement: &Placement,
     ) -> Result<Box<dyn Averager<T>>> {
+        self.build_under(net, (seed, placement), Arc::default())
+    }
+
+    /// [`Self::build_on`] with Push-Sum's messages under `faults` (`hgp faults`); the
+    /// averagers that do not Push-Sum have no fault model and refuse one.
+    pub fn build_under<T: Scalar>(
+        &self,
+        net: &BuiltNetwork,
+        (seed, placement): (u64, &Placement),
+        faults: Arc<Faults>,
+    ) -> Result<Box<dyn Averager<T>>> {
+        let pushes = matches!(
+            self.kind(),
+            AveragerKind::PushSum | AveragerKind::RobustPushSum
+        );
+        if !pushes && !faults.is_none() {
+            bail!(
+                "--averager {} has no fault model: faults apply to push-sum and robust-push-sum",
+                self.kind().spec().name
+            );
+        }
         let n = net.network.n();
         let p = placement.clone();
         let steps = self.push_steps.unwrap_or(PUSH_STEPS);
@@ -222,7 +253,7 @@ impl AveragerArgs {
                 };
                 let ps = PushSum::new(net.network.clone(), steps)?
                     .with_debias(debias)
-                    .with_protocol(self.push_sum_protocol());
+                    .with_protocol(self.push_sum_protocol_under(faults));
                 if p.is_distributed() {
                     Box::new(ps.with_placement(p))
                 } else {
@@ -292,5 +323,33 @@ mod tests {
             "push-sum and robust-push-sum"
         );
         assert_eq!(AveragerKind::readers("--fraction"), "central");
+    }
+
+    /// Faults apply to the averagers that Push-Sum; the others refuse a fault model rather
+    /// than run without it.
+    #[test]
+    fn only_push_sum_takes_faults() {
+        let net = NetworkArgs::of(NetworkKind::Randd).build(5, 1, 2).unwrap();
+        let faults = Arc::new(Faults::new(0.2, 3).unwrap());
+        for kind in [
+            AveragerKind::PushSum,
+            AveragerKind::RobustPushSum,
+            AveragerKind::Exact,
+        ] {
+            let args = AveragerArgs {
+                averager: Some(kind),
+                push_steps: None,
+                keep_omega: false,
+                fraction: None,
+            };
+            let built = args.build_under::<f64>(&net, (0, &Placement::local()), faults.clone());
+            match kind {
+                AveragerKind::Exact => {
+                    let err = built.map(|_| ()).unwrap_err().to_string();
+                    assert!(err.contains("--averager exact has no fault model"), "{err}");
+                }
+                _ => assert!(built.is_ok(), "{kind:?}"),
+            }
+        }
     }
 }

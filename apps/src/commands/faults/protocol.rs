@@ -15,17 +15,18 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
-use hgp_averaging::{
-    ClientBuffer, Crash, Faults, MassExchange, Placement, PushSum, PushSumProtocol,
-};
+use anyhow::{Result, bail};
+use hgp_averaging::{ClientBuffer, Crash, Faults, MassExchange, Placement};
 use hgp_graphs::Network;
-use hgp_hypergrad::{Exact, Hgp, HgpOptions, HyperGradient};
+use hgp_hypergrad::{Exact, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, SgpOrder};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
 use serde::Serialize;
 
-use crate::setup::{BuiltNetwork, InnerKind, InnerParts};
+use crate::setup::{
+    AveragerArgs, AveragerKind, Built, BuiltNetwork, Defaults, EstimatorArgs, EstimatorKind,
+    FRACTION, InnerKind, InnerParts, Parts,
+};
 
 /// The settings shared by every row.
 #[derive(Clone, Debug)]
@@ -189,9 +190,20 @@ pub fn run_row(
         f.validate(n)?;
         Ok(Arc::new(f))
     };
-    let protocol = |f: Arc<Faults>| PushSumProtocol {
-        exchange,
-        faults: f,
+    // Both Push-Sums come from the one registry of averagers: plain shares or running sums
+    // (`exchange`), under the faults.
+    let averager = AveragerArgs {
+        averager: Some(match exchange {
+            MassExchange::Plain => AveragerKind::PushSum,
+            MassExchange::RunningSums => AveragerKind::RobustPushSum,
+        }),
+        push_steps: Some(config.push_steps),
+        keep_omega: false,
+        fraction: None,
+    };
+    let network = BuiltNetwork {
+        network: problem.network.clone(),
+        fixed: None,
     };
     let mut row = Row {
         averager: exchange_name(exchange),
@@ -209,10 +221,6 @@ pub fn run_row(
     let mut failures = Vec::new();
     // SGP from x = 0 under the faults. In one process the settings run in parallel and each
     // run on one thread; over ranks each run is spread over the ranks.
-    let network = BuiltNetwork {
-        network: problem.network.clone(),
-        fixed: None,
-    };
     let mut sgp = InnerKind::Sgp.build::<f64, L2Logistic<f64>>(InnerParts {
         network: &network,
         steps: config.sgp_steps,
@@ -221,7 +229,7 @@ pub fn run_row(
         order: SgpOrder::StepThenMix,
         stream: 0,
         placement: &problem.placement,
-        protocol: protocol(faults(0, config.crash_at)?),
+        protocol: averager.push_sum_protocol_under(faults(0, config.crash_at)?),
         sequential: !problem.placement.is_distributed(),
     })?;
     match sgp.solve(problem.clients, problem.lambda, &ClientBuffer::zeros(n, d)) {
@@ -245,17 +253,31 @@ pub fn run_row(
         }
         Err(e) => failures.push(format!("SGP: {e}")),
     }
-    // HGP at x* under the faults, the crashed client down from the first step.
-    let averager = PushSum::new(problem.network.clone(), config.push_steps)?
-        .with_protocol(protocol(faults(1, 1)?))
-        .with_placement(problem.placement.clone());
-    let options = HgpOptions {
-        neumann_terms: config.neumann_terms,
+    // HGP at x* under the faults, the crashed client down from the first step, from the one
+    // registry of estimators (its random stream the library's default, 0).
+    let hgp_faults = faults(1, 1)?;
+    let build =
+        || averager.build_under::<f64>(&network, (0, &problem.placement), hgp_faults.clone());
+    let estimator = EstimatorArgs {
+        neumann_terms: Some(config.neumann_terms),
+        ..EstimatorArgs::of(EstimatorKind::Hgp)
+    };
+    let parts = Parts {
+        averager: &build,
+        network: &network,
         eta: config.eta.into(),
-        ..HgpOptions::default()
+        gamma: 0.0,
+        fraction: FRACTION,
+        stream: 0,
+        placement: &problem.placement,
+    };
+    let Built::PostHoc(mut hgp) =
+        estimator.construct::<f64, L2Logistic<f64>>(&parts, &Defaults::LOGISTIC)?
+    else {
+        bail!("the registry built HGP as a joint estimator; it estimates after the inner solve");
     };
     let x = ClientBuffer::from_fn(n, d, |_, k| reference.x_star[k]);
-    match Hgp::new(averager, options)?.estimate(problem.clients, &x, problem.lambda) {
+    match hgp.estimate(problem.clients, &x, problem.lambda) {
         Ok(est) => {
             let v = rows_of(&est.v, &reference.survivors);
             row.hypergrad_error = Some(relative(v.as_slice(), reference.full.as_slice()));
