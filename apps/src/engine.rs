@@ -291,3 +291,65 @@ pub fn engine_line(traffic: &serde_json::Value) -> String {
         per_rank_line(traffic)
     )
 }
+
+/// The most threads `RAYON_NUM_THREADS` may ask for, per core of this machine (more only
+/// wait on one another, and tens of thousands exhaust the system before any work).
+const THREADS_PER_CORE: usize = 16;
+
+/// Checks the environment variables that change how `hgp` computes, before any work:
+/// `HGP_KERNEL` names a kernel path this CPU runs, and `RAYON_NUM_THREADS` is a thread
+/// count this machine can start; then starts the thread pool (an error, not a panic, if the
+/// system refuses a thread).
+///
+/// # Errors
+///
+/// One line naming the variable, what it holds and what it takes.
+pub fn check_environment() -> Result<()> {
+    use hgp_averaging::KernelPath;
+    if let Some(v) = std::env::var_os("HGP_KERNEL") {
+        let v = v.to_string_lossy();
+        let names: Vec<&str> = KernelPath::ALL.iter().map(|p| p.name()).collect();
+        let Some(path) = KernelPath::from_name(&v) else {
+            return Err(anyhow!(
+                "HGP_KERNEL={v}: no such kernel path; it takes {} (or unset it: the widest this CPU runs)",
+                names.join(", ")
+            ));
+        };
+        if !path.supported() {
+            let widest = KernelPath::ALL
+                .into_iter()
+                .find(|p| p.supported())
+                .unwrap_or(KernelPath::Portable);
+            return Err(anyhow!(
+                "HGP_KERNEL={v}: this CPU cannot run the {} path; the widest it runs is {}",
+                path.name(),
+                widest.name()
+            ));
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let limit = THREADS_PER_CORE * cores;
+    let threads = match std::env::var_os("RAYON_NUM_THREADS") {
+        None => 0,
+        Some(v) => {
+            let v = v.to_string_lossy();
+            match v.trim().parse::<usize>() {
+                Ok(n) if n <= limit => n,
+                Ok(n) => {
+                    return Err(anyhow!(
+                        "RAYON_NUM_THREADS={n}: this machine has {cores} core(s); give at most {limit} threads ({THREADS_PER_CORE} per core), or unset it for one per core"
+                    ));
+                }
+                Err(_) => {
+                    return Err(anyhow!(
+                        "RAYON_NUM_THREADS={v}: not a number of threads; give a whole number (0 or unset: one per core)"
+                    ));
+                }
+            }
+        }
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .map_err(|e| anyhow!("cannot start {threads} threads (RAYON_NUM_THREADS): {e}"))
+}

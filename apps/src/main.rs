@@ -3,11 +3,23 @@
 //! Each subcommand runs one published experiment on an embedded default, or on the user's
 //! data, and writes tables, CSV/JSON and plots.
 
+/// `println!` through [`output::line`]: a failed write to standard output ends the program
+/// with one error line and exit status 1 instead of std's panic.
+macro_rules! println {
+    () => {
+        $crate::output::line(::std::format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(::std::format_args!($($arg)*))
+    };
+}
+
 mod advice;
 mod commands;
 mod engine;
 mod lifecycle;
 mod memory;
+mod output;
 mod plot;
 mod report;
 mod setup;
@@ -98,7 +110,26 @@ fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` go to standard output, checked like every other write
+        // (clap's own printing ignores a failed write and exits 0).
+        Err(e) if !e.use_stderr() => {
+            use std::io::IsTerminal;
+            let styled = e.render();
+            if std::io::stdout().is_terminal() {
+                output::text(&styled.ansi().to_string());
+            } else {
+                output::text(&styled.to_string());
+            }
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => e.exit(),
+    };
+    if let Err(e) = engine::check_environment() {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match &cli.command {
         Command::Error(c) => c.run(),
         Command::Hypergrad(c) => c.run(),

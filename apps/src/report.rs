@@ -51,7 +51,7 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
 /// `--log`, to stderr; progress bars on a terminal otherwise.
 pub struct Reporter {
     start: Instant,
-    file: Option<Mutex<File>>,
+    file: Option<(PathBuf, Mutex<File>)>,
     to_stderr: bool,
     bars: bool,
 }
@@ -79,7 +79,7 @@ impl Reporter {
                     .truncate(!append)
                     .open(&path)
                     .with_context(|| format!("cannot write {}", path.display()))?;
-                Some(Mutex::new(f))
+                Some((path, Mutex::new(f)))
             }
             None => None,
         };
@@ -94,12 +94,14 @@ impl Reporter {
     /// Writes one timestamped line.
     pub fn line(&self, text: &str) {
         let line = format!("[{:>9}] {text}", clock(self.start.elapsed()));
-        if let Some(f) = &self.file
+        if let Some((path, f)) = &self.file
             && let Ok(mut f) = f.lock()
         {
-            // The log is a convenience: a full disk must not stop the computation.
-            let _ = writeln!(f, "{line}");
-            let _ = f.flush();
+            // A log that cannot be written ends the run, saying so: a run whose log is
+            // lost unseen is not the run its folder claims.
+            if let Err(e) = writeln!(f, "{line}").and_then(|()| f.flush()) {
+                crate::output::fatal(&path.display().to_string(), &e);
+            }
         }
         if self.to_stderr {
             eprintln!("{line}");

@@ -415,6 +415,25 @@ pub enum KernelPath {
 }
 
 impl KernelPath {
+    /// Every path, widest first.
+    pub const ALL: [Self; 3] = [Self::Avx512, Self::Avx2, Self::Portable];
+
+    /// The path's name, as `HGP_KERNEL` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Avx512 => "avx512",
+            Self::Avx2 => "avx2",
+            Self::Portable => "portable",
+        }
+    }
+
+    /// The path named `name` (any case), if there is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(name))
+    }
+
     /// Whether this CPU can run the path.
     pub fn supported(self) -> bool {
         match self {
@@ -433,14 +452,9 @@ impl KernelPath {
     pub fn current() -> Self {
         static PATH: std::sync::OnceLock<KernelPath> = std::sync::OnceLock::new();
         *PATH.get_or_init(|| {
-            let forced = std::env::var("HGP_KERNEL").ok().and_then(|v| {
-                match v.to_ascii_lowercase().as_str() {
-                    "avx512" => Some(Self::Avx512),
-                    "avx2" => Some(Self::Avx2),
-                    "portable" => Some(Self::Portable),
-                    _ => None,
-                }
-            });
+            let forced = std::env::var("HGP_KERNEL")
+                .ok()
+                .and_then(|v| Self::from_name(&v));
             match forced {
                 Some(path) if path.supported() => path,
                 _ => [Self::Avx512, Self::Avx2]
