@@ -26,7 +26,8 @@ mod setup;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The networks allocate and free large temporaries at every step; mimalloc reuses them
 /// without returning pages to the system each time (Table 5 CNN, batch 128: gradient 228 ms
@@ -110,8 +111,8 @@ fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
         // `--help` and `--version` go to standard output, checked like every other write
         // (clap's own printing ignores a failed write and exits 0).
         Err(e) if !e.use_stderr() => {
@@ -124,6 +125,14 @@ fn main() -> ExitCode {
             }
             return ExitCode::SUCCESS;
         }
+        Err(e) => e.exit(),
+    };
+    if let Some(repeat) = repeated_entry(&Cli::command(), &matches) {
+        eprintln!("error: {repeat}");
+        return ExitCode::FAILURE;
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
         Err(e) => e.exit(),
     };
     if let Err(e) = engine::check_environment() {
@@ -156,6 +165,49 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The first entry given twice to a comma-separated list flag (`--methods a,b,a`,
+/// `--loss 0.1,0.10`), in words: each entry is a run, and a repeated one would run the same
+/// work again. Numbers are compared as numbers, names without case. Every list flag of every
+/// subcommand is checked here, the ones to come too.
+fn repeated_entry(cli: &clap::Command, matches: &ArgMatches) -> Option<String> {
+    let (name, sub) = matches.subcommand()?;
+    let command = cli.find_subcommand(name)?;
+    let key = |v: &str| {
+        let v = v.trim();
+        v.parse::<f64>()
+            .map(|x| format!("{x:e}"))
+            .unwrap_or_else(|_| v.to_ascii_lowercase())
+    };
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        if arg.get_value_delimiter().is_none()
+            || sub.value_source(id) != Some(ValueSource::CommandLine)
+        {
+            continue;
+        }
+        let Some(raw) = sub.get_raw(id) else {
+            continue;
+        };
+        let values: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
+        for (k, v) in values.iter().enumerate() {
+            if let Some(first) = values[..k].iter().find(|w| key(w) == key(v)) {
+                let flag = arg
+                    .get_long()
+                    .map_or_else(|| id.to_string(), |l| format!("--{l}"));
+                let same = if first == v {
+                    String::new()
+                } else {
+                    format!(" (as {first})")
+                };
+                return Some(format!(
+                    "{flag} lists {v} twice{same}: give each entry once"
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Restores the default action of SIGPIPE, so `hgp … | head -1` ends quietly when the

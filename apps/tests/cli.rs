@@ -590,3 +590,42 @@ fn engine_mpi_needs_the_mpi_build() {
     local.extend(["--engine", "local"]);
     assert_eq!(default, stdout(&hgp(&local)));
 }
+
+/// An entry given twice to any list flag is refused before any work (it would rerun the
+/// same work, or apply a decay twice), numbers compared as numbers.
+#[test]
+fn repeated_list_entries_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            vec!["fedhyper", "--methods", "fedavg,fedhyper-g,fedavg"],
+            "--methods lists fedavg twice: give each entry once",
+        ),
+        (
+            vec!["faults", "--loss", "0.1,0.10"],
+            "--loss lists 0.10 twice (as 0.1): give each entry once",
+        ),
+        (
+            vec!["fbo", "--local-steps", "1,2,1"],
+            "--local-steps lists 1 twice",
+        ),
+        (
+            vec!["personalize", "--networks", "fc,randd,fc"],
+            "--networks lists fc twice",
+        ),
+        (
+            vec!["hypergrad", "--lr-milestones", "10,10"],
+            "--lr-milestones lists 10 twice",
+        ),
+    ] {
+        let out = dir.path().join(args[0]);
+        let mut args = args.clone();
+        args.extend(["--out", out.to_str().unwrap()]);
+        if args[0] == "hypergrad" {
+            args.truncate(3);
+        }
+        let err = fails(&args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} made its folder");
+    }
+}
