@@ -49,6 +49,33 @@ impl MemoryPlan {
         )
     }
 
+    /// The models of a network experiment: `clients` clients holding `copies` f32 copies
+    /// each of a model of `params` parameters (iterates, the estimator's or the optimizer's
+    /// vectors), and `threads` clients evaluated at once with `graph` bytes of intermediate
+    /// values each (`hgp_nn::graph_bytes`; one per thread).
+    pub fn models(
+        self,
+        name: &str,
+        (clients, params, copies): (usize, f64, usize),
+        (threads, graph): (usize, f64),
+    ) -> Self {
+        const F32: f64 = 4.0;
+        self.add(
+            format!(
+                "{copies} copies of the {name}'s {params:.0} parameters for each of {clients} clients"
+            ),
+            clients as f64 * copies as f64 * params * F32,
+        )
+        .add(
+            format!(
+                "the {name}'s intermediate values for {threads} client{} at once ({:.0} MB each; one per thread, RAYON_NUM_THREADS sets them)",
+                if threads == 1 { "" } else { "s" },
+                graph / 1e6
+            ),
+            threads as f64 * graph,
+        )
+    }
+
     /// The total estimate in bytes.
     pub fn total(&self) -> f64 {
         self.parts.iter().map(|(_, b)| b).sum()

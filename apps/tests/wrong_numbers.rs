@@ -200,6 +200,7 @@ fn runs_too_large_for_the_machine_are_refused_at_once() {
         vec!["hypergrad", "--clients", "100000"],
         vec!["faults", "--clients", "30000", "--out", o],
         vec!["gen-synthetic", "--clients", "1000000000", "--out", o],
+        vec!["fbo", "--quick", "--hidden", "99999999", "--out", o],
     ] {
         let started = Instant::now();
         let err = silent_stdout(&args);

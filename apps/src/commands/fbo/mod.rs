@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::memory::MemoryPlan;
 use crate::report::{Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
@@ -262,6 +263,33 @@ impl Fbo {
         })
     }
 
+    /// What a run holds, checked before any client is built: the images, every client's
+    /// head y and representation λ with the estimator's vectors (AggITD's and FedNest's
+    /// copies of both: at most 8 of each, counted on the large side), and the clients
+    /// evaluated at once (HyperRep's activations on a batch, or LeNet-5's buffers).
+    fn memory_plan(&self, settings: &Settings, images: &ImageSet, test: &ImageSet) -> MemoryPlan {
+        let pixels = images.pixels() as f64;
+        let (name, params, graph) = match &settings.model {
+            Model::Mlp(c) => {
+                let (h, k) = (c.hidden as f64, c.classes as f64);
+                // Activations, their gradients and the products' directions: 8 per unit.
+                let graph = 8.0 * self.batch as f64 * (h + k) * 4.0;
+                ("MLP", (pixels + 1.0) * h + (h + 1.0) * k, graph)
+            }
+            Model::Net(c) => {
+                let (grad, hvp) = hgp_nn::graph_bytes(&c.arch, self.batch.min(c.arch.chunk()));
+                ("LeNet-5", c.arch.dim() as f64, grad.max(hvp))
+            }
+        };
+        let threads = rayon::current_num_threads().min(self.clients);
+        MemoryPlan::new()
+            .add(
+                format!("the {} images", images.len() + test.len()),
+                (images.images.len() + test.images.len()) as f64 * 4.0,
+            )
+            .models(name, (self.clients, params, 8), (threads, graph))
+    }
+
     /// The images and the held-out test set.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
         let (mut rest, mut test, source, found) = load_image_experiment(
@@ -354,6 +382,7 @@ impl<C: RepClient> Experiment for On<'_, C> {
         {
             let settings = this.validate(engine)?;
             let (images, test, description) = this.images()?;
+            this.memory_plan(&settings, &images, &test).check()?;
             // Build every split first, so a bad split is reported before any run.
             let federations = this
                 .split

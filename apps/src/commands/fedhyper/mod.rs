@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, RunArgs, execute};
+use crate::memory::MemoryPlan;
 use crate::report::{Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
 use crate::setup::{at_least_one, fraction, positive};
@@ -499,6 +500,27 @@ impl FedHyperCmd {
         Ok((Pool::PerClient(parts), test, description))
     }
 
+    /// What a run holds, checked before any client is built: the data, every client's
+    /// model (FedAvg's local copy, the server's, the schedulers' and FedAdam's moments:
+    /// 6 copies, on the large side) and the clients trained at once (the network's buffers on
+    /// a `--batch`).
+    fn memory_plan(&self, pool: &Pool, test: &ImageSet, classes: usize) -> MemoryPlan {
+        let arch = self.arch(classes);
+        let (grad, hvp) = hgp_nn::graph_bytes(&arch, self.batch.min(arch.chunk()));
+        let values = match pool {
+            Pool::Pooled(images) => images.images.len(),
+            Pool::PerClient(sets) => sets.iter().map(|s| s.images.len()).sum(),
+        } + test.images.len();
+        let threads = rayon::current_num_threads().min(self.clients());
+        MemoryPlan::new()
+            .add("the images (or windows)", values as f64 * 4.0)
+            .models(
+                &arch.name(),
+                (self.clients(), arch.dim() as f64, 6),
+                (threads, grad.max(hvp)),
+            )
+    }
+
     /// The images with their description and the data set's classes.
     fn describe_images(
         &self,
@@ -559,6 +581,7 @@ impl Experiment for FedHyperCmd {
                 let (images, test, description, classes) = self.images()?;
                 (Pool::Pooled(images), test, description, classes)
             };
+            self.memory_plan(&images, &test, classes).check()?;
             let settings = self.validate(classes, schedulers);
             (images, test, description, settings)
         };
