@@ -18,11 +18,11 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineKind, print_engine_line};
-use crate::report::{ReportArgs, Reporter, record_settings};
+use crate::report::{ReportArgs, Reporter, SETTINGS_FILE, lock_out, record_settings};
 
 /// Where an experiment runs and where its results go.
 pub struct Output<'a> {
@@ -51,6 +51,19 @@ pub trait Experiment: Sync {
     /// same); `None` for a command that records none.
     fn settings(&self) -> Result<Option<(Value, bool)>> {
         Ok(None)
+    }
+
+    /// The files (and folders: a name ending in `*` is every entry it begins) that a run
+    /// writes in its `--out` folder, besides the settings file and the log. A fresh run first
+    /// removes those of an earlier run, so the folder never mixes two runs; under `--resume`
+    /// they are kept, and refused when the settings file that says whose they are is gone.
+    fn files(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    /// Whether this run continues the one in its `--out` folder (`--resume`).
+    fn resume(&self) -> bool {
+        false
     }
 
     /// Checks the flags and the memory plan and reads the data, on every rank and before
@@ -87,12 +100,21 @@ pub trait Experiment: Sync {
 pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     let output = experiment.output();
     Engine::run(output.engine, |engine| {
-        let setup = engine.agree(experiment.setup(engine))?;
+        // One run per `--out` folder, held by rank 0 (which writes it) for the whole run: a
+        // folder that exists is taken before any work, so a second run is refused at once;
+        // one that the setup creates, when the settings are recorded. No collective is added:
+        // the refusal travels with the setup's agreement.
+        let early = match (output.out, engine.is_root()) {
+            (Some(out), true) if out.is_dir() => lock_out(out).map(Some),
+            _ => Ok(None),
+        };
+        let (held, setup) =
+            engine.agree(early.and_then(|held| Ok((held, experiment.setup(engine)?))))?;
         // Opening files can fail on rank 0 alone: the ranks agree on it. Without a folder
         // nothing can fail, and no collective is spent.
         let reporter = match output.out {
-            Some(_) => engine.agree(open(experiment, engine, &output))?,
-            None => open(experiment, engine, &output)?,
+            Some(_) => engine.agree(open(experiment, engine, &output, held))?,
+            None => open(experiment, engine, &output, held)?,
         };
         let outcome = experiment.run(setup, engine, &reporter)?;
         let mpi = engine.traffic_json();
@@ -107,17 +129,88 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     })
 }
 
-/// The settings file and the reporter on rank 0; a silent reporter on the other ranks.
-fn open<E: Experiment>(experiment: &E, engine: &Engine, output: &Output<'_>) -> Result<Reporter> {
+/// The folder's lock (`held`, or taken now), the settings file and the reporter on rank 0,
+/// the reporter holding the lock to the end of the run; a silent reporter on the other
+/// ranks.
+fn open<E: Experiment>(
+    experiment: &E,
+    engine: &Engine,
+    output: &Output<'_>,
+    held: Option<std::fs::File>,
+) -> Result<Reporter> {
     if !engine.is_root() {
         return Reporter::silent();
+    }
+    let lock = match (held, output.out) {
+        (Some(lock), _) => Some(lock),
+        (None, Some(out)) => Some(lock_out(out)?),
+        (None, None) => None,
+    };
+    let mut cleared = Vec::new();
+    if let Some(out) = output.out {
+        cleared = clear_earlier(out, &experiment.files(), experiment.resume())?;
     }
     let mut append = false;
     if let (Some(out), Some((settings, resume))) = (output.out, experiment.settings()?) {
         record_settings(out, &settings, resume)?;
         append = resume;
     }
-    Reporter::new(output.report, output.out, output.json, append)
+    let reporter = Reporter::new(output.report, output.out, output.json, append)?.holding(lock);
+    if !cleared.is_empty() {
+        reporter.line(&format!(
+            "removed the files of an earlier run: {}",
+            cleared.join(", ")
+        ));
+    }
+    Ok(reporter)
+}
+
+/// The entries of `out` among `files` (see [`Experiment::files`]), by name.
+fn present(out: &Path, files: &[&str]) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    let entries = match std::fs::read_dir(out) {
+        Ok(e) => e,
+        Err(_) => return Ok(found),
+    };
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let listed = files.iter().any(|f| match f.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *f,
+        });
+        if listed {
+            found.push(name);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Before a fresh run, removes what an earlier run wrote in `out` (its `files`) and returns
+/// their names; under `resume`, keeps them, but refuses them without the settings file that
+/// says which run they belong to.
+fn clear_earlier(out: &Path, files: &[&str], resume: bool) -> Result<Vec<String>> {
+    let found = present(out, files)?;
+    if resume {
+        if !found.is_empty() && !out.join(SETTINGS_FILE).exists() {
+            anyhow::bail!(
+                "--resume: {} holds {} but no {SETTINGS_FILE}, so which settings they were written with is unknown: run without --resume (they are then removed), or give another --out",
+                out.display(),
+                found.join(", ")
+            );
+        }
+        return Ok(Vec::new());
+    }
+    for name in &found {
+        let path = out.join(name);
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("cannot remove the earlier run's {}", path.display()))?;
+    }
+    Ok(found)
 }
 
 /// The flags every experiment command shares, one flattened group: `--seed`, `--json`, the
@@ -151,5 +244,40 @@ impl RunArgs {
             report: &self.report,
             out,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh run removes the earlier run's files (and seed folders) and nothing else; a
+    /// resumed one keeps them, and refuses them without their settings file.
+    #[test]
+    fn a_fresh_run_clears_only_the_earlier_runs_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        for f in ["fbo.csv", "curves.svg", "notes.txt"] {
+            std::fs::write(out.join(f), "old").unwrap();
+        }
+        std::fs::create_dir(out.join("seed-1")).unwrap();
+        std::fs::write(out.join("seed-1").join("fbo.csv"), "old").unwrap();
+        let files = ["fbo.csv", "fbo.md", "curves.svg", "seed-*"];
+        let err = clear_earlier(out, &files, true).unwrap_err().to_string();
+        assert!(
+            err.contains("holds curves.svg, fbo.csv, seed-1 but no hgp-settings.json"),
+            "{err}"
+        );
+        std::fs::write(out.join(SETTINGS_FILE), "{}").unwrap();
+        assert!(clear_earlier(out, &files, true).unwrap().is_empty());
+        assert!(out.join("fbo.csv").exists());
+        let cleared = clear_earlier(out, &files, false).unwrap();
+        assert_eq!(cleared, ["curves.svg", "fbo.csv", "seed-1"]);
+        let mut left: Vec<_> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [SETTINGS_FILE, "notes.txt"]);
     }
 }

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -363,7 +363,7 @@ impl Figure {
     /// Writes the SVG document to `path`.
     pub fn write(&self, path: &Path) -> Result<()> {
         let svg = self.to_svg()?;
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
+        crate::report::write_whole(path, svg.as_bytes())
     }
 }
 

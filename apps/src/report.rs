@@ -38,7 +38,7 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
-    let probe = dir.join(".hgp-write-test");
+    let probe = dir.join(format!(".hgp-write-test-{}", std::process::id()));
     File::create(&probe)
         .and_then(|mut f| f.write_all(b"ok"))
         .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
@@ -47,9 +47,35 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// Holds the `--out` folder `dir` for the life of the returned handle: an OS-level lock on
+/// the folder itself (no file is added to it; the system releases it when the process
+/// ends, however it ends). One run per folder: two runs at once would splice their rows.
+///
+/// # Errors
+///
+/// Another `hgp` run holds the folder (named, with where it reports); the folder cannot be
+/// opened.
+pub fn lock_out(dir: &Path) -> Result<File> {
+    let folder =
+        File::open(dir).with_context(|| format!("--out {}: cannot open", dir.display()))?;
+    match folder.try_lock() {
+        Ok(()) => Ok(folder),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "--out {}: another hgp run is writing there (its progress is in {}); wait for it to end, or give another --out",
+            dir.display(),
+            dir.join("hgp.log").display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(anyhow::Error::from(e).context(format!("--out {}: cannot lock", dir.display())))
+        }
+    }
+}
+
 /// The run log: timestamped lines to `hgp.log` in the output directory (if any) and, with
 /// `--log`, to stderr; progress bars on a terminal otherwise.
 pub struct Reporter {
+    /// The `--out` folder's lock ([`lock_out`]), held as long as the reporter.
+    _lock: Option<File>,
     start: Instant,
     file: Option<(PathBuf, Mutex<File>)>,
     to_stderr: bool,
@@ -84,11 +110,18 @@ impl Reporter {
             None => None,
         };
         Ok(Self {
+            _lock: None,
             start: Instant::now(),
             file,
             to_stderr: args.log,
             bars: !(args.log || args.quiet || json),
         })
+    }
+
+    /// The reporter holding `lock` (the `--out` folder's) until it is dropped.
+    pub fn holding(mut self, lock: Option<File>) -> Self {
+        self._lock = lock;
+        self
     }
 
     /// Writes one timestamped line.
@@ -278,7 +311,7 @@ pub fn comm_json(c: &CommCost) -> Value {
 }
 
 /// Writes `rows` to `path` as CSV under `header` (whose names are the rows' serde fields),
-/// creating the parent directory.
+/// creating the parent directory; whole ([`write_whole`]).
 pub fn write_csv<R: Serialize>(
     path: &Path,
     header: &[&str],
@@ -291,13 +324,32 @@ pub fn write_csv<R: Serialize>(
     let cannot = || format!("cannot write {}", path.display());
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
-        .from_path(path)
-        .with_context(cannot)?;
+        .from_writer(Vec::new());
     w.write_record(header).with_context(cannot)?;
     for row in rows {
         w.serialize(row).with_context(cannot)?;
     }
-    w.flush().with_context(cannot)
+    let bytes = w
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", cannot()))?;
+    write_whole(path, &bytes)
+}
+
+/// Writes `bytes` to `path` whole: to a temporary name beside it, then renamed over it, so a
+/// reader (or a run stopped half-way) never sees a half-written file.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = File::create(&temp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
+    }
+    Ok(())
 }
 
 /// A CSV file that grows one row at a time, each written and flushed as soon as it is
@@ -395,8 +447,7 @@ pub fn record_settings(out: &Path, settings: &Value, resume: bool) -> Result<()>
         }
     }
     let text = serde_json::to_string_pretty(settings)?;
-    std::fs::write(&path, format!("{text}\n"))
-        .with_context(|| format!("cannot write {}", path.display()))
+    write_whole(&path, format!("{text}\n").as_bytes())
 }
 
 /// The settings of `command` as recorded: `{"command", "options"}`, the options being the

@@ -112,3 +112,71 @@ fn the_environment_is_checked_before_any_work() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// One run per output folder: while a run holds its folder, a second one into it is
+/// refused at once, naming the folder, and writes nothing there.
+#[test]
+fn a_second_run_into_a_held_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fedhyper");
+    let o = out.to_str().unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_hgp"))
+        .args(["fedhyper", "--quick", "--quiet", "--out", o])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first run holds the folder before it writes its log.
+    let started = std::time::Instant::now();
+    while !out.join("hgp.log").exists() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the first run wrote no log"
+        );
+        assert!(first.try_wait().unwrap().is_none(), "the first run ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let before = std::fs::read(out.join("hgp-settings.json")).unwrap();
+    for command in ["fedhyper", "fbo"] {
+        let second = hgp_with(
+            &[command, "--quick", "--seed", "5", "--out", o],
+            &[],
+            Stdio::piped(),
+        );
+        let err = one_line(&second);
+        assert!(
+            err.contains(&format!("--out {o}: another hgp run is writing there")),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(out.join("hgp-settings.json")).unwrap(),
+        before
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
+
+/// `--resume` into a folder whose results have lost their settings file is refused (their
+/// settings are unknown); a fresh run there removes them first.
+#[test]
+fn resume_without_its_settings_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("influence");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("influence.csv"), "rows of another run\n").unwrap();
+    let o = out.to_str().unwrap();
+    let err = one_line(&hgp_with(
+        &["influence", "--quick", "--resume", "--out", o],
+        &[],
+        Stdio::piped(),
+    ));
+    assert!(
+        err.contains("--resume:") && err.contains("holds influence.csv but no hgp-settings.json"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("influence.csv")).unwrap(),
+        "rows of another run\n"
+    );
+}

@@ -84,6 +84,8 @@ pub struct ErrorCmd {
     #[arg(long)]
     quick: bool,
     /// Output directory for error.csv and error.svg.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those).
     #[arg(long, default_value = "out/error", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -390,6 +392,10 @@ pub struct Outcome {
 /// says why); the inner solve and every run are spread over the ranks; rank 0 writes and
 /// prints.
 impl Experiment for ErrorCmd {
+    fn files(&self) -> Vec<&'static str> {
+        vec!["error.csv", "error_of_mean.csv", "error.svg"]
+    }
+
     type Setup = (Instant, Checked);
     type Outcome = Outcome;
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::json;
 
 use super::FaultsCmd;
@@ -94,8 +94,7 @@ impl FaultsCmd {
                 .map(|f| format!("- {f}\n"))
                 .collect::<String>()
         );
-        std::fs::write(out.join("faults.md"), md)
-            .with_context(|| format!("cannot write {}", out.join("faults.md").display()))?;
+        crate::report::write_whole(&out.join("faults.md"), md.as_bytes())?;
         self.figure(rows)?.write(&out.join("faults.svg"))?;
 
         if self.run.json {

@@ -143,6 +143,8 @@ pub struct Fbo {
     #[arg(long, default_value_t = HyperRepConfig::default().beta, value_name = "β", help = "Weight of the head's L2 penalty (β/2)‖y‖² in the lower cost.")]
     l2: f64,
     /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those).
     #[arg(long, default_value = "out/fbo", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -365,6 +367,10 @@ type Checked<C> = (
 /// Every rank checks the flags, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
 impl<C: RepClient> Experiment for On<'_, C> {
+    fn files(&self) -> Vec<&'static str> {
+        vec!["fbo.csv", "fbo.md", "curves.svg"]
+    }
+
     type Setup = Checked<C>;
     type Outcome = (Vec<Run>, Settings, String);
 

@@ -2,7 +2,7 @@
 //! finishes), fbo.md and the terminal table (paper 003 Table 2), curves.svg (test accuracy
 //! against communication rounds, one panel per split: Figs. 2–4), or JSON.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use serde_json::json;
 
@@ -94,8 +94,7 @@ impl Fbo {
             ]);
         }
         let md_path = self.out.join("fbo.md");
-        std::fs::write(&md_path, table.markdown())
-            .with_context(|| format!("cannot write {}", md_path.display()))?;
+        crate::report::write_whole(&md_path, table.markdown().as_bytes())?;
 
         let mut figure = Figure::new()
             .with_title("Test accuracy against communication rounds (paper 003, Figs. 2–4)")

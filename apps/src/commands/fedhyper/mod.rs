@@ -179,6 +179,8 @@ pub struct FedHyperCmd {
     seeds: u64,
     /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
     /// hgp.log.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those).
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -559,6 +561,16 @@ pub struct Setup {
 /// Every rank checks the flags, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
 impl Experiment for FedHyperCmd {
+    fn files(&self) -> Vec<&'static str> {
+        vec![
+            "rounds.csv",
+            "fedhyper.csv",
+            "fedhyper.md",
+            "accuracy.svg",
+            "lr.svg",
+        ]
+    }
+
     type Setup = Setup;
     type Outcome = (Vec<protocol::Run>, Settings, String);
 

@@ -214,8 +214,7 @@ impl FedHyperCmd {
             ]);
         }
         let md = self.out.join("fedhyper.md");
-        std::fs::write(&md, table.markdown())
-            .with_context(|| format!("cannot write {}", md.display()))?;
+        crate::report::write_whole(&md, table.markdown().as_bytes())?;
 
         // accuracy.svg: the mean over seeds, a panel per split.
         let mut figure = Figure::new()

@@ -134,6 +134,8 @@ pub struct Influence {
     #[arg(long, help = quick_help())]
     quick: bool,
     /// Output directory for influence.csv, influence.svg and hgp.log.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those), --resume keeps and continues them.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -413,6 +415,14 @@ pub struct Outcome<T> {
 /// writes and prints. Predict by the estimator, remove the top instances one at a time,
 /// retrain, compare.
 impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
+    fn files(&self) -> Vec<&'static str> {
+        vec!["influence.csv", "influence.svg"]
+    }
+
+    fn resume(&self) -> bool {
+        self.cmd.resume
+    }
+
     type Setup = Problem<T, C>;
     type Outcome = Outcome<T>;
 

@@ -321,6 +321,8 @@ pub struct Personalize {
     #[arg(long, value_name = "K", help = power_help())]
     power_iterations: Option<usize>,
     /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those), --resume keeps and continues them.
     #[arg(long, default_value = "out/personalize", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -469,6 +471,20 @@ pub enum Outcome {
 /// Each seed's table is a run of its own in its own folder (`--out` itself for one seed,
 /// `DIR/seed-K` for several), with its settings, log and rows written as they finish.
 impl Experiment for Personalize {
+    fn files(&self) -> Vec<&'static str> {
+        vec![
+            "personalize.csv",
+            "personalize.md",
+            "personalize-seeds.csv",
+            "curves.svg",
+            "seed-*",
+        ]
+    }
+
+    fn resume(&self) -> bool {
+        self.resume
+    }
+
     type Setup = hgp_hypergrad::Eta;
     type Outcome = Outcome;
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -239,8 +239,7 @@ impl Personalize {
             ));
         }
         let md_path = self.out.join("personalize.md");
-        std::fs::write(&md_path, md)
-            .with_context(|| format!("cannot write {}", md_path.display()))?;
+        crate::report::write_whole(&md_path, md.as_bytes())?;
         let csv = self.out.join("personalize-seeds.csv");
         write_csv(&csv, SEED_HEADER, rows.iter())?;
         if self.run.json {
@@ -292,8 +291,7 @@ impl Personalize {
         if let Some(t) = &training {
             md.push_str(&format!("\n{TRAINING_CAPTION}\n\n{}", t.markdown()));
         }
-        std::fs::write(&md_path, md)
-            .with_context(|| format!("cannot write {}", md_path.display()))?;
+        crate::report::write_whole(&md_path, md.as_bytes())?;
 
         let mut figure = Figure::new()
             .with_title("Validation accuracy per outer step (Fig. 4)")
