@@ -2,7 +2,7 @@
 //! full disk, a file that went away) ends the program at once with one line naming what
 //! could not be written and a non-zero exit, not a panic (std's `println!` panics) nor a
 //! result on screen with its log silently lost. The crate's `println!` is this module's
-//! [`line`] (see `main.rs`).
+//! [`line()`] (see `main.rs`).
 
 use std::fmt;
 use std::io::{self, Write};
