@@ -629,3 +629,22 @@ fn repeated_list_entries_are_refused() {
         assert!(!out.exists(), "{args:?} made its folder");
     }
 }
+
+/// A count of work too large to count is refused before any step, not shown wrapped around.
+#[test]
+fn work_too_large_to_count_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p");
+    let err = fails(&[
+        "personalize",
+        "--quick",
+        "--outer-steps",
+        "18446744073709551615",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--outer-steps 18446744073709551615 with 20 SGP steps a solve is more steps than can be counted"),
+        "{err}"
+    );
+}

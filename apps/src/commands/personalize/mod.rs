@@ -614,13 +614,24 @@ impl Personalize {
                 csv.display()
             ));
         }
-        let steps: usize = todo
+        // Counted exactly (an absurd --outer-steps is refused here, before any work, rather
+        // than shown as a count that wrapped around).
+        let steps = todo
             .iter()
-            .map(|(m, _)| m.solves(self.outer_steps()) * protocol.setting.steps)
-            .sum();
+            .try_fold(0u64, |total, (m, _)| {
+                let solves = m.solves(self.outer_steps())?;
+                total.checked_add(solves.checked_mul(protocol.setting.steps as u64)?)
+            })
+            .with_context(|| {
+                format!(
+                    "--outer-steps {} with {} SGP steps a solve is more steps than can be counted: give fewer",
+                    self.outer_steps(),
+                    protocol.setting.steps
+                )
+            })?;
         let stage = reporter.stage(
             format!("{} method/network pairs", todo.len()),
-            steps as u64,
+            steps,
             "SGP steps",
         );
         for &(method, network) in &todo {

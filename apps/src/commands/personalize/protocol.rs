@@ -68,15 +68,18 @@ impl Method {
             || (estimator == PersonalizeEstimator::Pdbo && matches!(self, Self::Sgp | Self::Local))
     }
 
+    /// Whether the method tunes λ by hyper-gradient steps.
     pub fn tunes_lambda(self) -> bool {
         matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)
     }
 
-    pub fn solves(self, outer_steps: usize) -> usize {
+    /// The inner solves of a run of `outer_steps` outer steps (one before each step and one
+    /// after the last for the methods that tune λ); `None` past what a u64 counts.
+    pub fn solves(self, outer_steps: usize) -> Option<u64> {
         if self.tunes_lambda() {
-            outer_steps + 1
+            (outer_steps as u64).checked_add(1)
         } else {
-            1
+            Some(1)
         }
     }
 }
@@ -726,7 +729,7 @@ mod tests {
             .cell(Method::HgpPl, NetworkKind::Randd, &split, &progress)
             .unwrap();
         // One inner solve before the outer steps and one after each: 3 × 10 SGP steps.
-        assert_eq!(steps.into_inner(), Method::HgpPl.solves(2) * 10);
+        assert_eq!(steps.into_inner(), Method::HgpPl.solves(2).unwrap() * 10);
         assert_eq!((cell.curve.len(), cell.outer_loss.len()), (2, 3));
         assert!((1..=2).contains(&cell.chosen));
         assert!((0.0..=1.0).contains(&cell.average) && cell.bottom10 <= cell.average + 1e-12);
