@@ -729,7 +729,10 @@ mod tests {
             .cell(Method::HgpPl, NetworkKind::Randd, &split, &progress)
             .unwrap();
         // One inner solve before the outer steps and one after each: 3 × 10 SGP steps.
-        assert_eq!(steps.into_inner(), Method::HgpPl.solves(2).unwrap() * 10);
+        assert_eq!(
+            steps.into_inner() as u64,
+            Method::HgpPl.solves(2).unwrap() * 10
+        );
         assert_eq!((cell.curve.len(), cell.outer_loss.len()), (2, 3));
         assert!((1..=2).contains(&cell.chosen));
         assert!((0.0..=1.0).contains(&cell.average) && cell.bottom10 <= cell.average + 1e-12);
