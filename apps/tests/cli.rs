@@ -648,3 +648,54 @@ fn work_too_large_to_count_is_refused() {
         "{err}"
     );
 }
+
+/// Messages that say what to fix for their cause: a network that can never connect, a data
+/// path that is a device, a number refused as it was typed (not its 324 digits).
+#[test]
+fn messages_name_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "hypergrad",
+                "--network",
+                "randd",
+                "--rho-low",
+                "0",
+                "--rho-high",
+                "0",
+            ],
+            "no link ever appears and the network never connects: give --rho-high above 0",
+        ),
+        (
+            vec![
+                "fedhyper",
+                "--quick",
+                "--dataset",
+                "shakespeare",
+                "--data-dir",
+                "/dev/zero",
+                "--out",
+                o,
+            ],
+            "--data-dir /dev/zero is neither a folder nor a regular file",
+        ),
+        (
+            vec![
+                "hypergrad",
+                "--network",
+                "randd",
+                "--rho-low",
+                "5e-324",
+                "--rho-high",
+                "0",
+            ],
+            "--rho-low 5e-324 is above --rho-high 0",
+        ),
+    ] {
+        let err = fails(&args);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -25,6 +25,17 @@ pub enum GraphError {
         /// Upper end given.
         high: f64,
     },
+    /// Every link's probability is 0: no link ever appears, so the network never connects
+    /// (Assumption 1 fails for every realization).
+    #[error(
+        "every link's probability ρ is drawn from U[{low}, {high}] = 0: no link ever appears and the network never connects"
+    )]
+    NeverConnects {
+        /// Lower end given.
+        low: f64,
+        /// Upper end given.
+        high: f64,
+    },
     /// A count that must be positive was zero.
     #[error("{name} must be at least 1 (got 0)")]
     ZeroCount {

@@ -307,6 +307,12 @@ impl RandomEdges {
                 high: self.high,
             });
         }
+        if self.high == 0.0 {
+            return Err(GraphError::NeverConnects {
+                low: self.low,
+                high: self.high,
+            });
+        }
         Ok(())
     }
 
@@ -611,6 +617,17 @@ mod tests {
             assert!(net.graph(s).is_symmetric());
         }
         assert_eq!(net.rho(2, 5), net.rho(5, 2));
+    }
+
+    #[test]
+    fn links_of_probability_zero_are_refused() {
+        let edges = RandomEdges {
+            low: 0.0,
+            high: 0.0,
+            ..RandomEdges::default()
+        };
+        let err = RandomDirected::new(4, edges, 1).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("no link ever appears"), "{err}");
     }
 
     #[test]

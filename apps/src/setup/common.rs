@@ -101,7 +101,7 @@ impl EtaArg {
         match self {
             Self::Auto => Ok(Eta::Auto(PowerIteration { iterations })),
             Self::Value(v) if v.is_finite() && v > 0.0 => Ok(Eta::Fixed(v)),
-            Self::Value(v) => bail!("--eta must be `auto` or a positive number (got {v})"),
+            Self::Value(v) => bail!("--eta must be `auto` or a positive number (got {})", num(v)),
         }
     }
 }
@@ -180,11 +180,22 @@ pub fn at_least_one(counts: &[(&str, usize)]) -> Result<()> {
     }
 }
 
+/// A number as a message shows it: as typed for everyday sizes, in scientific notation when
+/// it is very small or very large (5e-324, not its 324 decimal digits).
+pub fn num(v: f64) -> String {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Refuses a value of any of these (flag, value) that is not a positive, finite number
 /// (learning rates, steps, scales).
 pub fn positive(values: &[(&str, f64)]) -> Result<()> {
     match values.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
-        Some((flag, v)) => bail!("{flag} must be a positive number (got {v})"),
+        Some((flag, v)) => bail!("{flag} must be a positive number (got {})", num(*v)),
         None => Ok(()),
     }
 }
@@ -194,7 +205,7 @@ pub fn fraction(flag: &str, value: f64) -> Result<()> {
     if value > 0.0 && value <= 1.0 {
         Ok(())
     } else {
-        bail!("{flag} must be in (0, 1] (got {value})")
+        bail!("{flag} must be in (0, 1] (got {})", num(value))
     }
 }
 
@@ -258,6 +269,16 @@ impl Defaults {
 
 #[cfg(test)]
 mod tests {
+
+    /// Numbers in messages read as a person would type them, never as hundreds of digits.
+    #[test]
+    fn numbers_in_messages_are_short() {
+        assert_eq!(num(5e-324), "5e-324");
+        assert_eq!(num(0.5), "0.5");
+        assert_eq!(num(1e20), "1e20");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(f64::INFINITY), "inf");
+    }
     use super::*;
 
     #[test]

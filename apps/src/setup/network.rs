@@ -150,14 +150,19 @@ impl NetworkArgs {
             ("--edge-p", self.edge_p.unwrap_or(EDGE_P)),
         ] {
             if !(0.0..=1.0).contains(&p) {
-                bail!("{flag} is a probability, between 0 and 1 (got {p})");
+                bail!("{flag} is a probability, between 0 and 1 (got {})", num(p));
             }
         }
         if e.low > e.high {
             bail!(
                 "--rho-low {} is above --rho-high {}: the link probabilities are drawn from U[low, high]",
-                e.low,
-                e.high
+                num(e.low),
+                num(e.high)
+            );
+        }
+        if self.network.random() && e.high == 0.0 {
+            bail!(
+                "--rho-high 0: every link's probability is drawn from U[--rho-low, --rho-high] = 0, so no link ever appears and the network never connects: give --rho-high above 0"
             );
         }
         Ok(())

@@ -26,7 +26,16 @@ fn source(data_dir: Option<&Path>) -> Result<TextSource<'_>> {
         return Ok(TextSource::Raw(dir.to_path_buf()));
     }
     if !dir.is_dir() {
-        bail!("--data-dir {}: no such file or directory", dir.display());
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("--data-dir {}: no such file or directory", dir.display())
+            }
+            Err(e) => bail!("--data-dir {}: cannot read it: {e}", dir.display()),
+            Ok(_) => bail!(
+                "--data-dir {} is neither a folder nor a regular file (a device, a pipe or a socket): give LEAF's folder or the complete-works text file",
+                dir.display()
+            ),
+        }
     }
     if dir.join("train").is_dir() && dir.join("test").is_dir() {
         return Ok(TextSource::Leaf(dir));

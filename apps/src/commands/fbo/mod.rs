@@ -209,7 +209,7 @@ impl Fbo {
         if !(self.target > 0.0 && self.target <= 1.0) {
             bail!(
                 "--target is a test accuracy in (0, 1], got {} (write 0.9 for 90 %)",
-                self.target
+                crate::setup::num(self.target)
             );
         }
         engine.placement().check_clients(self.clients)?;

@@ -277,7 +277,10 @@ impl FedHyperCmd {
         ])?;
         positive(&[("--lr", self.lr())])?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
-            bail!("--l2 must be a number ≥ 0, got {}", self.l2);
+            bail!(
+                "--l2 must be a number ≥ 0, got {}",
+                crate::setup::num(self.l2)
+            );
         }
         fraction("--fraction", self.fraction())?;
         let target = self.target();

@@ -195,7 +195,7 @@ impl Influence {
         if !(self.gamma.is_finite() && self.gamma >= 0.0) {
             bail!(
                 "--gamma must be finite and non-negative (got {})",
-                self.gamma
+                crate::setup::num(self.gamma)
             );
         }
         if self.top() == 0 {

@@ -242,6 +242,25 @@ fn check_size(bytes: u64, file: &str, kind: CifarKind) -> Result<(), DataError> 
     Ok(())
 }
 
+/// Whether the distribution's file `path` is there as a regular file (a link to one
+/// counts); an entry of that name that is something else (a folder, a link that leads
+/// nowhere or in a loop, a device) is an error naming it, not a file "not found".
+fn is_present(path: &Path, kind: CifarKind) -> Result<bool, DataError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(false);
+    }
+    let what = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(true),
+        Ok(m) if m.is_dir() => "a folder".to_owned(),
+        Ok(_) => "not a regular file (a device, a pipe or a socket)".to_owned(),
+        Err(e) => format!("a link that cannot be followed ({e})"),
+    };
+    Err(DataError::Shape {
+        what: path.display().to_string(),
+        detail: format!("{what}, not a {} binary file", kind.name()),
+    })
+}
+
 /// Loads CIFAR-10 or CIFAR-100 from `dir`: the `.bin` files in `dir` itself, else in its
 /// extracted folder (`cifar-10-batches-bin/`, `cifar-100-binary/`), else from the archive
 /// (`cifar-10-binary.tar.gz`, `cifar-100-binary.tar.gz`, or any other `*.tar.gz` in `dir`
@@ -261,12 +280,12 @@ pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, DataError
         });
     }
     for folder in [dir.to_path_buf(), dir.join(kind.folder())] {
-        let present: Vec<PathBuf> = kind
-            .files()
-            .iter()
-            .map(|f| folder.join(f))
-            .filter(|p| p.is_file())
-            .collect();
+        let mut present: Vec<PathBuf> = Vec::new();
+        for path in kind.files().iter().map(|f| folder.join(f)) {
+            if is_present(&path, kind)? {
+                present.push(path);
+            }
+        }
         if !present.is_empty() {
             let mut parts = Vec::new();
             for path in &present {
@@ -454,6 +473,32 @@ mod tests {
             builder.append_data(&mut header, name, *data).unwrap();
         }
         builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    /// A folder, or a link in a loop, where a distribution file belongs is named as what it
+    /// is, not reported as a file not found.
+    #[cfg(unix)]
+    #[test]
+    fn an_entry_that_is_not_a_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data_batch_1.bin")).unwrap();
+        let err = load_cifar_dir(dir.path(), CifarKind::Cifar10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data_batch_1.bin: a folder, not a cifar10 binary file"),
+            "{err}"
+        );
+        let other = tempfile::tempdir().unwrap();
+        let a = other.path().join("test_batch.bin");
+        std::os::unix::fs::symlink(&a, &a).unwrap();
+        let err = load_cifar_dir(other.path(), CifarKind::Cifar10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("test_batch.bin: a link that cannot be followed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::{self, File};
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -200,8 +200,16 @@ fn read_file(
         path: path.to_path_buf(),
         error,
     })?;
-    let parsed: LeafFile = serde_json::from_reader(BufReader::with_capacity(READ_BUFFER, reader))
-        .map_err(|error| {
+    let mut buffered = BufReader::with_capacity(READ_BUFFER, reader);
+    // A UTF-8 byte-order mark (which some editors write) is not JSON; it is skipped.
+    let bom = buffered.fill_buf().map_err(|error| DataError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    if bom.starts_with(b"\xEF\xBB\xBF") {
+        buffered.consume(3);
+    }
+    let parsed: LeafFile = serde_json::from_reader(buffered).map_err(|error| {
         if error.is_io() {
             DataError::Read {
                 path: path.to_path_buf(),
@@ -719,6 +727,20 @@ mod tests {
     const ALICE: &str = "To be, or not to be: that is the question.";
     const BOB: &str = "Now is the winter of our discontent";
     const CAROL: &str = "Friends, Romans, countrymen";
+
+    /// A file that starts with a UTF-8 byte-order mark (as some editors save JSON) reads as
+    /// the same file without it.
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let good = file_json(&[small("U1")]).to_string();
+        let dir = dir_with(&[
+            ("train/a.json", format!("\u{feff}{good}")),
+            ("test/a.json", good),
+        ]);
+        let clients = read_leaf_dir(dir.path()).unwrap();
+        assert_eq!(clients.len(), 1);
+        assert_eq!(clients[0].name, "U1");
+    }
 
     #[test]
     fn reads_users_in_order_and_splits_train_three_to_one() {
