@@ -76,10 +76,18 @@ mod tests {
 
     #[test]
     fn links_that_never_come_up_break_it() {
-        let edges = RandomEdges {
+        // Links of probability 0 are refused when the network is built (it could never
+        // connect); links of probability at most 1e-12 do not come up in 100 steps either.
+        let never = RandomEdges {
             base_p: 1.0,
             low: 0.0,
             high: 0.0,
+        };
+        assert!(RandomDirected::new(3, never, 1).is_err());
+        let edges = RandomEdges {
+            base_p: 1.0,
+            low: 0.0,
+            high: 1e-12,
         };
         let net = RandomDirected::new(3, edges, 1).unwrap();
         assert!(check_assumption1(&net, 50, 100).is_err());
