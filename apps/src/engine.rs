@@ -316,14 +316,10 @@ pub fn check_environment() -> Result<()> {
             ));
         };
         if !path.supported() {
-            let widest = KernelPath::ALL
-                .into_iter()
-                .find(|p| p.supported())
-                .unwrap_or(KernelPath::Portable);
             return Err(anyhow!(
                 "HGP_KERNEL={v}: this CPU cannot run the {} path; the widest it runs is {}",
                 path.name(),
-                widest.name()
+                KernelPath::widest().name()
             ));
         }
     }

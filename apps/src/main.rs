@@ -111,7 +111,8 @@ fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
-    let matches = match Cli::command().try_get_matches() {
+    let command = Cli::command();
+    let matches = match command.clone().try_get_matches() {
         Ok(m) => m,
         // `--help` and `--version` go to standard output, checked like every other write
         // (clap's own printing ignores a failed write and exits 0).
@@ -127,7 +128,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    if let Some(repeat) = repeated_entry(&Cli::command(), &matches) {
+    if let Some(repeat) = repeated_entry(&command, &matches) {
         eprintln!("error: {repeat}");
         return ExitCode::FAILURE;
     }
@@ -168,8 +169,8 @@ fn main() -> ExitCode {
 }
 
 /// The first entry given twice to a comma-separated list flag (`--methods a,b,a`,
-/// `--loss 0.1,0.10`), in words: each entry is a run, and a repeated one would run the same
-/// work again. Numbers are compared as numbers, names without case. Every list flag of every
+/// `--loss 0.1,0.10`), in words: a repeated entry would rerun the same work (or apply a
+/// milestone's decay twice). Numbers are compared as numbers, names without case. Every list flag of every
 /// subcommand is checked here, the ones to come too.
 fn repeated_entry(cli: &clap::Command, matches: &ArgMatches) -> Option<String> {
     let (name, sub) = matches.subcommand()?;

@@ -457,12 +457,17 @@ impl KernelPath {
                 .and_then(|v| Self::from_name(&v));
             match forced {
                 Some(path) if path.supported() => path,
-                _ => [Self::Avx512, Self::Avx2]
-                    .into_iter()
-                    .find(|p| p.supported())
-                    .unwrap_or(Self::Portable),
+                _ => Self::widest(),
             }
         })
+    }
+
+    /// The widest path this CPU runs (portable always runs).
+    pub fn widest() -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.supported())
+            .unwrap_or(Self::Portable)
     }
 }
 

@@ -529,13 +529,6 @@ mod tests {
     #[test]
     fn every_estimator_spec_agrees_with_the_command_line() {
         let args = EstimatorArgs {
-            estimator: EstimatorKind::Hgp,
-            neumann_terms: None,
-            eta: None,
-            power_iterations: None,
-            batch: None,
-            shared_samples: false,
-            pdbo_lr: None,
             federated: FederatedArgs {
                 inner_steps: None,
                 inner_lr: None,
@@ -543,6 +536,7 @@ mod tests {
                 local_steps: None,
                 aggitd_index: None,
             },
+            ..EstimatorArgs::of(EstimatorKind::Hgp)
         };
         let flags: Vec<&str> = args.given().iter().map(|(f, _)| *f).collect();
         for &k in EstimatorKind::value_variants() {
