@@ -21,6 +21,7 @@ mod lifecycle;
 mod memory;
 mod output;
 mod plot;
+mod progress;
 mod report;
 mod setup;
 

@@ -5,30 +5,14 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
 use hgp_averaging::CommCost;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Value, json};
 
-/// How a command shows what it is doing.
-#[derive(Args, Clone, Debug, Default)]
-pub struct ReportArgs {
-    /// Write progress as lines on stderr (stage started, every 10 % or minute with the ETA,
-    /// stage done) instead of progress bars: for runs under nohup or in CI logs. Commands
-    /// with --out also write the same lines to hgp.log there, with or without --log.
-    #[arg(long)]
-    pub log: bool,
-    /// No progress bars and no progress lines on stderr (commands with --out still write
-    /// hgp.log).
-    #[arg(long, conflicts_with = "log")]
-    pub quiet: bool,
-}
+pub use crate::progress::{ReportArgs, Reporter, Stage};
 
 /// Creates `dir` if needed and checks that files can be written in it, so a bad `--out` is
 /// reported before any work.
@@ -68,232 +52,6 @@ pub fn lock_out(dir: &Path) -> Result<File> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(anyhow::Error::from(e).context(format!("--out {}: cannot lock", dir.display())))
         }
-    }
-}
-
-/// The run log: timestamped lines to `hgp.log` in the output directory (if any) and, with
-/// `--log`, to stderr; progress bars on a terminal otherwise.
-pub struct Reporter {
-    /// The `--out` folder's lock ([`lock_out`]), held as long as the reporter.
-    _lock: Option<File>,
-    start: Instant,
-    file: Option<(PathBuf, Mutex<File>)>,
-    to_stderr: bool,
-    bars: bool,
-}
-
-impl Reporter {
-    /// A reporter that says nothing and writes no log (an MPI rank other than 0).
-    pub fn silent() -> Result<Self> {
-        let quiet = ReportArgs {
-            log: false,
-            quiet: true,
-        };
-        Self::new(&quiet, None, true, false)
-    }
-
-    /// A reporter writing `hgp.log` in `out` (appending when `append`, e.g. on resume);
-    /// `json` hides the bars (stdout is for the machine-readable result).
-    pub fn new(args: &ReportArgs, out: Option<&Path>, json: bool, append: bool) -> Result<Self> {
-        let file = match out {
-            Some(dir) => {
-                let path = dir.join("hgp.log");
-                let f = OpenOptions::new()
-                    .create(true)
-                    .write(true)
-                    .append(append)
-                    .truncate(!append)
-                    .open(&path)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                Some((path, Mutex::new(f)))
-            }
-            None => None,
-        };
-        Ok(Self {
-            _lock: None,
-            start: Instant::now(),
-            file,
-            to_stderr: args.log,
-            bars: !(args.log || args.quiet || json),
-        })
-    }
-
-    /// The reporter holding `lock` (the `--out` folder's) until it is dropped.
-    pub fn holding(mut self, lock: Option<File>) -> Self {
-        self._lock = lock;
-        self
-    }
-
-    /// Writes one timestamped line.
-    pub fn line(&self, text: &str) {
-        let line = format!("[{:>9}] {text}", clock(self.start.elapsed()));
-        if let Some((path, f)) = &self.file
-            && let Ok(mut f) = f.lock()
-        {
-            // A log that cannot be written ends the run, saying so: a run whose log is
-            // lost unseen is not the run its folder claims.
-            if let Err(e) = writeln!(f, "{line}").and_then(|()| f.flush()) {
-                crate::output::fatal(&path.display().to_string(), &e);
-            }
-        }
-        if self.to_stderr {
-            eprintln!("{line}");
-        }
-    }
-
-    /// Starts a stage of `total` units (e.g. SGP steps; 0 when the stage reports its own
-    /// total through [`Stage::set`]), logging its start.
-    pub fn stage(&self, name: impl Into<String>, total: u64, unit: &'static str) -> Stage<'_> {
-        let name = name.into();
-        if total > 0 {
-            self.line(&format!("start: {name} ({total} {unit})"));
-        } else {
-            self.line(&format!("start: {name}"));
-        }
-        let bar = if self.bars {
-            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            // Until the stage knows its total, no "0/0" and no ETA: only the time so far.
-            bar.set_style(bar_style(total > 0));
-            bar.set_message(name.clone());
-            bar.set_prefix(unit);
-            bar
-        } else {
-            ProgressBar::hidden()
-        };
-        Stage {
-            reporter: self,
-            name,
-            unit,
-            total: AtomicU64::new(total.max(1)),
-            known: AtomicBool::new(total > 0),
-            done: AtomicU64::new(0),
-            last: Mutex::new((0, Instant::now(), false)),
-            started: Instant::now(),
-            bar,
-        }
-    }
-}
-
-/// The look of a stage's bar: with its count and ETA once the total is known.
-fn bar_style(known: bool) -> ProgressStyle {
-    let template = if known {
-        "{msg:<30.30} [{bar:30}] {pos}/{len} {prefix} ({elapsed}, ETA {eta})"
-    } else {
-        "{msg:<30.30} starting… ({elapsed})"
-    };
-    ProgressStyle::with_template(template)
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ")
-}
-
-/// One stage of a run: a progress bar and progress lines every 10 % or every minute.
-pub struct Stage<'a> {
-    reporter: &'a Reporter,
-    name: String,
-    unit: &'static str,
-    total: AtomicU64,
-    /// Whether the total is known (given at the start, or by [`Stage::set`]).
-    known: AtomicBool,
-    done: AtomicU64,
-    /// The last logged tenth, when, and whether any progress line was logged yet.
-    last: Mutex<(u64, Instant, bool)>,
-    started: Instant,
-    bar: ProgressBar,
-}
-
-/// Seconds between progress lines at the least.
-const LOG_EVERY: Duration = Duration::from_secs(60);
-/// The first progress line of a stage comes at the latest after this long, so a run that
-/// will take days says so (its ETA) early.
-const FIRST_LOG_AFTER: Duration = Duration::from_secs(5);
-
-impl Stage<'_> {
-    /// Adds `k` finished units (safe from several threads).
-    pub fn inc(&self, k: u64) {
-        let done = self.done.fetch_add(k, Ordering::Relaxed) + k;
-        self.bar.inc(k);
-        self.progress(done);
-    }
-
-    /// Sets the units finished to `done` of `total` (a solver's or estimator's own count).
-    pub fn set(&self, done: u64, total: u64) {
-        let total = total.max(1);
-        if self.total.swap(total, Ordering::Relaxed) != total {
-            self.bar.set_length(total);
-        }
-        if !self.known.swap(true, Ordering::Relaxed) {
-            self.bar.set_style(bar_style(true));
-        }
-        self.done.store(done, Ordering::Relaxed);
-        self.bar.set_position(done);
-        self.progress(done);
-    }
-
-    /// Sets the label shown on the bar (e.g. the current method).
-    pub fn set_label(&self, label: &str) {
-        self.bar.set_message(format!("{}: {label}", self.name));
-    }
-
-    fn progress(&self, done: u64) {
-        if !self.known.load(Ordering::Relaxed) {
-            return;
-        }
-        let total = self.total.load(Ordering::Relaxed);
-        let tenth = (done * 10 / total).min(10);
-        let Ok(mut last) = self.last.lock() else {
-            return;
-        };
-        let due = if last.2 { LOG_EVERY } else { FIRST_LOG_AFTER };
-        if (tenth > last.0 && done < total) || last.1.elapsed() >= due {
-            let elapsed = self.started.elapsed();
-            let eta = if done > 0 {
-                elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64)
-            } else {
-                Duration::ZERO
-            };
-            self.reporter.line(&format!(
-                "{}: {done}/{total} {} ({} %), {} elapsed, ETA {}",
-                self.name,
-                self.unit,
-                100 * done / total,
-                clock(elapsed),
-                clock(eta)
-            ));
-            *last = (tenth, Instant::now(), true);
-        }
-    }
-
-    /// Ends the stage, logging `summary`.
-    pub fn finish(self, summary: &str) {
-        self.bar.finish_and_clear();
-        self.reporter.line(&format!(
-            "done: {} in {}{}{summary}",
-            self.name,
-            clock(self.started.elapsed()),
-            if summary.is_empty() { "" } else { ": " }
-        ));
-    }
-}
-
-/// A duration as `12.3 s`, `4 min 05 s` or `2 h 03 min`.
-pub fn clock(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 60.0 {
-        format!("{s:.1} s")
-    } else if s < 3600.0 {
-        format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64)
-    } else if s < 86400.0 {
-        format!(
-            "{} h {:02} min",
-            (s / 3600.0) as u64,
-            ((s % 3600.0) / 60.0) as u64
-        )
-    } else {
-        format!(
-            "{} d {:02} h",
-            (s / 86400.0) as u64,
-            ((s % 86400.0) / 3600.0) as u64
-        )
     }
 }
 
@@ -693,14 +451,6 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), 4.0);
         assert!((percentile(&v, 0.1) - 1.3).abs() < 1e-12);
         assert!(percentile(&[], 0.5).is_nan());
-    }
-
-    #[test]
-    fn clock_reads_naturally() {
-        assert_eq!(clock(Duration::from_millis(12_340)), "12.3 s");
-        assert_eq!(clock(Duration::from_secs(245)), "4 min 05 s");
-        assert_eq!(clock(Duration::from_secs(7380)), "2 h 03 min");
-        assert_eq!(clock(Duration::from_secs(3 * 86400 + 7200)), "3 d 02 h");
     }
 
     #[test]

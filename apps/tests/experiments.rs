@@ -306,6 +306,59 @@ fn personalize_averages_its_seeds() {
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
 
+/// Long work shows itself within seconds: a round of a billion local steps says how many
+/// steps the runs take when they start, then counts them while the first round runs; a run
+/// whose first unit of work takes long says it is running (the heartbeat).
+#[test]
+fn a_long_round_shows_its_progress() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    // Steps counted inside the first round; a first round still running.
+    let counted = |l: &str| l.contains(" local steps (0 %)") && !l.contains(": 0/");
+    let running = |l: &str| l.contains("0/") && l.contains("the first still running");
+    type Wanted<'a> = &'a dyn Fn(&str) -> bool;
+    let cases: [(&[&str], Wanted); 2] = [
+        (
+            &["fedhyper", "--quick", "--local-steps", "1000000000"],
+            &counted,
+        ),
+        (
+            &["fbo", "--quick", "--inner-local-steps", "1000000000"],
+            &running,
+        ),
+    ];
+    for (args, wanted) in cases {
+        let out = dir.path().join(args[0]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hgp"))
+            .args(args)
+            .args(["--log", "--out", out.to_str().unwrap()])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let started = std::time::Instant::now();
+        let mut seen = Vec::new();
+        let found = loop {
+            let Some(Ok(line)) = lines.next() else {
+                break false;
+            };
+            seen.push(line.clone());
+            if wanted(&line) {
+                break true;
+            }
+            if started.elapsed().as_secs() > 60 {
+                break false;
+            }
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found, "{args:?}: {seen:#?}");
+        assert!(seen.iter().any(|l| l.contains("start: ")), "{seen:#?}");
+        // The first progress line comes within seconds of the start.
+        assert!(started.elapsed().as_secs() < 30, "{seen:#?}");
+    }
+}
+
 #[test]
 fn long_runs_log_progress_and_resume() {
     let dir = tempfile::tempdir().unwrap();

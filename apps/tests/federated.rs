@@ -298,6 +298,42 @@ fn fedhyper_runs_every_method_reproducibly() {
     }
     let rounds = std::fs::read_to_string(dir.path().join("rounds.csv")).unwrap();
     assert_eq!(rounds.lines().count(), 1 + 9 * 2 * 3);
+
+    // --resume after a stop in the middle of the second run's rows: the first run is kept,
+    // the second run again from its seed, and every number is the fresh run's.
+    let cut: String = rounds
+        .lines()
+        .take(1 + 3 + 2)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.path().join("rounds.csv"), cut).unwrap();
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    assert_eq!(strip(json(&hgp(&resume))), first);
+    let log = std::fs::read_to_string(dir.path().join("hgp.log")).unwrap();
+    assert!(
+        log.contains("resume: 1 finished runs kept") && log.contains("1 unfinished"),
+        "{log}"
+    );
+    // The same rows, the seconds aside.
+    let without_seconds = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    let resumed = std::fs::read_to_string(dir.path().join("rounds.csv")).unwrap();
+    assert_eq!(without_seconds(&resumed), without_seconds(&rounds));
+    // A row this run would not write is refused, naming its line.
+    std::fs::write(
+        dir.path().join("rounds.csv"),
+        format!("{}fedavg,0.7,0,1,0.5,1,1,1,0.1\n", rounds),
+    )
+    .unwrap();
+    let err = fails(&resume);
+    assert!(
+        err.contains("rounds.csv line 56 is a round of fedavg on split 0.7"),
+        "{err}"
+    );
     // A different seed draws another split, network and batches.
     let mut other = args.to_vec();
     other.extend(["--seed", "1"]);

@@ -463,32 +463,47 @@ fn influence_over_ranks_gives_the_simulators_bits() {
 
 #[test]
 fn fedhyper_over_ranks_gives_the_simulators_bits() {
-    same_over_ranks(
-        3,
-        &[
-            "fedhyper",
-            "--json",
-            "--quick",
-            "--rounds",
-            "3",
-            "--clients",
-            "8",
-            "--fraction",
-            "0.5",
-            "--images",
-            "600",
-            "--test-images",
-            "100",
-            "--batch",
-            "16",
-            "--local-steps",
-            "3",
-            "--splits",
-            "iid,0.25",
-            "--methods",
-            "fedavg,fedhyper-cl,fedadam",
-        ],
-        &[],
+    let args = [
+        "fedhyper",
+        "--json",
+        "--quick",
+        "--rounds",
+        "3",
+        "--clients",
+        "8",
+        "--fraction",
+        "0.5",
+        "--images",
+        "600",
+        "--test-images",
+        "100",
+        "--batch",
+        "16",
+        "--local-steps",
+        "3",
+        "--splits",
+        "iid,0.25",
+        "--methods",
+        "fedavg,fedhyper-cl,fedadam",
+    ];
+    same_over_ranks(3, &args, &[]);
+    // --resume over the ranks after a stop in the second run's rows: the same numbers.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let mut fresh = args.to_vec();
+    fresh.extend(["--out", out]);
+    let whole = without_times(json(&hgp(&fresh)));
+    let rounds = std::fs::read_to_string(dir.path().join("rounds.csv")).unwrap();
+    let cut: String = rounds
+        .lines()
+        .take(1 + 3 + 1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.path().join("rounds.csv"), cut).unwrap();
+    fresh.push("--resume");
+    assert_eq!(
+        without_times(distributed(2, &fresh)).to_string(),
+        whole.to_string()
     );
 }
 

@@ -5,6 +5,7 @@ use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::descent::local_step;
 use crate::error::{InnerError, Result};
@@ -170,6 +171,24 @@ impl FedAvg {
         lambda: &PerClient<T>,
         state: &mut FedAvgState<T>,
     ) -> Result<RoundRates> {
+        self.round_observed(clients, lambda, state, &|_| {})
+    }
+
+    /// [`FedAvg::round`], telling `on_step` after every local step the share of this
+    /// process's local steps of the round done so far, in (0, 1] (a round of K steps on
+    /// each of this process's participants; under MPI, those of its own clients): progress
+    /// inside a long round. Called from the threads that run the steps.
+    ///
+    /// # Errors
+    ///
+    /// As [`FedAvg::round`].
+    pub fn round_observed<T: Scalar, C: InnerCost<T>>(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        state: &mut FedAvgState<T>,
+        on_step: &(dyn Fn(f64) + Sync),
+    ) -> Result<RoundRates> {
         let d = state.model.len();
         let n = state.comm.client_messages.len();
         if clients.len() != n {
@@ -201,6 +220,7 @@ impl FedAvg {
             .copied()
             .filter(|i| owned.contains(i))
             .collect();
+        let (steps_done, steps_here) = (AtomicU64::new(0), (mine.len() * k_steps) as f64);
         let local: Vec<(Vec<f64>, f64)> = mine
             .par_iter()
             .map(|&i| {
@@ -234,6 +254,8 @@ impl FedAvg {
                         *x -= b * gk;
                     }
                     rate_sum += beta;
+                    let done = steps_done.fetch_add(1, Ordering::Relaxed) + 1;
+                    on_step(done as f64 / steps_here);
                 }
                 let delta = w
                     .iter()

@@ -196,7 +196,7 @@ impl Fbo {
             .rounds
             .unwrap_or(if self.quick { QUICK_ROUNDS } else { ROUNDS });
         for &m in &self.methods {
-            let per = m.rounds_per_iteration(self.inner_steps, self.neumann_terms);
+            let per = m.rounds_per_iteration(self.inner_steps, self.neumann_terms)?;
             if rounds < per {
                 bail!(
                     "--rounds {rounds} is less than one outer iteration of {m} ({per} communication rounds with --inner-steps {} and --neumann-terms {})",
@@ -395,11 +395,11 @@ impl<C: RepClient> Experiment for On<'_, C> {
                 .iter()
                 .map(|&s| settings.federation::<C>(&images, &test, this.clients, s, placement))
                 .collect::<Result<Vec<_>>>()?;
-            // Rounds per iteration depend on the method only: one probe each.
+            // Rounds per iteration depend on the method only.
             let budget = this
                 .methods
                 .iter()
-                .map(|&m| Ok((m, settings.iterations(m, &federations[0])?)))
+                .map(|&m| Ok((m, settings.iterations(m)?)))
                 .collect::<Result<Vec<_>>>()?;
             Ok((settings, description, federations, budget))
         }

@@ -54,15 +54,28 @@ impl Method {
     /// as paper 003's Table 1 counts them: a FedSVRG-type lower round costs 2 (the control
     /// variate's gradients, then the models), an SGD-type one 1; AggITD adds z^N and the
     /// h_i, FedNest p_0, its T' terms and the h_i, LFedNest only the h_i; the upper step 1.
-    /// (Known before any data is read; [`Settings::iterations`] measures the same count.)
-    pub fn rounds_per_iteration(self, n: usize, t_prime: usize) -> usize {
-        match self {
-            Self::FboAggitd => 2 * n + 3,
-            Self::FboAggitdSgd => n + 3,
-            Self::Fednest => 2 * n + t_prime + 3,
-            Self::FednestSgd => n + t_prime + 3,
-            Self::Lfednest => n + 2,
-        }
+    /// Known before any data is read (`fbo`'s end-to-end test checks it against the rounds
+    /// its runs count).
+    ///
+    /// # Errors
+    ///
+    /// A count past `usize`, naming the flags of N and T'.
+    pub fn rounds_per_iteration(self, n: usize, t_prime: usize) -> Result<usize> {
+        let (svrg, terms, fixed) = match self {
+            Self::FboAggitd => (2, 0, 3),
+            Self::FboAggitdSgd => (1, 0, 3),
+            Self::Fednest => (2, t_prime, 3),
+            Self::FednestSgd => (1, t_prime, 3),
+            Self::Lfednest => (1, 0, 2),
+        };
+        n.checked_mul(svrg)
+            .and_then(|r| r.checked_add(terms))
+            .and_then(|r| r.checked_add(fixed))
+            .with_context(|| {
+                format!(
+                    "{self}: --inner-steps {n} and --neumann-terms {t_prime} make an outer iteration of more communication rounds than can be counted: give fewer"
+                )
+            })
     }
 
     /// The lower-level rounds' local update.
@@ -386,36 +399,15 @@ impl Settings {
         })
     }
 
-    /// The communication rounds of one outer iteration of `method`, counted by running one
-    /// on a two-client problem (so the budget and the progress bar know it in advance), and
-    /// the whole iterations that fit in the budget.
+    /// The communication rounds of one outer iteration of `method` (paper 003's Table 1
+    /// count, [`Method::rounds_per_iteration`]) and the whole iterations that fit in the
+    /// budget.
     ///
     /// # Errors
     ///
-    /// A budget below one iteration.
-    pub fn iterations<C: RepClient>(
-        &self,
-        method: Method,
-        federation: &Federation<C>,
-    ) -> Result<(usize, usize)> {
-        let clients = &federation.clients[..federation.clients.len().min(2)];
-        let mut probe = self.clone();
-        probe.fraction = 1.0;
-        // Every rank holds clients 0 and 1 and runs the probe in-process.
-        let (per_iteration, diverged) = probe.iterate(
-            method,
-            1,
-            (clients, &Placement::local()),
-            1,
-            &mut |_, _, _| {},
-        )?;
-        if let Some(d) = diverged {
-            bail!("{method}: {}", d.error);
-        }
-        debug_assert_eq!(
-            per_iteration,
-            method.rounds_per_iteration(self.inner_steps, self.neumann_terms)
-        );
+    /// A budget below one iteration, or an iteration of more rounds than can be counted.
+    pub fn iterations(&self, method: Method) -> Result<(usize, usize)> {
+        let per_iteration = method.rounds_per_iteration(self.inner_steps, self.neumann_terms)?;
         let iterations = self.rounds / per_iteration;
         if iterations == 0 {
             bail!(

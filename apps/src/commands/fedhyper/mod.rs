@@ -6,10 +6,11 @@
 
 mod protocol;
 mod report;
+mod resume;
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hgp_data::images::ImageSet;
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
@@ -180,10 +181,16 @@ pub struct FedHyperCmd {
     /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
     /// hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those).
+    /// there (and only those), --resume keeps and continues them.
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
+    /// Continue an interrupted run in --out: the runs (method, split, seed) whose every round
+    /// is in rounds.csv are kept, the others run (again) from their seeds; the settings must
+    /// be those recorded in hgp-settings.json.
+    #[arg(long)]
+    #[serde(skip)]
+    resume: bool,
     #[command(flatten)]
     #[serde(flatten)]
     run: RunArgs,
@@ -582,7 +589,11 @@ impl Experiment for FedHyperCmd {
     }
 
     fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        Ok(Some((settings_json("fedhyper", self)?, false)))
+        Ok(Some((settings_json("fedhyper", self)?, self.resume)))
+    }
+
+    fn resume(&self) -> bool {
+        self.resume
     }
 
     fn setup(&self, engine: &Engine) -> Result<Setup> {
@@ -631,30 +642,96 @@ impl Experiment for FedHyperCmd {
             mut first,
         } = setup;
         let seeds: Vec<u64> = (0..self.seeds).map(|k| self.run.seed + k).collect();
-        let rows = engine.agree(if root {
-            RowWriter::open(&self.out.join("rounds.csv"), ROUND_HEADER, false).map(Some)
+        // Rank 0 reads (under --resume) and opens rounds.csv; every rank learns which runs
+        // are finished.
+        let csv = self.out.join("rounds.csv");
+        let files = engine.agree(if root {
+            self.read_resumed(&csv, settings.rounds).and_then(|kept| {
+                Ok(Some((
+                    kept,
+                    RowWriter::open(&csv, ROUND_HEADER, self.resume)?,
+                )))
+            })
         } else {
             Ok(None)
         })?;
+        let kept_rows = engine.shared_from_root(files.as_ref().map(|(kept, _)| kept.rows()))?;
+        let (mut kept, rows) = match files {
+            Some((kept, rows)) => (kept, Some(rows)),
+            None => (self.resumed(&kept_rows, settings.rounds, &csv)?, None),
+        };
         reporter.line(&format!("data: {description}; {}", settings.arch.name()));
+        if self.resume {
+            reporter.line(&format!(
+                "resume: {} finished runs kept from {}{}",
+                kept.runs.len(),
+                csv.display(),
+                match kept.partial {
+                    0 => String::new(),
+                    n => format!("; {n} unfinished (stopped, or diverged) run again"),
+                }
+            ));
+        }
         let runs_total = seeds.len() * self.splits().len() * self.methods.len();
-        let total = (runs_total * settings.rounds) as u64;
-        let stage = reporter.stage(format!("{runs_total} runs"), total, "rounds");
+        // Counted in local steps (a participant's; every participant takes K a round), so a
+        // long round shows its progress.
+        let run_steps = (settings.rounds as u64)
+            .checked_mul(settings.local_steps as u64)
+            .filter(|s| s.checked_mul(runs_total as u64).is_some())
+            .with_context(|| {
+                format!(
+                    "--rounds {} × --local-steps {} × {runs_total} runs are more local steps than can be counted: give fewer",
+                    settings.rounds, settings.local_steps
+                )
+            })?;
+        let total = run_steps * runs_total as u64;
+        let stage = reporter.stage(
+            format!(
+                "{} runs of {} rounds",
+                runs_total - kept.runs.len(),
+                settings.rounds
+            ),
+            total,
+            "local steps",
+        );
+        let k_steps = settings.local_steps as f64;
         let mut runs = Vec::new();
         let mut done = 0u64;
         for &seed in &seeds {
             for (k, &split) in self.splits().iter().enumerate() {
+                let todo: Vec<Method> = self
+                    .methods
+                    .iter()
+                    .copied()
+                    .filter(|&m| {
+                        !kept
+                            .runs
+                            .iter()
+                            .any(|r| r.method == m && r.split == split && r.seed == seed)
+                    })
+                    .collect();
+                // The split is built only where a run is left to do.
                 let federation = match first[k].take() {
-                    Some(f) if seed == seeds[0] => f,
-                    _ => {
-                        engine.agree(settings.federation(&images, &test, split, seed, placement))?
-                    }
+                    Some(f) if seed == seeds[0] => Some(f),
+                    _ if todo.is_empty() => None,
+                    _ => Some(
+                        engine
+                            .agree(settings.federation(&images, &test, split, seed, placement))?,
+                    ),
                 };
                 for &method in &self.methods {
+                    if let Some(run) = kept.take(method, split, seed) {
+                        done += run_steps;
+                        stage.set(done, total);
+                        runs.push(run);
+                        continue;
+                    }
+                    let federation = federation.as_ref().context("the split is built")?;
                     stage.set_label(&format!("{method}, split {}, seed {seed}", split.name()));
-                    let run = settings
-                        .run(method, &federation, &|r| stage.set(done + r as u64, total))?;
-                    done += settings.rounds as u64;
+                    let run = settings.run(method, federation, &|rounds| {
+                        stage.tick(done + (rounds * k_steps) as u64, total)
+                    })?;
+                    done += run_steps;
                     stage.set(done, total);
                     if let Some(rows) = &rows {
                         for record in &run.records {

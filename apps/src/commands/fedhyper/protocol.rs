@@ -391,7 +391,8 @@ impl Settings {
         .with_schedulers(server, client))
     }
 
-    /// Runs `method` on `federation`; `progress` is called with the rounds done.
+    /// Runs `method` on `federation`; `progress` is called with the rounds done (with their
+    /// share of a round in progress, after every local step).
     ///
     /// # Errors
     ///
@@ -400,7 +401,7 @@ impl Settings {
         &self,
         method: Method,
         federation: &Federation,
-        progress: &dyn Fn(usize),
+        progress: &(dyn Fn(f64) + Sync),
     ) -> Result<Run> {
         let seed = federation.seed;
         let mut solver = self
@@ -424,14 +425,16 @@ impl Settings {
         };
         for r in 0..self.rounds {
             let started = Instant::now();
-            let rates = match solver.round(&federation.clients, &lambda, &mut state) {
-                Ok(rates) => rates,
-                Err(e @ InnerError::Diverged { .. }) => {
-                    run.diverged = Some(e.to_string());
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let within = |share: f64| progress(r as f64 + share);
+            let rates =
+                match solver.round_observed(&federation.clients, &lambda, &mut state, &within) {
+                    Ok(rates) => rates,
+                    Err(e @ InnerError::Diverged { .. }) => {
+                        run.diverged = Some(e.to_string());
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             let seconds = started.elapsed().as_secs_f64();
             let accuracy = federation.accuracy(&state.model)?;
             run.records.push(RoundRecord {
@@ -442,7 +445,7 @@ impl Settings {
                 mean_local_rate: rates.mean_local,
                 seconds,
             });
-            progress(r + 1);
+            progress((r + 1) as f64);
         }
         Ok(run)
     }

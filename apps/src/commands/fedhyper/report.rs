@@ -4,7 +4,7 @@
 //! lr.svg (the global and the mean local learning rate against rounds: Fig. 6), or JSON.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::FedHyperCmd;
@@ -25,12 +25,15 @@ pub const ROUND_HEADER: &[&str] = &[
     "seconds",
 ];
 
-/// One row of rounds.csv (the names are its header).
-#[derive(Debug, Serialize)]
+/// One row of rounds.csv (the names are its header); read back by `--resume`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RoundRow {
-    method: &'static str,
-    split: String,
-    seed: u64,
+    /// The method's name.
+    pub method: String,
+    /// The split's name.
+    pub split: String,
+    /// The run's seed.
+    pub seed: u64,
     round: usize,
     test_accuracy: f64,
     global_rate: f64,
@@ -43,7 +46,7 @@ impl RoundRow {
     /// The row of `record` in `run`.
     pub fn new(run: &Run, record: &RoundRecord) -> Self {
         Self {
-            method: run.method.name(),
+            method: run.method.name().to_string(),
             split: run.split.name(),
             seed: run.seed,
             round: record.round,
@@ -52,6 +55,18 @@ impl RoundRow {
             broadcast_rate: record.broadcast_rate,
             mean_local_rate: record.mean_local_rate,
             seconds: record.seconds,
+        }
+    }
+
+    /// The round this row records.
+    pub fn record(&self) -> RoundRecord {
+        RoundRecord {
+            round: self.round,
+            accuracy: self.test_accuracy,
+            global_rate: self.global_rate,
+            broadcast_rate: self.broadcast_rate,
+            mean_local_rate: self.mean_local_rate,
+            seconds: self.seconds,
         }
     }
 }
