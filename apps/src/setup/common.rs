@@ -191,6 +191,12 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// A derived number as a message shows it: [`num`] of its four significant digits
+/// (−5e306, not −5.0000000000000006e306).
+pub fn approx(v: f64) -> String {
+    num(format!("{v:.3e}").parse().unwrap_or(v))
+}
+
 /// Refuses a value of any of these (flag, value) that is not a positive, finite number
 /// (learning rates, steps, scales).
 pub fn positive(values: &[(&str, f64)]) -> Result<()> {
@@ -198,6 +204,24 @@ pub fn positive(values: &[(&str, f64)]) -> Result<()> {
         Some((flag, v)) => bail!("{flag} must be a positive number (got {})", num(*v)),
         None => Ok(()),
     }
+}
+
+/// Refuses a step `step` = (flag, β) on a cost with an L2 term (γ/2)‖w‖², `l2` = (flag, γ),
+/// where βγ > 2: each step multiplies w by 1 − βγ < −1 on top of the loss's own step, so
+/// the iterates (`what`) grow without bound whatever the data. The message names both flags
+/// and the largest γ that this β takes.
+pub fn l2_step(step: (&str, f64), l2: (&str, f64), what: &str) -> Result<()> {
+    let ((step_flag, beta), (l2_flag, gamma)) = (step, l2);
+    if beta * gamma > 2.0 {
+        bail!(
+            "{l2_flag} {} with {step_flag} {}: every step multiplies {what} by 1 − {step_flag} × {l2_flag} = {}, so they grow without bound; give {l2_flag} below 2 / {step_flag} = {}",
+            num(gamma),
+            num(beta),
+            approx(1.0 - beta * gamma),
+            approx(2.0 / beta)
+        );
+    }
+    Ok(())
 }
 
 /// Refuses a fraction (a participation C, a decay factor) outside (0, 1].
@@ -278,6 +302,21 @@ mod tests {
         assert_eq!(num(1e20), "1e20");
         assert_eq!(num(0.0), "0");
         assert_eq!(num(f64::INFINITY), "inf");
+        assert_eq!(approx(1.0 - 0.05 * 1e308), "-5e306");
+        assert_eq!(approx(2.0 / 0.03), "66.67");
+    }
+
+    /// βγ > 2 is refused naming both flags and the largest γ; βγ ≤ 2 runs.
+    #[test]
+    fn an_l2_term_that_makes_steps_grow_is_refused() {
+        assert!(l2_step(("--lr", 0.05), ("--l2", 40.0), "w").is_ok());
+        let err = l2_step(("--lr", 0.05), ("--l2", 1e308), "the weights")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--l2 1e308 with --lr 0.05: every step multiplies the weights by 1 − --lr × --l2 = -5e306, so they grow without bound; give --l2 below 2 / --lr = 40"
+        );
     }
     use super::*;
 

@@ -485,7 +485,10 @@ pub enum DataError {
         expected: String,
     },
     /// A `.tar.gz` archive cannot be read.
-    #[error("{file}: not a readable gzipped tar archive: {error}")]
+    #[error(
+        "{file}: not a readable gzipped tar archive ({}): give the data set's .tar.gz as distributed, or the folder it unpacks to",
+        text_part(error)
+    )]
     Archive {
         /// The archive.
         file: String,
@@ -761,4 +764,15 @@ pub(crate) fn magic_hint(found: u32) -> &'static str {
 /// A character as `'c' (U+0063)`, escaped if it is not printable.
 pub(crate) fn show_char(ch: char) -> String {
     format!("'{}' (U+{:04X})", ch.escape_debug(), u32::from(ch))
+}
+
+/// A reader's message without what it quotes of the file: the part before the first `:`
+/// or character that is not printable (a control character, or bytes that were not UTF-8),
+/// so an error never writes a file's bytes to the terminal.
+fn text_part(error: &impl std::fmt::Display) -> String {
+    let message = error.to_string();
+    let end = message
+        .find(|c: char| c == ':' || c.is_control() || c == char::REPLACEMENT_CHARACTER)
+        .unwrap_or(message.len());
+    message[..end].trim_end().to_string()
 }

@@ -20,7 +20,7 @@ use crate::lifecycle::{Experiment, Output, RunArgs, execute};
 use crate::memory::MemoryPlan;
 use crate::report::{Reporter, RowWriter, prepare_out, settings_json};
 use crate::setup::{Dataset, check_image_counts};
-use crate::setup::{at_least_one, fraction, positive};
+use crate::setup::{at_least_one, fraction, l2_step, positive};
 use crate::setup::{comma_list, load_image_experiment, with_default};
 use protocol::{Federation, Method, Model, Real, RepClient, Run, Settings, Split};
 use report::{HEADER, RunRow};
@@ -191,6 +191,11 @@ impl Fbo {
             ("--l2", self.l2),
             ("--pixel-std", self.pixel_std),
         ])?;
+        // The head's L2 term: in the lower steps, and in every Neumann term (I − λH)^k, the
+        // Hessian H ⪰ β I of the convex head.
+        let l2 = ("--l2", self.l2);
+        l2_step(("--inner-lr", self.inner_lr), l2, "the head")?;
+        l2_step(("--neumann-step", self.neumann_step), l2, "the Neumann terms")?;
         fraction("--fraction", self.fraction)?;
         let rounds = self
             .rounds

@@ -289,6 +289,7 @@ impl FedHyperCmd {
                 crate::setup::num(self.l2)
             );
         }
+        crate::setup::l2_step(("--lr", self.lr()), ("--l2", self.l2), "the weights")?;
         fraction("--fraction", self.fraction())?;
         let target = self.target();
         if !(target > 0.0 && target <= 1.0) {

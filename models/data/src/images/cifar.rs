@@ -612,5 +612,30 @@ mod tests {
         assert!(matches!(err, DataError::Archive { .. }), "{err}");
         let err = load_cifar_dir(&bad.path().join("nope"), CifarKind::Cifar100).unwrap_err();
         assert!(matches!(err, DataError::NotADirectory { .. }), "{err}");
+        // A gzip that holds no tar: the message says so and never shows the member's bytes.
+        for member in [
+            (0..3000u32).map(|k| (k * 7919 % 256) as u8).collect::<Vec<u8>>(),
+            b"plain text, not a tar archive\n".repeat(40),
+        ] {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&member).unwrap();
+            std::fs::write(
+                bad.path().join("cifar-100-binary.tar.gz"),
+                gz.finish().unwrap(),
+            )
+            .unwrap();
+            let err = load_cifar_dir(bad.path(), CifarKind::Cifar100)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("cifar-100-binary.tar.gz: not a readable gzipped tar archive"),
+                "{err}"
+            );
+            assert!(
+                !err.contains(|c: char| c.is_control() || c == char::REPLACEMENT_CHARACTER)
+                    && !err.contains("plain text"),
+                "{err:?}"
+            );
+        }
     }
 }
