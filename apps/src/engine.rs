@@ -40,6 +40,30 @@ pub fn silent() -> bool {
     SILENT.load(Ordering::Relaxed) || REPORTED.load(Ordering::Relaxed)
 }
 
+/// Before a rank other than 0 says an error that no engine agreed on (a bad flag, an
+/// engine that cannot start): a moment for rank 0 to say it first. Every rank was started
+/// with the same flags, so rank 0 fails the same way, and the launcher ends the job at its
+/// exit, this rank with it: the error is said once, not once per rank. A rank that fails
+/// alone (an MPMD launch) says its own error after the moment.
+pub fn let_rank_0_speak() {
+    if launcher_rank().is_some_and(|r| r != 0) && !SILENT.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+}
+
+/// This process's rank as the MPI launcher tells it in the environment (Open MPI, MPICH
+/// and PMIx launchers, MVAPICH), before MPI starts; `None` outside a launcher.
+pub fn launcher_rank() -> Option<u64> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "MV2_COMM_WORLD_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
 /// A started engine: the placement of the clients, and MPI kept alive while it lives.
 pub struct Engine {
     placement: Placement,

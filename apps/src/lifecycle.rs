@@ -66,6 +66,12 @@ pub trait Experiment: Sync {
         false
     }
 
+    /// Whether the run's log goes in its `--out` folder itself (`false`: the command writes
+    /// its own, e.g. one per seed's folder; the folder is still held and cleared).
+    fn log_in_folder(&self) -> bool {
+        true
+    }
+
     /// Checks the flags and the memory plan and reads the data, on every rank and before
     /// any work.
     fn setup(&self, engine: &Engine) -> Result<Self::Setup>;
@@ -99,6 +105,21 @@ pub trait Experiment: Sync {
 /// Runs `experiment` through the whole lifecycle.
 pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     let output = experiment.output();
+    // A run that fails leaves no empty folder behind: those it created (`--out` and its
+    // missing parents) are removed again while empty.
+    let missing = output.out.map(missing_folders).unwrap_or_default();
+    let result = lifecycle(experiment, &output);
+    if result.is_err() {
+        for folder in &missing {
+            // Only an empty folder goes; one that cannot go stays.
+            let _ = std::fs::remove_dir(folder);
+        }
+    }
+    result
+}
+
+/// [`execute`] but the cleaning after a failure.
+fn lifecycle<E: Experiment>(experiment: &E, output: &Output<'_>) -> Result<()> {
     Engine::run(output.engine, |engine| {
         // One run per `--out` folder, held by rank 0 (which writes it) for the whole run: a
         // folder that exists is taken before any work, so a second run is refused at once;
@@ -113,8 +134,8 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
         // Opening files can fail on rank 0 alone: the ranks agree on it. Without a folder
         // nothing can fail, and no collective is spent.
         let reporter = match output.out {
-            Some(_) => engine.agree(open(experiment, engine, &output, held))?,
-            None => open(experiment, engine, &output, held)?,
+            Some(_) => engine.agree(open(experiment, engine, output, held))?,
+            None => open(experiment, engine, output, held)?,
         };
         let outcome = experiment.run(setup, engine, &reporter)?;
         let mpi = engine.traffic_json();
@@ -127,6 +148,15 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
         }
         experiment.conclude(outcome)
     })
+}
+
+/// `out` and those of its parents that do not exist yet, innermost first.
+fn missing_folders(out: &Path) -> Vec<std::path::PathBuf> {
+    out.ancestors()
+        .filter(|p| !p.as_os_str().is_empty())
+        .take_while(|p| !p.exists())
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// The folder's lock (`held`, or taken now), the settings file and the reporter on rank 0,
@@ -148,6 +178,7 @@ fn open<E: Experiment>(
     };
     let mut cleared = Vec::new();
     if let Some(out) = output.out {
+        clear_temporaries(out)?;
         cleared = clear_earlier(out, &experiment.files(), experiment.resume())?;
     }
     let mut append = false;
@@ -155,7 +186,8 @@ fn open<E: Experiment>(
         record_settings(out, &settings, resume)?;
         append = resume;
     }
-    let reporter = Reporter::new(output.report, output.out, output.json, append)?.holding(lock);
+    let log = output.out.filter(|_| experiment.log_in_folder());
+    let reporter = Reporter::new(output.report, log, output.json, append)?.holding(lock);
     if !cleared.is_empty() {
         reporter.line(&format!(
             "removed the files of an earlier run: {}",
@@ -213,6 +245,31 @@ fn clear_earlier(out: &Path, files: &[&str], resume: bool) -> Result<Vec<String>
     Ok(found)
 }
 
+/// Removes what a run stopped while writing a file whole left in `out`: its temporary
+/// copies `.NAME.PID.tmp` ([`crate::report::write_whole`]). The folder's lock is held, so no
+/// live run is writing them.
+fn clear_temporaries(out: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let temporary = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .and_then(|n| n.rsplit_once('.'))
+            .is_some_and(|(file, pid)| {
+                !file.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+            });
+        if temporary && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The flags every experiment command shares, one flattened group: `--seed`, `--json`, the
 /// progress options and `--engine`. Each command words `--seed` and `--json` for itself
 /// (what its seed draws, the fields of its JSON) with `mut_arg`; `--out` is each command's
@@ -250,6 +307,28 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The temporary copies a stopped run left are removed, and only they.
+    #[test]
+    fn a_stopped_runs_temporary_files_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let names = [
+            ".fedhyper.csv.4242.tmp",
+            ".hgp-settings.json.7.tmp",
+            ".notes",
+            "data.tmp",
+            ".draft.tmp",
+            ".x.12a.tmp",
+        ];
+        for f in names {
+            std::fs::write(out.join(f), "left").unwrap();
+        }
+        clear_temporaries(out).unwrap();
+        for (f, kept) in names.iter().zip([false, false, true, true, true, true]) {
+            assert_eq!(out.join(f).exists(), kept, "{f}");
+        }
+    }
 
     /// A fresh run removes the earlier run's files (and seed folders) and nothing else; a
     /// resumed one keeps them, and refuses them without their settings file.

@@ -115,6 +115,10 @@ fn main() -> ExitCode {
     let command = Cli::command();
     let matches = match command.clone().try_get_matches() {
         Ok(m) => m,
+        // Under an MPI launcher, rank 0 alone prints the help or the version.
+        Err(e) if !e.use_stderr() && engine::launcher_rank().is_some_and(|r| r != 0) => {
+            return ExitCode::SUCCESS;
+        }
         // `--help` and `--version` go to standard output, checked like every other write
         // (clap's own printing ignores a failed write and exits 0).
         Err(e) if !e.use_stderr() => {
@@ -127,19 +131,28 @@ fn main() -> ExitCode {
             }
             return ExitCode::SUCCESS;
         }
-        Err(e) => e.exit(),
+        Err(e) => {
+            engine::let_rank_0_speak();
+            e.exit()
+        }
+    };
+    let early = |message: String| {
+        engine::let_rank_0_speak();
+        eprintln!("error: {message}");
+        ExitCode::FAILURE
     };
     if let Some(repeat) = repeated_entry(&command, &matches) {
-        eprintln!("error: {repeat}");
-        return ExitCode::FAILURE;
+        return early(repeat);
     }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => {
+            engine::let_rank_0_speak();
+            e.exit()
+        }
     };
     if let Err(e) = engine::check_environment() {
-        eprintln!("error: {e:#}");
-        return ExitCode::FAILURE;
+        return early(format!("{e:#}"));
     }
     let result = match &cli.command {
         Command::Error(c) => c.run(),
@@ -157,6 +170,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // Under MPI every rank fails together; rank 0 says why.
             if !engine::silent() {
+                engine::let_rank_0_speak();
                 let name = cli.command.name();
                 let flags = advice::flags_of(&Cli::command(), name);
                 match advice::advice(&e, &flags) {

@@ -93,8 +93,9 @@ pub fn write_csv<R: Serialize>(
     write_whole(path, &bytes)
 }
 
-/// Writes `bytes` to `path` whole: to a temporary name beside it, then renamed over it, so a
-/// reader (or a run stopped half-way) never sees a half-written file.
+/// Writes `bytes` to `path` whole: to a temporary name beside it (`.NAME.PID.tmp`, which the
+/// next run in the folder removes if this one stops before the rename), then renamed over
+/// it, so a reader (or a run stopped half-way) never sees a half-written file.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()

@@ -200,6 +200,56 @@ fn bad_starts_fail_on_every_rank_with_one_line() {
     );
     assert!(!out.status.success());
     assert_eq!(error_lines(&out).len(), 1);
+    // Refused before the engine starts (a list entry twice, a flag that does not exist, the
+    // environment): said once, by rank 0, not once per rank.
+    for (program, env) in [
+        (
+            &[
+                HGP,
+                "fedhyper",
+                "--methods",
+                "fedavg,fedavg",
+                "--engine",
+                "mpi",
+            ][..],
+            "",
+        ),
+        (&[HGP, "fedhyper", "--no-such-flag", "--engine", "mpi"], ""),
+        (&[HGP, "network", "--clients", "4"], "100000"),
+    ] {
+        let out = Command::new("mpirun")
+            .args(["--oversubscribe", "-n", "3"])
+            .args(program)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("RAYON_NUM_THREADS", env)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(
+            error_lines(&out).len(),
+            1,
+            "{program:?}: {:?}",
+            error_lines(&out)
+        );
+    }
+    // A rank that alone was started with a flag that does not exist says so itself.
+    let mut program = vec![HGP, "hypergrad", "--engine", "mpi", "--clients", "4"];
+    program.extend([
+        ":",
+        "-n",
+        "1",
+        HGP,
+        "hypergrad",
+        "--engine",
+        "mpi",
+        "--bogus",
+    ]);
+    let out = mpirun(1, &program);
+    assert!(!out.status.success());
+    let lines = error_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("'--bogus'"), "{lines:?}");
 }
 
 #[test]

@@ -137,7 +137,7 @@ fn a_second_run_into_a_held_folder_is_refused() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let before = std::fs::read(out.join("hgp-settings.json")).unwrap();
-    for command in ["fedhyper", "fbo"] {
+    for command in ["fedhyper", "fbo", "personalize"] {
         let second = hgp_with(
             &[command, "--quick", "--seed", "5", "--out", o],
             &[],
@@ -179,4 +179,26 @@ fn resume_without_its_settings_is_refused() {
         std::fs::read_to_string(out.join("influence.csv")).unwrap(),
         "rows of another run\n"
     );
+}
+
+/// A refused run leaves no folder behind: neither `--out` nor the parents it would have
+/// created, whether the refusal comes from a flag, the data, or the data of a seed.
+#[test]
+fn a_refused_run_leaves_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a").join("b");
+    let o = out.to_str().unwrap();
+    for args in [
+        &["fedhyper", "--quick", "--data-dir", "/nonexistent"][..],
+        &["fbo", "--target", "90"],
+        &["personalize", "--quick", "--data-dir", "/nonexistent"],
+        &["influence", "--quick", "--data-dir", "/nonexistent"],
+        &["error", "--quick", "--data", "/nonexistent"],
+        &["faults", "--quick", "--data", "/nonexistent"],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--out", o]);
+        one_line(&hgp_with(&a, &[], Stdio::piped()));
+        assert!(!dir.path().join("a").exists(), "{args:?}");
+    }
 }

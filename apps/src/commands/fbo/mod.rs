@@ -195,7 +195,11 @@ impl Fbo {
         // Hessian H ⪰ β I of the convex head.
         let l2 = ("--l2", self.l2);
         l2_step(("--inner-lr", self.inner_lr), l2, "the head")?;
-        l2_step(("--neumann-step", self.neumann_step), l2, "the Neumann terms")?;
+        l2_step(
+            ("--neumann-step", self.neumann_step),
+            l2,
+            "the Neumann terms",
+        )?;
         fraction("--fraction", self.fraction)?;
         let rounds = self
             .rounds

@@ -488,9 +488,14 @@ impl Experiment for Personalize {
     type Setup = hgp_hypergrad::Eta;
     type Outcome = Outcome;
 
-    /// The settings and the log are each seed's (see [`Personalize::run_seed`]).
+    /// The folder is held and cleared as a whole; the settings and the log are each
+    /// seed's (see [`Personalize::run_seed`]).
     fn output(&self) -> Output<'_> {
-        self.run.output(None)
+        self.run.output(Some(&self.out))
+    }
+
+    fn log_in_folder(&self) -> bool {
+        false
     }
 
     fn setup(&self, engine: &Engine) -> Result<hgp_hypergrad::Eta> {

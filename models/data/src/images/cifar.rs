@@ -614,7 +614,9 @@ mod tests {
         assert!(matches!(err, DataError::NotADirectory { .. }), "{err}");
         // A gzip that holds no tar: the message says so and never shows the member's bytes.
         for member in [
-            (0..3000u32).map(|k| (k * 7919 % 256) as u8).collect::<Vec<u8>>(),
+            (0..3000u32)
+                .map(|k| (k * 7919 % 256) as u8)
+                .collect::<Vec<u8>>(),
             b"plain text, not a tar archive\n".repeat(40),
         ] {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
