@@ -1,7 +1,7 @@
 //! Central averaging: a server averages what (some of) the clients upload.
 
-use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
+use hgp_graphs::{Describe, Short};
 use std::marker::PhantomData;
 
 use hgp_graphs::{Scalar, rng};
@@ -147,6 +147,10 @@ impl<T: Scalar> Averager<T> for Central<T> {
 
 impl<T: Scalar> Describe for Central<T> {
     fn describe(&self) -> String {
-        format!("central server, C = {}, n = {}", self.fraction, self.n)
+        format!(
+            "central server, C = {}, n = {}",
+            Short(self.fraction),
+            self.n
+        )
     }
 }

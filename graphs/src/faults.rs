@@ -197,7 +197,10 @@ impl Faults {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if self.loss > 0.0 {
-            parts.push(format!("messages lost with p = {}", self.loss));
+            parts.push(format!(
+                "messages lost with p = {}",
+                crate::Short(self.loss)
+            ));
         }
         for c in &self.crashes {
             parts.push(match c.rejoin {

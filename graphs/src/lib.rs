@@ -38,7 +38,7 @@ pub use expected::{
 };
 pub use faults::{Crash, Faults, Straggler};
 pub use graph::DiGraph;
-pub use hgp_base::{Describe, Scalar, rng};
+pub use hgp_base::{Describe, Scalar, Short, rng};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
 pub use network::{
     ExponentialOnePeer, FullyConnected, LinkLaw, MAX_ER_ATTEMPTS, Network, RandomDirected,

@@ -1,7 +1,7 @@
 //! Hyper-Gradient Push (HGP Alg. 2), generic over the averaging scheme.
 
-use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
+use hgp_graphs::{Describe, Short};
 
 use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
 use hgp_inner_solvers::{Observer, Phase};
@@ -54,7 +54,7 @@ impl From<f64> for Eta {
 impl std::fmt::Display for Eta {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Fixed(eta) => write!(f, "{eta}"),
+            Self::Fixed(eta) => write!(f, "{}", Short(*eta)),
             Self::Auto(p) => write!(f, "1/L̂ (power iteration, K = {})", p.iterations),
         }
     }

@@ -18,7 +18,7 @@
 //! The transposed Jacobians of ψ are then ⟨∂_z ψ⟩ᵀ u = ((I − (γ / w*_i) ∂²_x g_i) Σ_j
 //! p_{i→j} u_j)_i and ⟨∂_λ ψ⟩ᵀ u = (−γ ∂²_{xλ} g_i Σ_j p_{i→j} u_j)_i (eq. 11).
 
-use hgp_graphs::Describe;
+use hgp_graphs::{Describe, Short};
 use std::sync::Arc;
 
 use hgp_averaging::{ClientBuffer, CommCost, Placement, Scalar};
@@ -311,7 +311,7 @@ impl SgpDifferentiation {
         format!(
             "{name}, M = {}, γ = {}, {} batches, {} draws, over {}",
             self.options.neumann_terms,
-            short(self.options.gamma),
+            Short(self.options.gamma),
             match self.options.batch {
                 BatchSize::Full => "full".to_string(),
                 BatchSize::Size(b) => format!("size-{b}"),
@@ -694,17 +694,6 @@ impl PdboExact {
     }
 }
 
-/// γ as typed when it is short (0.5, 2), else in scientific notation (2e-10 rather than
-/// 0.00000000020000000000000021).
-fn short(x: f64) -> String {
-    let plain = x.to_string();
-    if plain.len() <= 8 {
-        plain
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
 /// The largest modulus of the eigenvalues of a square matrix.
 fn spectral_radius(m: &DMatrix<f64>) -> f64 {
     m.complex_eigenvalues()
@@ -729,11 +718,11 @@ impl Describe for PdboExact {
         match self.terms {
             None => format!(
                 "exact hyper-gradient of paper 004 (fixed point of the expected SGP map, γ = {}, dense solve)",
-                short(self.gamma)
+                Short(self.gamma)
             ),
             Some(m) => format!(
                 "eq. 8 of paper 004 truncated at M = {m} (expected SRB / HGP, γ = {})",
-                short(self.gamma)
+                Short(self.gamma)
             ),
         }
     }

@@ -228,12 +228,16 @@ impl ConvergenceReport {
                 "its iterates are no longer finite numbers ({stationarity}, consensus error {:.3e})",
                 self.consensus_error
             ),
-            Unconverged::NewtonStep { step, at_least } => format!(
+            Unconverged::NewtonStep { step, at_least } if self.scale > 0.0 => format!(
                 "x̄ is {}{step:.3e} from the solution (the Newton step ‖H⁻¹∇G(x̄)‖), {:.0} % of ‖x̄‖ = {:.3e}, above the {:.0} % that leaves the hyper-gradient its leading digit ({stationarity})",
                 if at_least { "at least " } else { "" },
-                100.0 * step / self.scale.max(f64::MIN_POSITIVE),
+                100.0 * step / self.scale,
                 self.scale,
                 100.0 * test.relative_step
+            ),
+            Unconverged::NewtonStep { step, at_least } => format!(
+                "x̄ = 0 is {}{step:.3e} from the solution (the Newton step ‖H⁻¹∇G(x̄)‖) ({stationarity})",
+                if at_least { "at least " } else { "" },
             ),
             Unconverged::Consensus => format!(
                 "the clients disagree: consensus error max_i ‖x_i − x̄‖ = {:.3e} is above {:.0} % of ‖x̄‖ = {:.3e} ({stationarity})",

@@ -1,8 +1,8 @@
 //! FedAvg with learning-rate schedulers on the server and the clients, and local SGD.
 
 use hgp_averaging::{Central, ClientBuffer, CommCost, Placement, Scalar};
-use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
+use hgp_graphs::{Describe, Short};
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -405,7 +405,7 @@ impl Describe for FedAvg {
             self.scheduler_name(),
             self.rounds,
             self.local_steps,
-            self.fraction
+            Short(self.fraction)
         )
     }
 }

@@ -12,8 +12,8 @@
 //! rounds) performs exactly the same steps as [`FedLower::round`].
 
 use hgp_averaging::{Central, ClientBuffer, CommCost, Placement, Scalar};
-use hgp_graphs::Describe;
 use hgp_graphs::rng::domain;
+use hgp_graphs::{Describe, Short};
 use hgp_models::{Batch, BatchSampler, BatchSize, InnerCost, PerClient};
 use rayon::prelude::*;
 
@@ -392,7 +392,9 @@ impl Describe for FedLower {
         };
         format!(
             "{kind} lower level, {} rounds of τ = {} local steps, C = {}",
-            self.rounds, self.local_steps, self.fraction
+            self.rounds,
+            self.local_steps,
+            Short(self.fraction)
         )
     }
 }

@@ -1,5 +1,6 @@
 //! `hgp hypergrad`: x(λ) by an inner solver, then each client's hyper-gradient d_{λ_i} F.
 
+use hgp_graphs::Short;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -263,7 +264,7 @@ impl Experiment for Hypergrad {
         if let Some(spread) = central_spread {
             println!(
                 "            each average is over a random fraction C = {} of the clients: this estimate differs by {:.1} % (relative) from its mean over the draws (HGP with the exact average); it is unbiased, not precise",
-                pipeline.averager.fraction.unwrap_or(1.0),
+                Short(pipeline.averager.fraction.unwrap_or(1.0)),
                 100.0 * spread
             );
         }

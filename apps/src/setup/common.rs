@@ -119,7 +119,7 @@ impl std::fmt::Display for EtaArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Auto => write!(f, "auto"),
-            Self::Value(v) => write!(f, "{v}"),
+            Self::Value(v) => write!(f, "{}", hgp_graphs::Short(*v)),
         }
     }
 }

@@ -30,6 +30,9 @@ pub struct SolveContext<'a> {
     pub what: &'a str,
     /// What to change, naming the command's own options.
     pub advice: &'a str,
+    /// What to change instead when the solve barely moved (its stationarity still at least
+    /// 99 % of the start's: a step too small), if the command's options say.
+    pub still: Option<&'a str>,
     /// Whether the warning of an allowed unconverged solve is printed (rank 0 only).
     pub speak: bool,
     /// The criteria (without the Newton step for networks).
@@ -55,13 +58,18 @@ impl ConvergenceArgs {
         let test = context.test;
         let report =
             test.assess_members(placement, (clients, lambda, x0), solution, context.members);
+        let barely_moved = report.stationarity >= 0.99 * report.initial_stationarity;
+        let advice = match context.still {
+            Some(still) if barely_moved => still,
+            _ => context.advice,
+        };
         match report.verdict(&test) {
             Ok(()) => {}
             Err(why @ Unconverged::NotFinite) => bail!(
                 "{} failed: {}; {}",
                 context.what,
                 report.explain(why, &test),
-                context.advice
+                advice
             ),
             Err(why) if self.allow_unconverged => {
                 if context.speak {
@@ -76,7 +84,7 @@ impl ConvergenceArgs {
                 "{} did not reach a solution of the inner problem: {}; {}, or give --allow-unconverged to print the numbers anyway",
                 context.what,
                 report.explain(why, &test),
-                context.advice
+                advice
             ),
         }
         Ok(report)

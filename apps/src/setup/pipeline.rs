@@ -342,6 +342,18 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// What helps an inner solve of this pipeline that barely moved from its start: a
+    /// larger step.
+    pub fn still_advice(&self) -> Option<&'static str> {
+        if self.estimator.estimator.federated() {
+            Some("its steps barely moved it: raise --inner-lr (or --inner-steps)")
+        } else if self.inner.inner == InnerKind::Exact {
+            None
+        } else {
+            Some("its steps barely moved it: raise --lr (or --sgp-steps)")
+        }
+    }
+
     /// Checks that `solution`, reached from `x0` by the solve described as `lower`, is a
     /// solution of the inner problem (`--allow-unconverged` turns a refusal into a warning).
     pub fn check_solution<T: Scalar, C: InnerHvp<T>>(
@@ -377,6 +389,7 @@ impl<'a> Pipeline<'a> {
             &SolveContext {
                 what: &what,
                 advice: self.convergence_advice(),
+                still: self.still_advice(),
                 speak,
                 test: self.convergence_test,
                 members,

@@ -13,5 +13,5 @@ mod scalar;
 #[cfg(feature = "bench")]
 pub mod bench;
 
-pub use describe::Describe;
+pub use describe::{Describe, Short};
 pub use scalar::Scalar;

@@ -250,7 +250,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
     fn describe_parts(&self) -> (String, String) {
         (
             self.lower_description(),
-            format!("AggITD, Neumann step {}", self.options.neumann_step),
+            format!("AggITD, Neumann step {}", Short(self.options.neumann_step)),
         )
     }
 }
@@ -264,7 +264,7 @@ impl<T: Scalar> Describe for AggItd<T> {
         format!(
             "AggITD, N = {}, {q}, Neumann step {}, over {}",
             self.options.inner_steps,
-            self.options.neumann_step,
+            Short(self.options.neumann_step),
             self.lower_description()
         )
     }

@@ -212,7 +212,8 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
             lower_description(&self.options),
             format!(
                 "{name}, T' = {}, Neumann step {}",
-                self.terms, self.options.neumann_step
+                self.terms,
+                Short(self.options.neumann_step)
             ),
         )
     }
@@ -228,7 +229,7 @@ impl<T: Scalar> Describe for FedNest<T> {
             "{name}, N = {}, T' = {}, Neumann step {}, over {}",
             self.options.inner_steps,
             self.terms,
-            self.options.neumann_step,
+            Short(self.options.neumann_step),
             lower_description(&self.options)
         )
     }

@@ -13,8 +13,8 @@
 //! (the federated problem of paper 003), the mean of the rows is its hyper-gradient ∇f(x).
 
 use hgp_averaging::{Averager, Central, ClientBuffer, CommCost, Placement, Scalar};
-use hgp_graphs::Describe;
 use hgp_graphs::rng::{self, domain};
+use hgp_graphs::{Describe, Short};
 use hgp_inner_solvers::{
     FedLower, InnerSolution, LocalUpdate, LrSchedule, ServerState, own_participants,
 };
@@ -313,7 +313,9 @@ pub(super) fn lower_description(o: &FederatedOptions) -> String {
     };
     format!(
         "{kind} lower rounds (β = {}, τ = {}, C = {})",
-        o.inner_lr, o.local_steps, o.fraction
+        Short(o.inner_lr),
+        o.local_steps,
+        Short(o.fraction)
     )
 }
 

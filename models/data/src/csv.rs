@@ -71,9 +71,12 @@ fn read_text(path: &Path) -> Result<String, DataError> {
 }
 
 /// The data lines of a text: `(1-based line number, trimmed line)`, skipping blank lines and
-/// comments.
+/// comments; a leading UTF-8 byte-order mark (which some editors and spreadsheets write) is
+/// skipped.
 fn data_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines()
+    text.strip_prefix('\u{feff}')
+        .unwrap_or(text)
+        .lines()
         .enumerate()
         .map(|(k, line)| (k + 1, line.trim()))
         .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
@@ -628,6 +631,27 @@ mod tests {
         );
         assert_eq!(train.labels, vec![1.0, 0.0, 0.0, 1.0]);
         assert_eq!(clients[0].val, dataset(&[&[1.0, 2.0]], &[0.0]));
+    }
+
+    /// A byte-order mark before the first row is skipped; a header row is refused, saying
+    /// that the files have none.
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_a_header_named() {
+        let dir = dir_with(&[("client_0_train.csv", "\u{feff}1.5,2,3,1\n3,4,5,0\n")]);
+        let clients = load_client_dir(dir.path()).expect("valid");
+        assert_eq!(
+            clients[0].train.features,
+            vec![1.5, 2.0, 3.0, 3.0, 4.0, 5.0]
+        );
+        let dir = dir_with(&[("client_0_train.csv", "x1,x2,x3,label\n3,4,5,0\n")]);
+        assert_mentions(
+            &load_err(&dir),
+            &[
+                "line 1, column 1",
+                "\"x1\" is not a number",
+                "no header row",
+            ],
+        );
     }
 
     #[test]

@@ -145,7 +145,15 @@ pub enum DataError {
     },
 
     /// A field is not a number.
-    #[error("{}, line {line}, column {column}: {value:?} is not a number", .path.display())]
+    #[error(
+        "{}, line {line}, column {column}: {value:?} is not a number{}",
+        .path.display(),
+        if value.chars().any(char::is_alphabetic) && *line == 1 {
+            " (the files have no header row: every row is numbers, a comment starts with #)"
+        } else {
+            ""
+        }
+    )]
     NonNumeric {
         /// The file.
         path: PathBuf,

@@ -700,6 +700,7 @@ impl ErrorCmd {
             &SolveContext {
                 what: &format!("the inner solve ({})", solver.describe()),
                 advice,
+                still: None,
                 speak: placement.is_root(),
                 test: ConvergenceTest::default(),
                 members: None,

@@ -1,5 +1,6 @@
 //! What `hgp faults` writes: faults.csv, faults.md, faults.svg, and the table or JSON.
 
+use hgp_graphs::Short;
 use std::path::Path;
 
 use anyhow::Result;
@@ -72,9 +73,14 @@ impl FaultsCmd {
         let failures: Vec<String> = rows
             .iter()
             .filter_map(|r| {
-                r.failure
-                    .as_ref()
-                    .map(|f| format!("{} p = {}, {} crashed: {f}", r.averager, r.loss, r.crashed))
+                r.failure.as_ref().map(|f| {
+                    format!(
+                        "{} p = {}, {} crashed: {f}",
+                        r.averager,
+                        Short(r.loss),
+                        r.crashed
+                    )
+                })
             })
             .collect();
         let settings = format!(
@@ -82,7 +88,7 @@ impl FaultsCmd {
             config.sgp_steps,
             config.push_steps,
             config.neumann_terms,
-            config.eta,
+            Short(config.eta),
             config.crash_client,
             config.crash_at
         );

@@ -191,6 +191,20 @@ impl Fbo {
             ("--l2", self.l2),
             ("--pixel-std", self.pixel_std),
         ])?;
+        // Grey pixels in [0, 1] become up to 1/S, which f32 must hold.
+        if !((1.0 / self.pixel_std) as f32).is_finite() {
+            bail!(
+                "--pixel-std {} scales the pixels by 1/S, beyond what f32 holds: give S ≥ {} (the papers' loaders use MNIST's 0.3081)",
+                crate::setup::num(self.pixel_std),
+                crate::setup::approx(1.0 / f64::from(f32::MAX) * (1.0 + 1e-3))
+            );
+        }
+        crate::setup::refuse_unused(self.dataset.colour() && self.pixel_std != PIXEL_STD, || {
+            format!(
+                "--pixel-std scales grey pixels; --dataset {} is standardized per channel",
+                self.dataset.name()
+            )
+        })?;
         // The head's L2 term: in the lower steps, and in every Neumann term (I − λH)^k, the
         // Hessian H ⪰ β I of the convex head.
         let l2 = ("--l2", self.l2);

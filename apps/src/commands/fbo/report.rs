@@ -3,6 +3,7 @@
 //! against communication rounds, one panel per split: Figs. 2–4), or JSON.
 
 use anyhow::Result;
+use hgp_graphs::Short;
 use serde::Serialize;
 use serde_json::json;
 
@@ -143,11 +144,11 @@ impl Fbo {
         println!(
             "N = {}, β = {}, α = {}, Neumann step {}, T' = {}, C = {}, batch {}: test accuracy on held-out images",
             settings.inner_steps,
-            settings.inner_lr,
-            settings.outer_lr,
-            settings.neumann_step,
+            Short(settings.inner_lr),
+            Short(settings.outer_lr),
+            Short(settings.neumann_step),
             settings.neumann_terms,
-            settings.fraction,
+            Short(settings.fraction),
             settings.batch
         );
         println!();

@@ -4,6 +4,7 @@
 //! lr.svg (the global and the mean local learning rate against rounds: Fig. 6), or JSON.
 
 use anyhow::{Context, Result};
+use hgp_graphs::Short;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -333,7 +334,7 @@ impl FedHyperCmd {
             settings.rounds,
             settings.local_steps,
             settings.batch,
-            settings.lr
+            Short(settings.lr)
         );
         println!();
         println!("{}", table.terminal());
