@@ -66,8 +66,8 @@ impl FedHyperCmd {
                 bail!(
                     "--resume: {} line {line} is a round of {} on split {} with seed {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
                     csv.display(),
-                    row.method,
-                    row.split,
+                    row.method.escape_debug(),
+                    row.split.escape_debug(),
                     row.seed
                 );
             };
@@ -86,8 +86,8 @@ impl FedHyperCmd {
                     bail!(
                         "--resume: {} line {line}: {} on split {} with seed {} appears twice: the file is damaged (remove it, or run without --resume)",
                         csv.display(),
-                        row.method,
-                        row.split,
+                        row.method.escape_debug(),
+                        row.split.escape_debug(),
                         row.seed
                     );
                 }
@@ -106,8 +106,8 @@ impl FedHyperCmd {
                     "--resume: {} line {line}: round {} of {} on split {} with seed {}, where round {expected} of {rounds} comes next: the file is damaged or was written with other settings (remove it, or run without --resume)",
                     csv.display(),
                     record.round,
-                    row.method,
-                    row.split,
+                    row.method.escape_debug(),
+                    row.split.escape_debug(),
                     row.seed
                 );
             }
