@@ -204,6 +204,17 @@ fn split_indices(set: &ImageSet, config: &SplitConfig, seed: u64) -> Result<Vec<
             what: "image set to split",
         });
     }
+    // Checked before the Dirichlet draw allocates a proportion per client.
+    if set.len() < config.clients {
+        return Err(DataError::TooFewImages {
+            what: format!(
+                "a split between {} clients (a training image each)",
+                config.clients
+            ),
+            needed: config.clients,
+            available: set.len(),
+        });
+    }
     let members = deal_labels(set, config, seed)?;
     let mut parts = Vec::with_capacity(config.clients);
     for (client, mut indices) in members.into_iter().enumerate() {
@@ -558,7 +569,8 @@ mod tests {
 
     #[test]
     fn empty_train_sets_are_reported() {
-        // One instance, two clients: one of them gets nothing.
+        // One instance, two clients: refused before any draw, as is a client count far
+        // beyond the images (which would have allocated a proportion for each).
         let set = indexed_set(1, 1);
         let config = SplitConfig {
             clients: 2,
@@ -566,9 +578,33 @@ mod tests {
             ..SplitConfig::default()
         };
         let err = heterogeneous_split(&set, &config, 0).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::TooFewImages {
+                    needed: 2,
+                    available: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let huge = SplitConfig {
+            clients: usize::MAX,
+            ..config
+        };
+        let err = heterogeneous_split(&set, &huge, 0).unwrap_err();
+        assert!(matches!(err, DataError::TooFewImages { .. }), "{err}");
+        // Two instances, two clients, 90 % held out for testing: no client keeps one to
+        // train on.
+        let tight = SplitConfig {
+            test_fraction: 0.9,
+            ..config
+        };
+        let err = heterogeneous_split(&indexed_set(2, 1), &tight, 0).unwrap_err();
         let msg = err.to_string();
         assert!(
-            matches!(err, DataError::EmptyTrain { instances: 0, .. })
+            matches!(err, DataError::EmptyTrain { .. })
                 && msg.contains("has an empty training set")
                 && msg.contains("larger alpha"),
             "{msg}"
