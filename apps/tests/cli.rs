@@ -647,6 +647,41 @@ fn work_too_large_to_count_is_refused() {
         err.contains("--outer-steps 18446744073709551615 with 20 SGP steps a solve is more steps than can be counted"),
         "{err}"
     );
+    // Counts at the edge of u64: refused in words, never a wrapped seed or an allocation
+    // that aborts.
+    let max = "18446744073709551615";
+    let o = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["fedhyper", "--quick", "--seeds", max],
+            "are more local steps than can be counted",
+        ),
+        (
+            vec!["fedhyper", "--quick", "--seed", max, "--seeds", "2"],
+            "runs past the largest seed",
+        ),
+        (
+            vec!["personalize", "--quick", "--seed", max, "--seeds", "2"],
+            "runs past the largest seed",
+        ),
+        (
+            vec!["personalize", "--quick", "--clients", max],
+            "clients (a training image each)",
+        ),
+        (
+            vec!["gen-synthetic", "--clients", "3", "--components", max],
+            "--components 18446744073709551615",
+        ),
+        (
+            vec!["fbo", "--inner-steps", max],
+            "more communication rounds than can be counted",
+        ),
+    ] {
+        let mut a = args.clone();
+        a.extend(["--out", o]);
+        let err = fails(&a);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 /// Messages that say what to fix for their cause: a network that can never connect, a data

@@ -93,6 +93,10 @@ impl GenSynthetic {
                 ),
                 numbers * crate::memory::F64,
             )
+            .add(
+                "the components' parameters (--components × --dim)",
+                self.components as f64 * self.dim as f64 * crate::memory::F64,
+            )
             .check()?;
         prepare_out(&self.out)?;
         check_disk(&self.out, 20.0 * numbers, "--out")?;

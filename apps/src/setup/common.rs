@@ -191,6 +191,17 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// Refuses seeds K, K+1, …, K+N−1 (`--seed K --seeds N`, N ≥ 1) that run past the largest
+/// seed, 2^64 − 1, rather than wrapping around to seeds 0, 1, ….
+pub fn check_seed_range(seed: u64, seeds: u64) -> Result<()> {
+    if seeds > 0 && seed.checked_add(seeds - 1).is_none() {
+        bail!(
+            "--seed {seed} with --seeds {seeds} runs past the largest seed, 2^64 − 1: give fewer --seeds or a smaller --seed"
+        );
+    }
+    Ok(())
+}
+
 /// A derived number as a message shows it: [`num`] of its four significant digits
 /// (−5e306, not −5.0000000000000006e306).
 pub fn approx(v: f64) -> String {

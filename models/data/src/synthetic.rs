@@ -90,6 +90,7 @@ impl SyntheticConfig {
         for (name, n) in [
             ("train_per_client", self.train_per_client),
             ("val_per_client", self.val_per_client),
+            ("components", self.components),
         ] {
             let fits = n
                 .checked_mul(self.dim)
@@ -99,7 +100,7 @@ impl SyntheticConfig {
                 return Err(invalid(
                     name,
                     n.to_string(),
-                    "small enough for instances × dim values to be addressable",
+                    "small enough for its count × dim values to be addressable",
                 ));
             }
         }
@@ -330,7 +331,7 @@ mod tests {
     #[test]
     fn check_rejects_each_bad_parameter() {
         type Edit = fn(&mut SyntheticConfig);
-        let cases: [(Edit, &str, &str); 12] = [
+        let cases: [(Edit, &str, &str); 13] = [
             (|c| c.clients = 0, "clients", "0"),
             (|c| c.dim = 0, "dim", "0"),
             (|c| c.components = 0, "components", "0"),
@@ -345,6 +346,11 @@ mod tests {
             (
                 |c| c.train_per_client = usize::MAX,
                 "train_per_client",
+                "18446744073709551615",
+            ),
+            (
+                |c| c.components = usize::MAX,
+                "components",
                 "18446744073709551615",
             ),
         ];

@@ -229,6 +229,18 @@ impl FedHyperCmd {
         })
     }
 
+    /// Rounds of every run: as given, or the default of the data and `--quick`.
+    fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(
+            match (self.quick, self.dataset.colour(), self.dataset.text()) {
+                (true, _, true) => TEXT_QUICK_ROUNDS,
+                (true, false, _) => QUICK_ROUNDS,
+                (true, true, _) => QUICK_COLOUR_ROUNDS,
+                (false, ..) => ROUNDS,
+            },
+        )
+    }
+
     fn seq(&self) -> usize {
         self.seq.unwrap_or(crate::setup::text_seq(self.quick))
     }
@@ -290,6 +302,24 @@ impl FedHyperCmd {
             );
         }
         crate::setup::l2_step(("--lr", self.lr()), ("--l2", self.l2), "the weights")?;
+        // Every run and its local steps can be counted, and every seed is a u64.
+        crate::setup::check_seed_range(self.run.seed, self.seeds)?;
+        let steps = self
+            .seeds
+            .checked_mul(self.splits().len() as u64)
+            .and_then(|r| r.checked_mul(self.methods.len() as u64))
+            .and_then(|r| r.checked_mul(self.rounds() as u64))
+            .and_then(|r| r.checked_mul(self.local_steps as u64));
+        if steps.is_none() {
+            bail!(
+                "--seeds {} × {} splits × {} methods × --rounds {} × --local-steps {} are more local steps than can be counted: give fewer",
+                self.seeds,
+                self.splits().len(),
+                self.methods.len(),
+                self.rounds(),
+                self.local_steps
+            );
+        }
         fraction("--fraction", self.fraction())?;
         let target = self.target();
         if !(target > 0.0 && target <= 1.0) {
@@ -370,14 +400,7 @@ impl FedHyperCmd {
             arch: self.arch(classes),
             clients: self.clients(),
             fraction: self.fraction(),
-            rounds: self.rounds.unwrap_or(
-                match (self.quick, self.dataset.colour(), self.dataset.text()) {
-                    (true, _, true) => TEXT_QUICK_ROUNDS,
-                    (true, false, _) => QUICK_ROUNDS,
-                    (true, true, _) => QUICK_COLOUR_ROUNDS,
-                    (false, ..) => ROUNDS,
-                },
-            ),
+            rounds: self.rounds(),
             local_steps: self.local_steps,
             batch: self.batch,
             lr: self.lr(),
@@ -612,14 +635,13 @@ impl Experiment for FedHyperCmd {
             let settings = self.validate(classes, schedulers);
             (images, test, description, settings)
         };
-        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.run.seed + k).collect();
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first: Result<Vec<Option<protocol::Federation>>> = self
             .splits()
             .iter()
             .map(|&split| {
                 settings
-                    .federation(&images, &test, split, seeds[0], placement)
+                    .federation(&images, &test, split, self.run.seed, placement)
                     .map(Some)
             })
             .collect();
@@ -642,7 +664,8 @@ impl Experiment for FedHyperCmd {
             settings,
             mut first,
         } = setup;
-        let seeds: Vec<u64> = (0..self.seeds).map(|k| self.run.seed + k).collect();
+        // Seeds K, K+1, …, K+N−1 (checked to fit), never held as a list.
+        let seeds = || self.run.seed..=self.run.seed + (self.seeds - 1);
         // Rank 0 reads (under --resume) and opens rounds.csv; every rank learns which runs
         // are finished.
         let csv = self.out.join("rounds.csv");
@@ -673,7 +696,7 @@ impl Experiment for FedHyperCmd {
                 }
             ));
         }
-        let runs_total = seeds.len() * self.splits().len() * self.methods.len();
+        let runs_total = self.seeds as usize * self.splits().len() * self.methods.len();
         // Counted in local steps (a participant's; every participant takes K a round), so a
         // long round shows its progress.
         let run_steps = (settings.rounds as u64)
@@ -698,7 +721,7 @@ impl Experiment for FedHyperCmd {
         let k_steps = settings.local_steps as f64;
         let mut runs = Vec::new();
         let mut done = 0u64;
-        for &seed in &seeds {
+        for seed in seeds() {
             for (k, &split) in self.splits().iter().enumerate() {
                 let todo: Vec<Method> = self
                     .methods
@@ -713,7 +736,7 @@ impl Experiment for FedHyperCmd {
                     .collect();
                 // The split is built only where a run is left to do.
                 let federation = match first[k].take() {
-                    Some(f) if seed == seeds[0] => Some(f),
+                    Some(f) if seed == self.run.seed => Some(f),
                     _ if todo.is_empty() => None,
                     _ => Some(
                         engine

@@ -442,6 +442,7 @@ impl Personalize {
                 }
             }
         }
+        crate::setup::check_seed_range(self.run.seed, self.seeds() as u64)?;
         if self.resume && self.seeds() > 1 {
             bail!(
                 "--resume works on one seed's run: resume each DIR/seed-K with --seed K --out DIR/seed-K"
