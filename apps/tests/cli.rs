@@ -666,7 +666,7 @@ fn work_too_large_to_count_is_refused() {
         ),
         (
             vec!["personalize", "--quick", "--clients", max],
-            "clients (a training image each)",
+            "images for 18446744073709551615 clients: every client needs at least one",
         ),
         (
             vec!["gen-synthetic", "--clients", "3", "--components", max],

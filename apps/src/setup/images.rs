@@ -194,6 +194,11 @@ pub fn split_images(
             set.len(),
             config.clients
         ),
+        DataError::TooFewImages { .. } => anyhow::anyhow!(
+            "{} images for {} clients: every client needs at least one training image (use fewer --clients or more --images)",
+            set.len(),
+            config.clients
+        ),
         e => e.into(),
     })
 }
