@@ -43,6 +43,9 @@ pub trait Experiment: Sync {
     /// What a run computed, handed to the report on rank 0.
     type Outcome;
 
+    /// The subcommand's name, as its settings file records it.
+    const COMMAND: &'static str;
+
     /// `--engine`, `--json`, the progress options and the `--out` folder.
     fn output(&self) -> Output<'_>;
 
@@ -111,11 +114,29 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     let result = lifecycle(experiment, &output);
     if result.is_err() {
         for folder in &missing {
-            // Only an empty folder goes; one that cannot go stays.
-            let _ = std::fs::remove_dir(folder);
+            remove_if_unused(folder);
         }
     }
     result
+}
+
+/// Removes `folder` (which this run created) if nothing was written there but the bare
+/// settings file that says whose folder it is; a folder that cannot go stays.
+fn remove_if_unused(folder: &Path) {
+    let marker = folder.join(SETTINGS_FILE);
+    let entries: Vec<_> = match std::fs::read_dir(folder) {
+        Ok(e) => e.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => return,
+    };
+    let bare = std::fs::read_to_string(&marker)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v.as_object().map(|o| o.len() == 1 && o.contains_key("command")))
+        .unwrap_or(false);
+    if entries == [marker.clone()] && bare {
+        let _ = std::fs::remove_file(&marker);
+    }
+    let _ = std::fs::remove_dir(folder);
 }
 
 /// [`execute`] but the cleaning after a failure.
@@ -178,13 +199,22 @@ fn open<E: Experiment>(
     };
     let mut cleared = Vec::new();
     if let Some(out) = output.out {
+        refuse_other_command(out, E::COMMAND)?;
         clear_temporaries(out)?;
         cleared = clear_earlier(out, &experiment.files(), experiment.resume())?;
     }
     let mut append = false;
-    if let (Some(out), Some((settings, resume))) = (output.out, experiment.settings()?) {
-        record_settings(out, &settings, resume)?;
-        append = resume;
+    match (output.out, experiment.settings()?) {
+        (Some(out), Some((settings, resume))) => {
+            record_settings(out, &settings, resume)?;
+            append = resume;
+        }
+        // A command that records no settings (or records them later, per seed) still says
+        // whose folder this is, so another command's run is refused there.
+        (Some(out), None) if !experiment.resume() => {
+            record_settings(out, &serde_json::json!({ "command": E::COMMAND }), false)?;
+        }
+        _ => {}
     }
     let log = output.out.filter(|_| experiment.log_in_folder());
     let reporter = Reporter::new(output.report, log, output.json, append)?.holding(lock);
@@ -243,6 +273,27 @@ fn clear_earlier(out: &Path, files: &[&str], resume: bool) -> Result<Vec<String>
         removed.with_context(|| format!("cannot remove the earlier run's {}", path.display()))?;
     }
     Ok(found)
+}
+
+/// Refuses an `out` folder whose settings file says another subcommand wrote it: a fresh run
+/// clears only its own command's files, so the two runs' files would sit side by side.
+fn refuse_other_command(out: &Path, command: &str) -> Result<()> {
+    let path = out.join(SETTINGS_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let recorded = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v.get("command")?.as_str().map(str::to_string));
+    match recorded {
+        Some(other) if other != command => anyhow::bail!(
+            "--out {}: it holds the results of `hgp {}` (see {}); this run of `hgp {command}` would lie beside them: give another --out, or remove them",
+            out.display(),
+            other.escape_debug(),
+            path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Removes what a run stopped while writing a file whole left in `out`: its temporary

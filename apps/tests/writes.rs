@@ -202,3 +202,27 @@ fn a_refused_run_leaves_no_folder() {
         assert!(!dir.path().join("a").exists(), "{args:?}");
     }
 }
+
+/// A folder another command wrote is refused, and its files stay: a fresh run clears only
+/// its own command's files, so the two runs would otherwise lie side by side.
+#[test]
+fn another_commands_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("faults");
+    let o = out.to_str().unwrap();
+    let first = hgp_with(&["faults", "--quick", "--out", o], &[], Stdio::null());
+    assert!(first.status.success());
+    let before = std::fs::read(out.join("faults.csv")).unwrap();
+    let err = one_line(&hgp_with(
+        &["fbo", "--quick", "--rounds", "30", "--out", o],
+        &[],
+        Stdio::piped(),
+    ));
+    assert!(
+        err.contains("it holds the results of `hgp faults`")
+            && err.contains("this run of `hgp fbo` would lie beside them"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("faults.csv")).unwrap(), before);
+    assert!(!out.join("fbo.csv").exists());
+}

@@ -75,6 +75,8 @@ pub struct Outcome {
 }
 
 impl Experiment for Hypergrad {
+    const COMMAND: &'static str = "hypergrad";
+
     type Setup = Setup;
     type Outcome = Outcome;
 

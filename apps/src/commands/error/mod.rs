@@ -85,7 +85,7 @@ pub struct ErrorCmd {
     quick: bool,
     /// Output directory for error.csv and error.svg.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those).
+    /// there (and only those); a folder another command wrote is refused.
     #[arg(long, default_value = "out/error", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -392,6 +392,8 @@ pub struct Outcome {
 /// says why); the inner solve and every run are spread over the ranks; rank 0 writes and
 /// prints.
 impl Experiment for ErrorCmd {
+    const COMMAND: &'static str = "error";
+
     fn files(&self) -> Vec<&'static str> {
         vec!["error.csv", "error_of_mean.csv", "error.svg"]
     }

@@ -74,7 +74,7 @@ pub struct FaultsCmd {
     quick: bool,
     /// Output directory for faults.csv, faults.md and faults.svg.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those).
+    /// there (and only those); a folder another command wrote is refused.
     #[arg(long, default_value = "out/faults", value_name = "DIR")]
     out: PathBuf,
     /// Directory with `client_<i>_train.csv` and `client_<i>_val.csv` (see `hgp hypergrad
@@ -165,6 +165,8 @@ pub struct Outcome {
 /// Every rank checks the flags and reads the data (a failure on any stops all, rank 0 says
 /// why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
 impl Experiment for FaultsCmd {
+    const COMMAND: &'static str = "faults";
+
     fn files(&self) -> Vec<&'static str> {
         vec!["faults.csv", "faults.md", "faults.svg"]
     }

@@ -144,7 +144,7 @@ pub struct Fbo {
     l2: f64,
     /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those).
+    /// there (and only those); a folder another command wrote is refused.
     #[arg(long, default_value = "out/fbo", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -390,6 +390,8 @@ type Checked<C> = (
 /// Every rank checks the flags, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
 impl<C: RepClient> Experiment for On<'_, C> {
+    const COMMAND: &'static str = "fbo";
+
     fn files(&self) -> Vec<&'static str> {
         vec!["fbo.csv", "fbo.md", "curves.svg"]
     }

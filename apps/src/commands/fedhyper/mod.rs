@@ -181,7 +181,8 @@ pub struct FedHyperCmd {
     /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
     /// hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those), --resume keeps and continues them.
+    /// there (and only those), --resume keeps and continues them; a folder another command
+    /// wrote is refused.
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -595,6 +596,8 @@ pub struct Setup {
 /// Every rank checks the flags, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
 impl Experiment for FedHyperCmd {
+    const COMMAND: &'static str = "fedhyper";
+
     fn files(&self) -> Vec<&'static str> {
         vec![
             "rounds.csv",

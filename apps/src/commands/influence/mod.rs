@@ -135,7 +135,8 @@ pub struct Influence {
     quick: bool,
     /// Output directory for influence.csv, influence.svg and hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those), --resume keeps and continues them.
+    /// there (and only those), --resume keeps and continues them; a folder another command
+    /// wrote is refused.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -415,6 +416,8 @@ pub struct Outcome<T> {
 /// writes and prints. Predict by the estimator, remove the top instances one at a time,
 /// retrain, compare.
 impl<T: Scalar, C: ClientObjective<T> + 'static> Experiment for On<'_, T, C> {
+    const COMMAND: &'static str = "influence";
+
     fn files(&self) -> Vec<&'static str> {
         vec!["influence.csv", "influence.svg"]
     }

@@ -322,7 +322,8 @@ pub struct Personalize {
     power_iterations: Option<usize>,
     /// Output directory for personalize.csv, personalize.md, curves.svg and hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those), --resume keeps and continues them.
+    /// there (and only those), --resume keeps and continues them; a folder another command
+    /// wrote is refused.
     #[arg(long, default_value = "out/personalize", value_name = "DIR")]
     #[serde(skip)]
     out: PathBuf,
@@ -472,6 +473,8 @@ pub enum Outcome {
 /// Each seed's table is a run of its own in its own folder (`--out` itself for one seed,
 /// `DIR/seed-K` for several), with its settings, log and rows written as they finish.
 impl Experiment for Personalize {
+    const COMMAND: &'static str = "personalize";
+
     fn files(&self) -> Vec<&'static str> {
         vec![
             "personalize.csv",
