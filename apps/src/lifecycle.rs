@@ -131,7 +131,10 @@ fn remove_if_unused(folder: &Path) {
     let bare = std::fs::read_to_string(&marker)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| v.as_object().map(|o| o.len() == 1 && o.contains_key("command")))
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.len() == 1 && o.contains_key("command"))
+        })
         .unwrap_or(false);
     if entries == [marker.clone()] && bare {
         let _ = std::fs::remove_file(&marker);
