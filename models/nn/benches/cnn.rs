@@ -23,7 +23,7 @@ use rand::RngExt;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 128;
-const NETWORKS: [(&str, Architecture); 7] = [
+const NETWORKS: [(&str, Architecture); 8] = [
     ("table5", Architecture::Table5Cnn { classes: 10 }),
     ("small-cnn", Architecture::SmallCnn { classes: 10 }),
     ("mlp", Architecture::Mlp { classes: 10 }),
@@ -37,7 +37,17 @@ const NETWORKS: [(&str, Architecture); 7] = [
         },
     ),
     (
-        "lstm",
+        "lstm-80",
+        Architecture::CharLstm {
+            seq: 80,
+            vocab: 80,
+            embed: 8,
+            hidden: 256,
+            layers: 2,
+        },
+    ),
+    (
+        "lstm-200",
         Architecture::CharLstm {
             seq: 200,
             vocab: 80,

@@ -90,12 +90,14 @@ pub enum Architecture {
     /// symbol indices (as numbers); its label is the symbol that follows. Paper 004:
     /// vocab 80, embed 8, hidden 256, 2 layers, seq 200 (819,920 parameters).
     ///
-    /// The sequence is unrolled in the graph, so gradients are backpropagation through time
-    /// and Hessian-vector products a double backward through it. The embedding and the first
-    /// layer's input projection are applied as one lookup in the table E W_ihᵀ + b_ih + b_hh
-    /// (an exact rewriting of embedding-then-projection, with the same parameters); the
-    /// sigmoid is written as (1 + tanh(z/2)) / 2 so that every op has a twice-differentiable
-    /// backward in candle.
+    /// On the CPU it runs on the fused engine: backpropagation through time by hand and
+    /// Hessian-vector products by the R-operator carried through time (`fused/lstm.rs`).
+    /// On candle the sequence is unrolled in the graph, so gradients are backpropagation
+    /// through time and Hessian-vector products a double backward through it; there the
+    /// embedding and the first layer's input projection are applied as one lookup in the
+    /// table E W_ihᵀ + b_ih + b_hh (an exact rewriting of embedding-then-projection, with the
+    /// same parameters), and the sigmoid is written as (1 + tanh(z/2)) / 2 so that every op
+    /// has a twice-differentiable backward in candle.
     ///
     /// Paper 004 predicts the character after the window (one label per window); FedEM's
     /// code predicts the next character at every position of its 200-character chunks. We
@@ -458,8 +460,9 @@ impl Architecture {
         }
     }
 
-    /// Instances evaluated in one pass: larger batches and full-batch costs are summed over
-    /// parts of at most this many, which bounds the autograd graph's memory
+    /// Instances evaluated in one pass on candle (the fused engine's own part sizes:
+    /// [`part_instances`](crate::part_instances)): larger batches and full-batch costs are
+    /// summed over parts of at most this many, which bounds the autograd graph's memory
     /// ([`CHUNK`] = 256; 32 for MobileNet-v2, whose graph holds 50 MB an
     /// image for a gradient and 195 MB for an HVP, and whose batch normalization then
     /// normalizes each part by its own statistics).

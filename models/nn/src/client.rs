@@ -76,12 +76,12 @@ pub enum Engine {
     /// The fused CPU engine (`fused`): hand-derived backward passes over buffers kept from
     /// call to call, Hessian-vector and cross products by forward-over-reverse
     /// differentiation (Pearlmutter's R-operator). The default on the CPU for the networks
-    /// it covers: the CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP and the
-    /// linear model, in every λ mode.
+    /// it covers: the CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP, the
+    /// linear model and the character LSTM, in every λ mode.
     Fused,
     /// candle's autograd, with Hessian-vector products by double backward: every network,
     /// any device. The reference the fused engine is tested against, and the engine of
-    /// MobileNet-v2, the LSTM and the logistic model.
+    /// MobileNet-v2 and the logistic model.
     Candle,
 }
 
@@ -307,7 +307,7 @@ impl<T: NetScalar> NetClient<T> {
     /// `cost`, and the batch size.
     pub(crate) fn parts<'a>(&self, cost: Cost, batch: Batch<'a>) -> (Vec<Part<'a>>, usize) {
         let (chunk, balanced) = (
-            self.config.arch.chunk(),
+            self.backend.chunk(self.config.arch),
             self.config.arch.batch_statistics(),
         );
         match (cost, batch) {
@@ -422,6 +422,11 @@ pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
         lambda: &[T],
         features: &[f32],
     ) -> Result<Vec<u8>>;
+
+    /// Instances of `arch` evaluated in one part (larger batches are summed over parts).
+    fn chunk(&self, arch: Architecture) -> usize {
+        arch.chunk()
+    }
 
     /// A copy of this engine for a cloned client (with buffers of its own).
     fn boxed_clone(&self) -> Box<dyn Backend<T>>;

@@ -18,15 +18,26 @@ use crate::kernels::NetScalar;
 
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
 /// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
-/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP and the linear model
-/// on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
-/// candle), else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times
-/// the instances, plus, for the LSTM, a fixed part that does not grow with them (the
-/// per-step products for the weights' gradients).
+/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP, the linear model and
+/// the LSTM on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
+/// candle; 9.9 MB a window of 200 symbols for the LSTM's, against 315 MB and 8 GB more),
+/// else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times the
+/// instances, plus, for the LSTM, a fixed part that does not grow with them (the per-step
+/// products for the weights' gradients).
 pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
     match fused_stack(*arch, &default_device()) {
         Some(stack) => stack.workspace_bytes(instances),
         None => arch.candle_graph_bytes(instances),
+    }
+}
+
+/// Instances of `arch` one part holds on the engine that runs it by default (larger batches
+/// and full-batch costs are summed over parts of at most this many): what
+/// [`graph_bytes`] is asked about for a batch.
+pub fn part_instances(arch: &Architecture) -> usize {
+    match fused_stack(*arch, &default_device()) {
+        Some(stack) => stack.chunk(*arch),
+        None => arch.chunk(),
     }
 }
 
@@ -85,7 +96,7 @@ impl<T: NetScalar> NetClient<T> {
             Engine::Fused => {
                 let stack = fused_stack(self.config.arch, &self.device).ok_or_else(|| {
                         ModelError::Network(format!(
-                            "the fused engine runs the CNNs, LeNet-5, the MLP and the linear model on the CPU, not the {} on {:?}",
+                            "the fused engine runs the CNNs, LeNet-5, the MLP, the linear model and the LSTM on the CPU, not the {} on {:?}",
                             self.config.arch.name(),
                             self.device
                         ))

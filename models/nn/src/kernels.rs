@@ -64,16 +64,32 @@ pub trait NetScalar:
     const ZERO: Self;
     /// 1.
     const ONE: Self;
+    /// σ(x) = 1 / (1 + e^{−x}) over `v`, in place ([`crate::activations`]).
+    fn sigmoid_slice(v: &mut [Self]);
+    /// tanh over `v`, in place ([`crate::activations`]).
+    fn tanh_slice(v: &mut [Self]);
 }
 
 impl NetScalar for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    fn sigmoid_slice(v: &mut [Self]) {
+        crate::activations::sigmoid_f32_slice(v);
+    }
+    fn tanh_slice(v: &mut [Self]) {
+        crate::activations::tanh_f32_slice(v);
+    }
 }
 
 impl NetScalar for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    fn sigmoid_slice(v: &mut [Self]) {
+        crate::activations::sigmoid_f64_slice(v);
+    }
+    fn tanh_slice(v: &mut [Self]) {
+        crate::activations::tanh_f64_slice(v);
+    }
 }
 
 /// im2col of consecutive images (each h · w · c) into rows (i, j) × columns (di, dj, c),

@@ -3,8 +3,8 @@
 //! unchanged.
 //!
 //! Two engines compute the costs and derivatives ([`Engine`]). The papers' fixed stacks (the
-//! CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP, the linear model) run by
-//! default on the CPU on the fused engine (`fused`): backward passes derived by hand and
+//! CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP, the linear model, the
+//! character LSTM) run by default on the CPU on the fused engine (`fused`): backward passes derived by hand and
 //! Hessian-vector and cross products by forward-over-reverse differentiation. Every network
 //! runs on candle: gradients from its backward pass; Hessian-vector products ∂²_x g · u and
 //! cross Jacobian-vector products ∂²_{xλ} g · u from a second backward pass through
@@ -25,6 +25,7 @@ mod auto_traits {
     }
 }
 
+mod activations;
 mod arch;
 mod candle;
 mod client;
@@ -38,5 +39,5 @@ pub use candle::autodiff::{
 };
 pub use candle::forward::log_softmax;
 pub use client::{DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
-pub use engines::graph_bytes;
+pub use engines::{graph_bytes, part_instances};
 pub use kernels::NetScalar;

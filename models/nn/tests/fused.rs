@@ -1,6 +1,7 @@
 //! The fused CPU engine against candle's autograd (the reference): costs, gradients,
 //! Hessian-vector and cross products equal to 1e-12 relative in f64 on every network the
-//! engine covers and every λ mode; HVP symmetry; max-pooling ties and ReLU boundaries routed
+//! engine covers (the CNNs, LeNet-5, the MLP, the linear model and the character LSTM) and
+//! every λ mode; HVP symmetry; max-pooling ties and ReLU boundaries routed
 //! as the CPU ops route them; f32 against f64; the same bits for any number of threads.
 
 use hgp_base::rng;
@@ -9,7 +10,23 @@ use hgp_nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConf
 use proptest::prelude::*;
 use rand::RngExt;
 
-const ARCHS: [Architecture; 7] = [
+/// Small LSTMs: two layers over windows of 5, one layer over windows of 1 (no recurrence).
+const LSTM: Architecture = Architecture::CharLstm {
+    seq: 5,
+    vocab: 12,
+    embed: 3,
+    hidden: 4,
+    layers: 2,
+};
+const LSTM_ONE_STEP: Architecture = Architecture::CharLstm {
+    seq: 1,
+    vocab: 12,
+    embed: 3,
+    hidden: 4,
+    layers: 1,
+};
+
+const ARCHS: [Architecture; 9] = [
     Architecture::Table5Cnn { classes: 10 },
     Architecture::SmallCnn { classes: 10 },
     Architecture::CifarCnn { classes: 10 },
@@ -23,6 +40,8 @@ const ARCHS: [Architecture; 7] = [
     },
     Architecture::Mlp { classes: 10 },
     Architecture::Linear { classes: 10 },
+    LSTM,
+    LSTM_ONE_STEP,
 ];
 
 /// The λ modes of `arch` (a representation needs a layer below its head).
@@ -33,11 +52,15 @@ fn modes(arch: Architecture) -> Vec<HyperMode> {
         HyperMode::Ensemble { members: 2 },
         HyperMode::Plain,
     ];
-    // Up to two trailing linear layers as the head, at least one layer below them.
+    // Up to two trailing linear layers as the head, at least one layer below them (the
+    // LSTM's one linear layer over its body).
     let specs = arch.params();
     let layers = specs.len() / 2;
     let linear = specs.iter().filter(|s| s.shape.len() == 2).count();
-    let head = linear.min(2).min(layers - 1);
+    let head = match arch {
+        Architecture::CharLstm { .. } => 1,
+        _ => linear.min(2).min(layers - 1),
+    };
     if head > 0 {
         modes.push(HyperMode::Representation { head_layers: head });
     }
@@ -49,9 +72,23 @@ fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
     (0..n).map(|_| r.random_range(lo..hi)).collect()
 }
 
-fn labels(n: usize, seed: u64) -> Vec<u8> {
+/// n labels of `arch`'s classes.
+fn labels(arch: Architecture, n: usize, seed: u64) -> Vec<u8> {
     let mut r = rng::stream(seed, 92, n as u64);
-    (0..n).map(|_| r.random_range(0..10u8)).collect()
+    let classes = arch.outputs() as u8;
+    (0..n).map(|_| r.random_range(0..classes)).collect()
+}
+
+/// n instances of `arch`: images with values in [lo, hi), or windows of symbols.
+fn instances(arch: Architecture, n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let len = n * arch.inputs();
+    match arch {
+        Architecture::CharLstm { vocab, .. } => {
+            let mut r = rng::stream(seed, 93, len as u64);
+            (0..len).map(|_| r.random_range(0..vocab) as f64).collect()
+        }
+        _ => uniform(len, seed, lo, hi),
+    }
 }
 
 /// max |a − b| / max |b|.
@@ -88,7 +125,7 @@ fn case(arch: Architecture, mode: HyperMode, seed: u64, train: &[f64], outer: &[
         l2_lambda: 1e-2,
         derivatives: DerivativeMode::DoubleBackward,
     };
-    let (ty, oy) = (labels(m, seed), labels(n, seed + 1));
+    let (ty, oy) = (labels(arch, m, seed), labels(arch, n, seed + 1));
     let fused = NetClient::<f64>::new(config, (train, &ty), (outer, &oy)).unwrap();
     assert_eq!(fused.engine(), Engine::Fused, "{}", arch.name());
     let candle = fused.clone().with_engine(Engine::Candle).unwrap();
@@ -113,7 +150,7 @@ fn case(arch: Architecture, mode: HyperMode, seed: u64, train: &[f64], outer: &[
             (all[body..].to_vec(), all[..body].to_vec())
         }
         HyperMode::InstanceWeights => (network(seed), uniform(m, seed + 3, 0.2, 1.8)),
-        HyperMode::ClassMask => (network(seed), uniform(10, seed + 3, -1.0, 1.0)),
+        HyperMode::ClassMask => (network(seed), uniform(arch.outputs(), seed + 3, -1.0, 1.0)),
         HyperMode::Plain => (network(seed), Vec::new()),
     };
     assert_eq!((x.len(), lambda.len()), (fused.dim_x(), fused.dim_lambda()));
@@ -162,8 +199,7 @@ fn assert_engines_agree(c: &Case, batch: Batch<'_>, tol: f64, what: &str) {
     b.inner_second_order(x, l, &c.u, batch, &mut h2, &mut l2);
     check("Hessian-vector product", &h1, &h2);
     check("cross product", &l1, &l2);
-    let p = c.fused.config().arch.inputs();
-    let images: Vec<f32> = uniform(5 * p, 3, 0.0, 1.0)
+    let images: Vec<f32> = instances(c.fused.config().arch, 5, 3, 0.0, 1.0)
         .iter()
         .map(|&v| v as f32)
         .collect();
@@ -179,9 +215,8 @@ fn assert_engines_agree(c: &Case, batch: Batch<'_>, tol: f64, what: &str) {
 #[test]
 fn the_fused_engine_equals_candle_on_every_network_and_mode() {
     for (i, &arch) in ARCHS.iter().enumerate() {
-        let p = arch.inputs();
-        let train = uniform(7 * p, 100 + i as u64, 0.0, 1.0);
-        let outer = uniform(4 * p, 200 + i as u64, 0.0, 1.0);
+        let train = instances(arch, 7, 100 + i as u64, 0.0, 1.0);
+        let outer = instances(arch, 4, 200 + i as u64, 0.0, 1.0);
         for mode in modes(arch) {
             let c = case(arch, mode, 300 + i as u64, &train, &outer);
             let what = format!("{} in {mode:?}", arch.name());
@@ -196,8 +231,7 @@ fn the_fused_engine_equals_candle_on_every_network_and_mode() {
 #[test]
 fn fused_hessian_vector_products_are_symmetric() {
     for (i, &arch) in ARCHS.iter().enumerate() {
-        let p = arch.inputs();
-        let train = uniform(6 * p, 400 + i as u64, 0.0, 1.0);
+        let train = instances(arch, 6, 400 + i as u64, 0.0, 1.0);
         for mode in modes(arch) {
             let c = case(arch, mode, 500 + i as u64, &train, &train);
             let (mut hu, mut hw) = (vec![0.0; c.x.len()], vec![0.0; c.x.len()]);
@@ -274,11 +308,10 @@ fn ties_and_relu_boundaries_route_as_the_cpu_ops() {
 #[test]
 fn f32_agrees_with_f64() {
     for (i, &arch) in ARCHS.iter().enumerate() {
-        let p = arch.inputs();
-        let train = uniform(6 * p, 700 + i as u64, 0.0, 1.0);
+        let train = instances(arch, 6, 700 + i as u64, 0.0, 1.0);
         let c = case(arch, HyperMode::ClassMask, 800 + i as u64, &train, &train);
         let config = *c.fused.config();
-        let ty = labels(6, 800 + i as u64);
+        let ty = labels(arch, 6, 800 + i as u64);
         let single = NetClient::<f32>::new(config, (&train, &ty), (&train, &ty)).unwrap();
         assert_eq!(single.engine(), Engine::Fused);
         let f = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
@@ -306,10 +339,11 @@ fn results_do_not_depend_on_the_thread_count() {
     for arch in [
         Architecture::Table5Cnn { classes: 10 },
         Architecture::Mlp { classes: 10 },
+        LSTM,
     ] {
         let p = arch.inputs();
         // 37 images: several image groups and a partial one.
-        let train = uniform(37 * p, 900, 0.0, 1.0);
+        let train = instances(arch, 37, 900, 0.0, 1.0);
         let c = case(
             arch,
             HyperMode::InstanceWeights,
@@ -384,9 +418,8 @@ proptest! {
         let arch = ARCHS[a];
         let all = modes(arch);
         let mode = all[mode_pick % all.len()];
-        let p = arch.inputs();
-        let train = uniform(9 * p, seed, -0.5, 1.5);
-        let outer = uniform(3 * p, seed + 1, -0.5, 1.5);
+        let train = instances(arch, 9, seed, -0.5, 1.5);
+        let outer = instances(arch, 3, seed + 1, -0.5, 1.5);
         let c = case(arch, mode, seed + 2, &train, &outer);
         let what = format!("{} in {mode:?}, seed {seed}", arch.name());
         let batch = if full { Batch::Full } else { Batch::Indices(&batch) };
@@ -401,12 +434,12 @@ fn predictions_over_several_parts_match_candle() {
     for arch in [
         Architecture::Mlp { classes: 10 },
         Architecture::SmallCnn { classes: 10 },
+        LSTM,
     ] {
-        let p = arch.inputs();
-        let train = uniform(4 * p, 1000, 0.0, 1.0);
+        let train = instances(arch, 4, 1000, 0.0, 1.0);
         for mode in [HyperMode::ClassMask, HyperMode::Ensemble { members: 2 }] {
             let c = case(arch, mode, 1001, &train, &train);
-            let images: Vec<f32> = uniform(300 * p, 1002, 0.0, 1.0)
+            let images: Vec<f32> = instances(arch, 300, 1002, 0.0, 1.0)
                 .iter()
                 .map(|&v| v as f32)
                 .collect();

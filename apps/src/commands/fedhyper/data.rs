@@ -109,7 +109,7 @@ impl FedHyperCmd {
     /// a `--batch`).
     pub(super) fn memory_plan(&self, pool: &Pool, test: &ImageSet, classes: usize) -> MemoryPlan {
         let arch = self.arch(classes);
-        let (grad, hvp) = hgp_nn::graph_bytes(&arch, self.batch.min(arch.chunk()));
+        let (grad, hvp) = hgp_nn::graph_bytes(&arch, self.batch.min(hgp_nn::part_instances(&arch)));
         let values = match pool {
             Pool::Pooled(images) => images.images.len(),
             Pool::PerClient(sets) => sets.iter().map(|s| s.images.len()).sum(),

@@ -237,7 +237,7 @@ impl Personalize {
         let members = if ensembles { 3 } else { 1 };
         let arch = setting.arch;
         let threads = rayon::current_num_threads().min(own.max(1));
-        let chunk = arch.chunk();
+        let chunk = hgp_nn::part_instances(&arch);
         let on_batch = hgp_nn::graph_bytes(&arch, setting.batch.min(chunk)).1;
         let full = chunk.min(largest_train);
         let on_full = hgp_nn::graph_bytes(&arch, full).0;

@@ -8,6 +8,7 @@ use candle_core::Result as CandleResult;
 use hgp_models::{Batch, Result};
 
 use super::{Fused, Head, Rows, Set};
+use crate::Architecture;
 use crate::candle::Candle;
 use crate::client::{
     Backend, Cost, DerivativeMode, Engine, HyperMode, NetClient, Part, unwrap_candle,
@@ -74,7 +75,11 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
             Head::Weighted(_) => Head::Plain,
             head => head,
         };
-        Ok(self.predict(&refs, &head, features, client.config.arch.chunk()))
+        Ok(self.predict(&refs, &head, features, self.chunk(client.config.arch)))
+    }
+
+    fn chunk(&self, arch: Architecture) -> usize {
+        self.stack.chunk(arch)
     }
 
     fn boxed_clone(&self) -> Box<dyn Backend<T>> {
@@ -154,11 +159,6 @@ impl<T: NetScalar> NetClient<T> {
             rows: rows_of(&parts),
             scale: 1.0 / size as f64,
         }
-    }
-
-    /// The layers before the first whose parameters are in x (a representation's body).
-    pub(super) fn first_x_layer(&self) -> usize {
-        self.body_tensors() / 2
     }
 
     pub(super) fn fused_value(
@@ -274,7 +274,7 @@ impl<T: NetScalar> NetClient<T> {
                 f.second(
                     &c.refs(),
                     &dirs,
-                    self.first_x_layer(),
+                    f.stack.layers_of_tensors(self.body_tensors()),
                     &c.head,
                     set,
                     &c.rows,

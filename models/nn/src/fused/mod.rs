@@ -1,7 +1,8 @@
 //! The fused CPU engine: the papers' fixed networks — convolutions (with bias), 2 × 2 max
-//! pooling, ReLU, dense layers, softmax cross-entropy and the λ modes — with hand-derived
-//! backward passes over buffers kept from call to call, and Hessian-vector products by
-//! forward-over-reverse differentiation.
+//! pooling, ReLU, dense layers, the character LSTM's embedding and stacked layers (`lstm.rs`),
+//! softmax cross-entropy and the λ modes — with hand-derived backward passes over buffers
+//! kept from call to call, and Hessian-vector products by forward-over-reverse
+//! differentiation.
 //!
 //! **Gradient.** One forward pass stores each layer's output, its ReLU mask and its
 //! pooling's argmax; one backward pass carries δ = ∂ℓ/∂(output) down the stack:
@@ -41,6 +42,7 @@
 mod client;
 mod heads;
 mod kernels;
+mod lstm;
 mod passes;
 mod stack;
 mod workspace;
@@ -52,6 +54,7 @@ use crate::kernels::{GROUP, NetScalar};
 use heads::*;
 pub(crate) use heads::{Head, softmax};
 use kernels::*;
+use lstm::LstmWork;
 pub(crate) use stack::Stack;
 use stack::*;
 use workspace::*;

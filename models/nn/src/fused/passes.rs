@@ -42,6 +42,9 @@ impl<T: NetScalar> Fused<T> {
             grow_list(&mut acts.kernels, st.convs.len());
             grow_list(&mut acts.kgrad, st.convs.len());
             acts.r_live = vec![false; stages];
+            if let Some(body) = &st.lstm {
+                body.prepare(&mut acts.lstm, b, pass);
+            }
             for s in 1..stages {
                 let len = b * st.stage_len(s);
                 grow(&mut acts.a[s], len);
@@ -106,7 +109,6 @@ impl<T: NetScalar> Fused<T> {
         b: usize,
     ) {
         let st = &self.stack;
-        let nc = st.convs.len();
         let Work {
             input,
             acts,
@@ -115,6 +117,13 @@ impl<T: NetScalar> Fused<T> {
         } = work;
         let acts = &mut acts[m];
         let second = dir.is_some();
+        if let Some(body) = &st.lstm {
+            let (out, rout) = (&mut acts.a[1][..b * body.hidden], &mut acts.ra[1]);
+            let body_dir = dir.filter(|&(_, first)| first == 0).map(|(v, _)| v);
+            let rout = second.then(|| &mut rout[..b * body.hidden]);
+            let live = body.forward(&mut acts.lstm, input, params, body_dir, b, out, rout);
+            acts.r_live[1] = second && live;
+        }
         for (l, layer) in st.convs.iter().enumerate() {
             let directed = dir.is_some_and(|(_, first)| l >= first);
             let (_, bias_at) = self.offsets[l];
@@ -147,7 +156,8 @@ impl<T: NetScalar> Fused<T> {
             acts.r_live[l + 1] = live;
         }
         // Flatten: channels last (i, j, c) to PyTorch's (c, i, j); without convolutions, a
-        // copy of the input.
+        // copy of the input (or of the LSTM's last hidden state).
+        let nc = st.body_layers();
         let s = nc + 1;
         let flat = st.stage_len(s);
         {
@@ -215,7 +225,7 @@ impl<T: NetScalar> Fused<T> {
         b: usize,
     ) {
         let st = &self.stack;
-        let nc = st.convs.len();
+        let nc = st.body_layers();
         let Work {
             input,
             acts,
@@ -284,6 +294,13 @@ impl<T: NetScalar> Fused<T> {
                 let (lo, hi) = acts.rd.split_at_mut(nc + 1);
                 unflatten(st, &hi[0][..b * flat], &mut lo[nc][..b * flat]);
             }
+        }
+        if let Some(body) = &st.lstm {
+            let body_dir = dir.filter(|&(_, first)| first == 0).map(|(v, _)| v);
+            let rd = second.then(|| &acts.rd[1][..b * body.hidden]);
+            let d = &acts.d[1][..b * body.hidden];
+            body.backward(&mut acts.lstm, params, body_dir, d, rd, grads, b);
+            return;
         }
         for (l, layer) in st.convs.iter().enumerate().rev() {
             let directed = dir.is_some_and(|(_, first)| l >= first);

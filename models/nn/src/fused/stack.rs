@@ -1,8 +1,12 @@
 //! The layer stack the fused engine runs: convolution blocks, then dense layers, with the
 //! sizes of every stage and the buffers a batch needs.
 
+use super::lstm::LstmBody;
 use crate::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
 use crate::kernels::{GROUP, Windows};
+
+/// Windows of the LSTM in one part on this engine.
+const LSTM_CHUNK: usize = 128;
 
 /// A convolution block: k × k convolution (stride 1, no padding) of `c` channels of
 /// `side` × `side` images into `out` channels, 2 × 2 max pooling, the bias, ReLU.
@@ -48,8 +52,9 @@ impl ConvLayer {
     }
 }
 
-/// A network the engine runs: convolution blocks, then dense layers with a ReLU between
-/// each two. Parameters in [`Architecture::params`]' order and PyTorch's layouts.
+/// A network the engine runs: convolution blocks or the LSTM body, then dense layers with a
+/// ReLU between each two. Parameters in [`Architecture::params`]' order and PyTorch's
+/// layouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Stack {
     /// Side and channels of the stored images (channels last).
@@ -58,13 +63,15 @@ pub(crate) struct Stack {
     /// Zeros added on every side before the first convolution.
     pub(super) pad: usize,
     pub(super) convs: Vec<ConvLayer>,
+    /// The character LSTM's embedding and layers (then no convolutions).
+    pub(super) lstm: Option<LstmBody>,
     /// (inputs, outputs) of each dense layer.
     pub(super) dense: Vec<(usize, usize)>,
 }
 
 impl Stack {
     /// The stack of `arch`, or None for the networks the engine does not cover
-    /// (MobileNet-v2, the LSTM, the bias-free logistic model).
+    /// (MobileNet-v2, the bias-free logistic model).
     pub(crate) fn of(arch: Architecture) -> Option<Self> {
         let conv = |c, out, side| ConvLayer { c, out, k: 5, side };
         let grey = |convs, dense| Self {
@@ -72,6 +79,7 @@ impl Stack {
             channels: 1,
             pad: 0,
             convs,
+            lstm: None,
             dense,
         };
         let colour = |convs, dense| Self {
@@ -79,6 +87,7 @@ impl Stack {
             channels: 3,
             pad: 0,
             convs,
+            lstm: None,
             dense,
         };
         let flat = IMAGE_SIDE * IMAGE_SIDE;
@@ -108,21 +117,53 @@ impl Stack {
             }
             Architecture::Mlp { classes } => grey(vec![], vec![(flat, 200), (200, classes)]),
             Architecture::Linear { classes } => grey(vec![], vec![(flat, classes)]),
-            Architecture::MobileNetV2 { .. }
-            | Architecture::CharLstm { .. }
-            | Architecture::Logistic { .. } => return None,
+            Architecture::CharLstm {
+                seq,
+                vocab,
+                embed,
+                hidden,
+                layers,
+            } => Self {
+                side: 0,
+                channels: 0,
+                pad: 0,
+                convs: vec![],
+                lstm: Some(LstmBody {
+                    seq,
+                    vocab,
+                    embed,
+                    hidden,
+                    layers,
+                }),
+                dense: vec![(hidden, vocab)],
+            },
+            Architecture::MobileNetV2 { .. } | Architecture::Logistic { .. } => return None,
         };
         // The pooling windows tile each convolution's output (the backward pass writes
         // every position through them).
         debug_assert!(stack.convs.iter().all(|l| l.conv_side() % 2 == 0));
         debug_assert_eq!(stack.params(), arch.dim());
+        debug_assert!(stack.lstm.is_none() || stack.convs.is_empty());
         debug_assert_eq!(stack.inputs(), arch.inputs());
         Some(stack)
     }
 
+    /// Instances in one part: [`Architecture::chunk`], but 128 windows of the LSTM (whose
+    /// buffers, about 10 MB a window of paper 004's network for an HVP, no longer hold a
+    /// graph of every step's products).
+    pub(crate) fn chunk(&self, arch: Architecture) -> usize {
+        if self.lstm.is_some() {
+            LSTM_CHUNK
+        } else {
+            arch.chunk()
+        }
+    }
+
     /// Features of a stored instance.
     pub(super) fn inputs(&self) -> usize {
-        if self.convs.is_empty() {
+        if let Some(body) = &self.lstm {
+            body.seq
+        } else if self.convs.is_empty() {
             self.dense[0].0
         } else {
             self.side * self.side * self.channels
@@ -131,6 +172,9 @@ impl Stack {
 
     /// Values of the first layer's input per instance (padded images).
     pub(super) fn input_len(&self) -> usize {
+        if let Some(body) = &self.lstm {
+            return body.seq;
+        }
         match self.convs.first() {
             Some(l) => l.in_len(),
             None => self.dense[0].0,
@@ -146,13 +190,37 @@ impl Stack {
         self.convs
             .iter()
             .map(|l| l.weight_len() + l.out)
+            .chain(self.lstm.iter().map(LstmBody::params))
             .chain(self.dense.iter().map(|&(i, o)| i * o + o))
             .sum()
     }
 
-    /// Layers (convolution blocks, then dense layers).
+    /// Layers before the dense ones: the convolution blocks, or the LSTM body as one.
+    pub(super) fn body_layers(&self) -> usize {
+        self.convs.len() + usize::from(self.lstm.is_some())
+    }
+
+    /// Layers (convolution blocks or the LSTM body, then dense layers).
     pub(super) fn layers(&self) -> usize {
-        self.convs.len() + self.dense.len()
+        self.body_layers() + self.dense.len()
+    }
+
+    /// The layers holding the first `tensors` tensors of [`Architecture::params`] (a
+    /// representation's body).
+    pub(super) fn layers_of_tensors(&self, tensors: usize) -> usize {
+        let sizes = self
+            .convs
+            .iter()
+            .map(|_| 2)
+            .chain(self.lstm.iter().map(LstmBody::tensors))
+            .chain(self.dense.iter().map(|_| 2));
+        let mut seen = 0;
+        sizes
+            .take_while(|&n| {
+                seen += n;
+                seen <= tensors
+            })
+            .count()
     }
 
     /// Stages: the input, each convolution block's output, each dense layer's input, the
@@ -163,11 +231,14 @@ impl Stack {
 
     /// Values per instance of stage `s`.
     pub(super) fn stage_len(&self, s: usize) -> usize {
-        let nc = self.convs.len();
+        let nc = self.body_layers();
         if s == 0 {
             self.input_len()
         } else if s <= nc {
-            self.convs[s - 1].out_len()
+            match &self.lstm {
+                Some(body) => body.hidden,
+                None => self.convs[s - 1].out_len(),
+            }
         } else if s < self.stages() - 1 {
             self.dense[s - nc - 1].0
         } else {
@@ -175,13 +246,18 @@ impl Stack {
         }
     }
 
-    /// The (weight, bias) offsets of each layer in a network's flat parameters.
+    /// The (weight, bias) offsets of each layer in a network's flat parameters ((0, 0) for
+    /// the LSTM body, which comes first and knows its own).
     pub(super) fn offsets(&self) -> Vec<(usize, usize)> {
         let mut at = 0;
         let mut out = Vec::with_capacity(self.layers());
         for l in &self.convs {
             out.push((at, at + l.weight_len()));
             at += l.weight_len() + l.out;
+        }
+        if let Some(body) = &self.lstm {
+            out.push((0, 0));
+            at += body.params();
         }
         for &(i, o) in &self.dense {
             out.push((at, at + i * o));
@@ -207,13 +283,14 @@ impl Stack {
         let kernels: usize = self.convs.iter().map(|l| l.weight_len()).sum();
         let omax = self.convs.iter().map(|l| l.out).max().unwrap_or(0);
         let scratch = b.div_ceil(GROUP) * (patches + products + kernels + omax);
-        let bytes = |copies: usize| {
-            (F32 * (b * (self.input_len() + copies * values) + scratch + 3 * kernels) as f64
+        let body = self.lstm.map_or((0, 0), |l| l.values_per_window());
+        let bytes = |copies: usize, body: usize| {
+            (F32 * (b * (self.input_len() + copies * values + body) + scratch + 3 * kernels) as f64
                 + (b * (values + routes)) as f64)
                 * 4.0
                 / 3.0
         };
-        (bytes(2), bytes(4))
+        (bytes(2, body.0), bytes(4, body.1))
     }
 
     /// Largest per-group scratch: (patches, products) values.

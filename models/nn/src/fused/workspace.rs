@@ -1,6 +1,7 @@
 //! The buffers of one call: each network's activations, their R{·} and derivatives, and
 //! the scratch space of the kernels, grown to the largest part seen and kept between calls.
 
+use super::LstmWork;
 use crate::kernels::NetScalar;
 
 /// One network's activations and their derivatives for a batch.
@@ -25,6 +26,8 @@ pub(super) struct Acts<T> {
     pub(super) kernels: Vec<Vec<T>>,
     /// Kernel gradients (or their R) in the patches' order, summed over a call's parts.
     pub(super) kgrad: Vec<Vec<T>>,
+    /// The LSTM body's buffers.
+    pub(super) lstm: LstmWork<T>,
 }
 
 /// Per image group: unfolded patches, products, the partial kernel and bias sums.
