@@ -7,6 +7,11 @@
 //! each time: its FLOP count, the achieved GFLOP/s, the ratio to a plain candle matrix
 //! product of the same number of FLOPs measured in the same run (1.0 would be the machine's
 //! GEMM speed), and the HVP's time over the step's.
+//!
+//! Paper 004's large networks (MobileNet-v2, the LSTM on windows of 80 and 200) are then
+//! timed in PyTorch in the same run, on the same batch and threads
+//! (`models/nn/scripts/torch_compare.py`, when `python3` can import torch; `HGP_BENCH_TORCH=0`
+//! skips it), and each of our rows is printed over PyTorch's gradient or double-backward HVP.
 
 use std::time::Duration;
 
@@ -132,39 +137,114 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Mean time in seconds of one benchmark of this run (criterion stores "a/b" as "a_b").
+/// Mean time in seconds of one benchmark, as criterion last stored it (this run's where it
+/// ran; criterion stores "a/b" as "a_b").
 fn mean_seconds(function: &str) -> Option<f64> {
     hgp_base::bench::mean_seconds(&["cnn", &function.replace('/', "_")])
 }
 
+/// The networks this run benchmarked: those with a function the filter (criterion's first
+/// free argument, a regular expression) selects.
+fn selected() -> Vec<&'static str> {
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
+    let filter =
+        regex::Regex::new(&filter).unwrap_or_else(|_| regex::Regex::new("").expect("empty"));
+    NETWORKS
+        .iter()
+        .filter(|(name, _)| {
+            ["gradient", "hvp", "fused-gradient", "fused-hvp"]
+                .iter()
+                .any(|row| filter.is_match(&format!("cnn/{name}/{row}")))
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// PyTorch's times of the networks `names` it can run (see the module's documentation):
+/// (network, "gradient" or "hvp", seconds).
+fn torch_times(names: &[&str]) -> Vec<(String, String, f64)> {
+    let wanted: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| matches!(*n, "mobilenet-v2" | "lstm-80" | "lstm-200"))
+        .collect();
+    if wanted.is_empty() || std::env::var("HGP_BENCH_TORCH").is_ok_and(|v| v == "0") {
+        return Vec::new();
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/torch_compare.py");
+    let threads = rayon::current_num_threads().to_string();
+    let batch = BATCH.to_string();
+    println!("\nPyTorch on the same batch ({script}, {threads} threads) ...");
+    let out = std::process::Command::new("python3")
+        .args([script, "--threads", &threads, "--batch", &batch])
+        .args(["--networks", &wanted.join(",")])
+        .output();
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
+        println!("  not measured: python3 with torch (and torchvision) is not available");
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            Some((
+                v["network"].as_str()?.to_string(),
+                v["what"].as_str()?.to_string(),
+                v["seconds"].as_f64()?,
+            ))
+        })
+        .collect()
+}
+
 fn summary() {
+    let selected = selected();
+    let torch = torch_times(&selected);
     println!("\nbatch {BATCH}, f32, CPU; ratio = time / a candle matmul of the same FLOPs");
     for (name, arch) in NETWORKS {
+        if !selected.contains(&name) {
+            continue;
+        }
         println!("{} ({} parameters)", arch.name(), arch.dim());
+        for (kind, _) in [("gradient", 0), ("hvp", 0)] {
+            if let Some((_, _, s)) = torch.iter().find(|(n, w, _)| n == name && w == kind) {
+                println!("  PyTorch {kind:<7} {:>8.1} ms", s * 1e3);
+            }
+        }
         for prefix in ["", "fused-"] {
             for (kind, flops) in [("gradient", step_flops(arch)), ("hvp", hvp_flops(arch))] {
                 let row = format!("{prefix}{kind}");
-                let (Some(t), Some(gemm)) = (
-                    mean_seconds(&format!("{name}/{row}")),
-                    mean_seconds(&format!("{name}/matmul-as-{kind}")),
-                ) else {
-                    if prefix.is_empty() {
-                        println!("  {row}: not measured in this run");
-                    }
+                let Some(t) = mean_seconds(&format!("{name}/{row}")) else {
                     continue;
                 };
+                let gemm = mean_seconds(&format!("{name}/matmul-as-{kind}")).map_or(
+                    String::new(),
+                    |gemm| {
+                        format!(
+                            "   matmul {:>6.1} ms ({:>5.1} GFLOP/s)   ratio {:.2}",
+                            gemm * 1e3,
+                            flops / gemm / 1e9,
+                            t / gemm
+                        )
+                    },
+                );
                 let per_step = match (kind, mean_seconds(&format!("{name}/{prefix}gradient"))) {
                     ("hvp", Some(step)) => format!("   {:.2} × the step", t / step),
                     _ => String::new(),
                 };
+                let over_torch = torch
+                    .iter()
+                    .find(|(n, w, _)| n == name && w == kind)
+                    .map_or(String::new(), |(_, _, s)| {
+                        format!("   {:.2} × PyTorch's", t / s)
+                    });
                 println!(
-                    "  {row:<15} {:>8.1} ms  {:>6.2} GFLOP -> {:>5.1} GFLOP/s   matmul {:>6.1} ms ({:>5.1} GFLOP/s)   ratio {:.2}{per_step}",
+                    "  {row:<15} {:>8.1} ms  {:>6.2} GFLOP -> {:>5.1} GFLOP/s{gemm}{per_step}{over_torch}",
                     t * 1e3,
                     flops / 1e9,
                     flops / t / 1e9,
-                    gemm * 1e3,
-                    flops / gemm / 1e9,
-                    t / gemm
                 );
             }
         }

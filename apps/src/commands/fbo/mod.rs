@@ -302,7 +302,8 @@ impl Fbo {
                 ("MLP", (pixels + 1.0) * h + (h + 1.0) * k, graph)
             }
             Model::Net(c) => {
-                let (grad, hvp) = hgp_nn::graph_bytes(&c.arch, self.batch.min(hgp_nn::part_instances(&c.arch)));
+                let (grad, hvp) =
+                    hgp_nn::graph_bytes(&c.arch, self.batch.min(hgp_nn::part_instances(&c.arch)));
                 ("LeNet-5", c.arch.dim() as f64, grad.max(hvp))
             }
         };

@@ -39,26 +39,75 @@ pub(super) fn par_gemm<T: NetScalar>(
         (lhs.len(), lhs_cs, lhs_rs),
         (rhs.len(), rhs_cs, rhs_rs),
     );
+    strided_gemm(
+        (m, n, k),
+        (dst, 1, dst_rs),
+        (lhs, lhs_cs, lhs_rs),
+        (rhs, rhs_cs, rhs_rs),
+        accumulate,
+    );
+}
+
+/// [`par_gemm`] computed as its transpose, dstᵀ = rhsᵀ · lhsᵀ, for a row-major `dst` (m ×
+/// n): the `gemm` crate then reads rhs as its left operand, which it packs only where rows
+/// are not adjacent. For rhs row-major (rhs_cs = 1) nothing is packed on that side: the
+/// products of the LSTM, whose left operands (windows' states, row-major) would otherwise be
+/// packed again at every step.
+pub(super) fn par_gemm_t<T: NetScalar>(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs): (&mut [T], usize),
+    (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
+    (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
+    accumulate: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert_operands(
+        (m, n, k),
+        (dst.len(), dst_rs),
+        (lhs.len(), lhs_cs, lhs_rs),
+        (rhs.len(), rhs_cs, rhs_rs),
+    );
+    strided_gemm(
+        (n, m, k),
+        (dst, dst_rs, 1),
+        (rhs, rhs_rs, rhs_cs),
+        (lhs, lhs_rs, lhs_cs),
+        accumulate,
+    );
+}
+
+/// dst (m × n, column and row strides) = (or +=) lhs · rhs over fixed blocks of [`BLOCK`]
+/// columns (or rows, when there are more rows than columns). The caller has checked the
+/// operands' extents.
+fn strided_gemm<T: NetScalar>(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_cs, dst_rs): (&mut [T], usize, usize),
+    (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
+    (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
+    accumulate: bool,
+) {
     let by_columns = n >= m;
     let len = if by_columns { n } else { m };
     let out = Shared(dst.as_mut_ptr());
     (0..len.div_ceil(BLOCK)).into_par_iter().for_each(|q| {
         let (start, size) = (q * BLOCK, BLOCK.min(len - q * BLOCK));
         let (mm, nn, dst_at, lhs_at, rhs_at) = if by_columns {
-            (m, size, start, 0, start * rhs_cs)
+            (m, size, start * dst_cs, 0, start * rhs_cs)
         } else {
             (size, n, start * dst_rs, start * lhs_rs, 0)
         };
-        // SAFETY: `assert_operands` above keeps every access inside the three slices; task q
-        // writes only its own block of columns (or rows) of dst, so no two tasks write the
-        // same value, and dst is not read by anyone else while they run.
+        // SAFETY: the callers' `assert_operands` keeps every access inside the three slices;
+        // task q writes only its own block of columns (or rows) of dst, so no two tasks
+        // write the same value, and dst is not read by anyone else while they run.
         unsafe {
             gemm::gemm(
                 mm,
                 nn,
                 k,
                 out.get().add(dst_at),
-                1,
+                dst_cs as isize,
                 dst_rs as isize,
                 accumulate,
                 lhs.as_ptr().add(lhs_at),

@@ -151,6 +151,12 @@ struct LstmBufs<T> {
     rdh: Vec<T>,
     /// Whether the R-forward values of this layer are nonzero.
     r_live: bool,
+    /// W_ihᵀ, W_hhᵀ, and the direction's V_ihᵀ, V_hhᵀ (the forward products' right factors,
+    /// row-major).
+    wt_ih: Vec<T>,
+    wt_hh: Vec<T>,
+    vt_ih: Vec<T>,
+    vt_hh: Vec<T>,
 }
 
 /// A layer's view of its input: the values and their R (when live), and where its δ and
@@ -162,19 +168,25 @@ struct Below<'a, T> {
     rdx: &'a mut [T],
 }
 
-/// dst (m × n) = (or += with `acc`) a (m × k) · wᵀ, w (n × k), all row-major.
-fn times_t<T: NetScalar>(m: usize, n: usize, k: usize, dst: &mut [T], a: &[T], w: &[T], acc: bool) {
-    par_gemm((m, n, k), (dst, n), (a, 1, k), (w, k, 1), acc);
-}
-
-/// dst (m × n) = (or += with `acc`) a (m × k) · w (k × n), all row-major.
+/// dst (m × n) = (or += with `acc`) a (m × k) · w (k × n), all row-major (w read as the
+/// product's left operand, unpacked: [`par_gemm_t`]).
 fn times<T: NetScalar>(m: usize, n: usize, k: usize, dst: &mut [T], a: &[T], w: &[T], acc: bool) {
-    par_gemm((m, n, k), (dst, n), (a, 1, k), (w, 1, n), acc);
+    par_gemm_t((m, n, k), (dst, n), (a, 1, k), (w, 1, n), acc);
 }
 
 /// dst (m × n) += aᵀ b, a (k × m), b (k × n), all row-major.
 fn t_times<T: NetScalar>(m: usize, n: usize, k: usize, dst: &mut [T], a: &[T], b: &[T]) {
     par_gemm((m, n, k), (dst, n), (a, m, 1), (b, 1, n), true);
+}
+
+/// w (rows × cols, row-major) transposed into `out`.
+fn transpose<T: NetScalar>(w: &[T], rows: usize, cols: usize, out: &mut Vec<T>) {
+    let out = grow(out, rows * cols);
+    out.par_chunks_mut(rows).enumerate().for_each(|(c, col)| {
+        for (r, v) in col.iter_mut().enumerate() {
+            *v = w[r * cols + c];
+        }
+    });
 }
 
 /// Adds the column sums of `d` (rows of `n`) to `out`, in parallel over fixed blocks of
@@ -340,7 +352,7 @@ impl LstmBody {
             let (buf, below, zeros) = self.split(work, l, b);
             self.layer_forward(l, buf, below.x, zeros, params, b);
             buf.r_live = (dir.is_some() || below.rx.is_some())
-                && self.layer_r_forward(l, buf, below.x, below.rx, zeros, params, dir, b);
+                && self.layer_r_forward(l, buf, below.x, below.rx, zeros, dir, b);
         }
         let top = &work.layers[self.layers - 1];
         let last = (seq - 1) * b * h..rows * h;
@@ -371,8 +383,11 @@ impl LstmBody {
         let bias: Vec<T> = (0..h4)
             .map(|j| params[at.b_ih + j] + params[at.b_hh + j])
             .collect();
+        transpose(w_ih, h4, i, &mut buf.wt_ih);
+        transpose(w_hh, h4, h, &mut buf.wt_hh);
+        let (wt_ih, wt_hh) = (&buf.wt_ih[..i * h4], &buf.wt_hh[..h * h4]);
         let gates = &mut buf.gates[..rows * h4];
-        times_t(rows, h4, i, gates, x, w_ih, false);
+        times(rows, h4, i, gates, x, wt_ih, false);
         add_rows(gates, &bias);
         let (c, tc, hs) = (&mut buf.c, &mut buf.tc, &mut buf.h);
         let step = h4 * b;
@@ -380,7 +395,7 @@ impl LstmBody {
             let span = t * b * h..(t + 1) * b * h;
             let g_t = &mut gates[t * step..(t + 1) * step];
             if t > 0 {
-                times_t(b, h4, h, g_t, &hs[(t - 1) * b * h..t * b * h], w_hh, true);
+                times(b, h4, h, g_t, &hs[(t - 1) * b * h..t * b * h], wt_hh, true);
             }
             let (c_prev, c_now) = c.split_at_mut(t * b * h);
             let c_prev = if t > 0 {
@@ -409,31 +424,39 @@ impl LstmBody {
         x: &[T],
         rx: Option<&[T]>,
         zeros: &[T],
-        params: &[T],
         dir: Option<&[T]>,
         b: usize,
     ) -> bool {
         let (seq, h) = (self.seq, self.hidden);
         let (h4, i, rows) = (4 * h, self.input(l), seq * b);
         let at = self.at(l);
-        let w_ih = &params[at.w_ih..at.w_ih + h4 * i];
-        let w_hh = &params[at.w_hh..at.w_hh + h4 * h];
-        let rz = &mut buf.rgates[..rows * h4];
         let step = h4 * b;
         let mut written = false;
         if let Some(v) = dir {
             let v_bias: Vec<T> = (0..h4).map(|j| v[at.b_ih + j] + v[at.b_hh + j]).collect();
-            times_t(rows, h4, i, rz, x, &v[at.w_ih..at.w_ih + h4 * i], false);
+            transpose(&v[at.w_ih..at.w_ih + h4 * i], h4, i, &mut buf.vt_ih);
+            transpose(&v[at.w_hh..at.w_hh + h4 * h], h4, h, &mut buf.vt_hh);
+            let rz = &mut buf.rgates[..rows * h4];
+            times(rows, h4, i, rz, x, &buf.vt_ih[..i * h4], false);
             add_rows(rz, &v_bias);
             if seq > 1 {
-                let v_hh = &v[at.w_hh..at.w_hh + h4 * h];
                 let past = &buf.h[..(rows - b) * h];
-                times_t(rows - b, h4, h, &mut rz[step..], past, v_hh, true);
+                times(
+                    rows - b,
+                    h4,
+                    h,
+                    &mut rz[step..],
+                    past,
+                    &buf.vt_hh[..h * h4],
+                    true,
+                );
             }
             written = true;
         }
+        let (wt_ih, wt_hh) = (&buf.wt_ih[..i * h4], &buf.wt_hh[..h * h4]);
+        let rz = &mut buf.rgates[..rows * h4];
         if let Some(rx) = rx {
-            times_t(rows, h4, i, rz, rx, w_ih, written);
+            times(rows, h4, i, rz, rx, wt_ih, written);
             written = true;
         }
         if !written {
@@ -444,7 +467,7 @@ impl LstmBody {
         for t in 0..seq {
             let rz_t = &mut rz[t * step..(t + 1) * step];
             if t > 0 {
-                times_t(b, h4, h, rz_t, &rh[(t - 1) * b * h..t * b * h], w_hh, true);
+                times(b, h4, h, rz_t, &rh[(t - 1) * b * h..t * b * h], wt_hh, true);
             }
             let (rc_prev, rc_now) = rc.split_at_mut(t * b * h);
             let rc_prev = if t > 0 {
