@@ -45,6 +45,9 @@ impl<T: NetScalar> Fused<T> {
             if let Some(body) = &st.lstm {
                 body.prepare(&mut acts.lstm, b, pass);
             }
+            if let Some(body) = &st.mobile {
+                body.prepare(&mut acts.mobile, b, pass);
+            }
             for s in 1..stages {
                 let len = b * st.stage_len(s);
                 grow(&mut acts.a[s], len);
@@ -122,6 +125,14 @@ impl<T: NetScalar> Fused<T> {
             let body_dir = dir.filter(|&(_, first)| first == 0).map(|(v, _)| v);
             let rout = second.then(|| &mut rout[..b * body.hidden]);
             let live = body.forward(&mut acts.lstm, input, params, body_dir, b, out, rout);
+            acts.r_live[1] = second && live;
+        }
+        if let Some(body) = &st.mobile {
+            let c = body.out_channels();
+            let (out, rout) = (&mut acts.a[1][..b * c], &mut acts.ra[1]);
+            let body_dir = dir.filter(|&(_, first)| first == 0).map(|(v, _)| v);
+            let rout = second.then(|| &mut rout[..b * c]);
+            let live = body.forward(&mut acts.mobile, input, params, body_dir, b, out, rout);
             acts.r_live[1] = second && live;
         }
         for (l, layer) in st.convs.iter().enumerate() {
@@ -300,6 +311,14 @@ impl<T: NetScalar> Fused<T> {
             let rd = second.then(|| &acts.rd[1][..b * body.hidden]);
             let d = &acts.d[1][..b * body.hidden];
             body.backward(&mut acts.lstm, params, body_dir, d, rd, grads, b);
+            return;
+        }
+        if let Some(body) = &st.mobile {
+            let c = body.out_channels();
+            let body_dir = dir.filter(|&(_, first)| first == 0).map(|(v, _)| v);
+            let rd = second.then(|| &acts.rd[1][..b * c]);
+            let d = &acts.d[1][..b * c];
+            body.backward(&mut acts.mobile, params, body_dir, d, rd, grads, b);
             return;
         }
         for (l, layer) in st.convs.iter().enumerate().rev() {

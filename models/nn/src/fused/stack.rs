@@ -2,11 +2,14 @@
 //! sizes of every stage and the buffers a batch needs.
 
 use super::lstm::LstmBody;
+use super::mobilenet::MobileBody;
 use crate::arch::{Architecture, COLOUR_SIDE, IMAGE_SIDE};
 use crate::kernels::{GROUP, Windows};
 
-/// Windows of the LSTM in one part on this engine.
-const LSTM_CHUNK: usize = 128;
+/// Windows of the LSTM, or images of MobileNet-v2, in one part on this engine: paper 004's
+/// batch of 128 as one (MobileNet-v2's batch normalization then normalizes it as a whole,
+/// as PyTorch does).
+const WHOLE_BATCH: usize = 128;
 
 /// A convolution block: k × k convolution (stride 1, no padding) of `c` channels of
 /// `side` × `side` images into `out` channels, 2 × 2 max pooling, the bias, ReLU.
@@ -65,13 +68,15 @@ pub(crate) struct Stack {
     pub(super) convs: Vec<ConvLayer>,
     /// The character LSTM's embedding and layers (then no convolutions).
     pub(super) lstm: Option<LstmBody>,
+    /// MobileNet-v2's body (then no convolution blocks).
+    pub(super) mobile: Option<MobileBody>,
     /// (inputs, outputs) of each dense layer.
     pub(super) dense: Vec<(usize, usize)>,
 }
 
 impl Stack {
-    /// The stack of `arch`, or None for the networks the engine does not cover
-    /// (MobileNet-v2, the bias-free logistic model).
+    /// The stack of `arch`, or None for the network the engine does not cover (the
+    /// bias-free logistic model).
     pub(crate) fn of(arch: Architecture) -> Option<Self> {
         let conv = |c, out, side| ConvLayer { c, out, k: 5, side };
         let grey = |convs, dense| Self {
@@ -80,6 +85,7 @@ impl Stack {
             pad: 0,
             convs,
             lstm: None,
+            mobile: None,
             dense,
         };
         let colour = |convs, dense| Self {
@@ -88,6 +94,7 @@ impl Stack {
             pad: 0,
             convs,
             lstm: None,
+            mobile: None,
             dense,
         };
         let flat = IMAGE_SIDE * IMAGE_SIDE;
@@ -128,6 +135,7 @@ impl Stack {
                 channels: 0,
                 pad: 0,
                 convs: vec![],
+                mobile: None,
                 lstm: Some(LstmBody {
                     seq,
                     vocab,
@@ -137,23 +145,32 @@ impl Stack {
                 }),
                 dense: vec![(hidden, vocab)],
             },
-            Architecture::MobileNetV2 { .. } | Architecture::Logistic { .. } => return None,
+            Architecture::MobileNetV2 { classes } => Self {
+                side: COLOUR_SIDE,
+                channels: 3,
+                pad: 0,
+                convs: vec![],
+                lstm: None,
+                mobile: Some(MobileBody::new()),
+                dense: vec![(1280, classes)],
+            },
+            Architecture::Logistic { .. } => return None,
         };
         // The pooling windows tile each convolution's output (the backward pass writes
         // every position through them).
         debug_assert!(stack.convs.iter().all(|l| l.conv_side() % 2 == 0));
         debug_assert_eq!(stack.params(), arch.dim());
-        debug_assert!(stack.lstm.is_none() || stack.convs.is_empty());
+        debug_assert!(stack.body_layers() <= stack.convs.len().max(1));
         debug_assert_eq!(stack.inputs(), arch.inputs());
         Some(stack)
     }
 
     /// Instances in one part: [`Architecture::chunk`], but 128 windows of the LSTM (whose
     /// buffers, about 10 MB a window of paper 004's network for an HVP, no longer hold a
-    /// graph of every step's products).
+    /// graph of every step's products) or images of MobileNet-v2 (about 3 MB).
     pub(crate) fn chunk(&self, arch: Architecture) -> usize {
-        if self.lstm.is_some() {
-            LSTM_CHUNK
+        if self.lstm.is_some() || self.mobile.is_some() {
+            WHOLE_BATCH
         } else {
             arch.chunk()
         }
@@ -163,7 +180,7 @@ impl Stack {
     pub(super) fn inputs(&self) -> usize {
         if let Some(body) = &self.lstm {
             body.seq
-        } else if self.convs.is_empty() {
+        } else if self.convs.is_empty() && self.mobile.is_none() {
             self.dense[0].0
         } else {
             self.side * self.side * self.channels
@@ -174,6 +191,9 @@ impl Stack {
     pub(super) fn input_len(&self) -> usize {
         if let Some(body) = &self.lstm {
             return body.seq;
+        }
+        if self.mobile.is_some() {
+            return self.side * self.side * self.channels;
         }
         match self.convs.first() {
             Some(l) => l.in_len(),
@@ -191,13 +211,14 @@ impl Stack {
             .iter()
             .map(|l| l.weight_len() + l.out)
             .chain(self.lstm.iter().map(LstmBody::params))
+            .chain(self.mobile.iter().map(MobileBody::params))
             .chain(self.dense.iter().map(|&(i, o)| i * o + o))
             .sum()
     }
 
     /// Layers before the dense ones: the convolution blocks, or the LSTM body as one.
     pub(super) fn body_layers(&self) -> usize {
-        self.convs.len() + usize::from(self.lstm.is_some())
+        self.convs.len() + usize::from(self.lstm.is_some()) + usize::from(self.mobile.is_some())
     }
 
     /// Layers (convolution blocks or the LSTM body, then dense layers).
@@ -213,6 +234,7 @@ impl Stack {
             .iter()
             .map(|_| 2)
             .chain(self.lstm.iter().map(LstmBody::tensors))
+            .chain(self.mobile.iter().map(MobileBody::tensors))
             .chain(self.dense.iter().map(|_| 2));
         let mut seen = 0;
         sizes
@@ -235,9 +257,10 @@ impl Stack {
         if s == 0 {
             self.input_len()
         } else if s <= nc {
-            match &self.lstm {
-                Some(body) => body.hidden,
-                None => self.convs[s - 1].out_len(),
+            match (&self.lstm, &self.mobile) {
+                (Some(body), _) => body.hidden,
+                (_, Some(body)) => body.out_channels(),
+                _ => self.convs[s - 1].out_len(),
             }
         } else if s < self.stages() - 1 {
             self.dense[s - nc - 1].0
@@ -256,6 +279,10 @@ impl Stack {
             at += l.weight_len() + l.out;
         }
         if let Some(body) = &self.lstm {
+            out.push((0, 0));
+            at += body.params();
+        }
+        if let Some(body) = &self.mobile {
             out.push((0, 0));
             at += body.params();
         }
@@ -283,7 +310,11 @@ impl Stack {
         let kernels: usize = self.convs.iter().map(|l| l.weight_len()).sum();
         let omax = self.convs.iter().map(|l| l.out).max().unwrap_or(0);
         let scratch = b.div_ceil(GROUP) * (patches + products + kernels + omax);
-        let body = self.lstm.map_or((0, 0), |l| l.values_per_window());
+        let body = match (&self.lstm, &self.mobile) {
+            (Some(l), _) => l.values_per_window(),
+            (_, Some(m)) => m.values_per_image(),
+            _ => (0, 0),
+        };
         let bytes = |copies: usize, body: usize| {
             (F32 * (b * (self.input_len() + copies * values + body) + scratch + 3 * kernels) as f64
                 + (b * (values + routes)) as f64)

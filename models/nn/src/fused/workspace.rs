@@ -1,7 +1,7 @@
 //! The buffers of one call: each network's activations, their R{·} and derivatives, and
 //! the scratch space of the kernels, grown to the largest part seen and kept between calls.
 
-use super::LstmWork;
+use super::{LstmWork, MobileWork};
 use crate::kernels::NetScalar;
 
 /// One network's activations and their derivatives for a batch.
@@ -28,6 +28,8 @@ pub(super) struct Acts<T> {
     pub(super) kgrad: Vec<Vec<T>>,
     /// The LSTM body's buffers.
     pub(super) lstm: LstmWork<T>,
+    /// MobileNet-v2's body's buffers.
+    pub(super) mobile: MobileWork<T>,
 }
 
 /// Per image group: unfolded patches, products, the partial kernel and bias sums.
