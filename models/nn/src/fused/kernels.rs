@@ -218,9 +218,7 @@ pub(super) fn bias_relu<T: NetScalar>(
 /// d ⊙= mask.
 pub(super) fn apply_mask<T: NetScalar>(d: &mut [T], mask: &[u8]) {
     for (v, &m) in d.iter_mut().zip(mask) {
-        if m == 0 {
-            *v = T::ZERO;
-        }
+        *v = if m == 0 { T::ZERO } else { *v };
     }
 }
 

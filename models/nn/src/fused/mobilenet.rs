@@ -413,6 +413,8 @@ impl MobileBody {
             .with_min_len(64)
             .for_each(|(row, (((xh, o), m), z))| {
                 let res = res.map(|r| &r[row * co..(row + 1) * co]);
+                let (xh, o, m, z) = (&mut xh[..co], &mut o[..co], &mut m[..co], &z[..co]);
+                let (mu, inv, gamma, beta) = (&mu[..co], &inv[..co], &gamma[..co], &beta[..co]);
                 wide(|| {
                     for c in 0..co {
                         let h = (z[c] - mu[c]) * inv[c];
@@ -442,14 +444,9 @@ impl MobileBody {
         // R{x̂} = (R{z} − mean R{z} − x̂ mean(x̂ R{z})) / σ̂, R{σ̂} = mean(x̂ R{z}).
         let rz = &work.rz[..n * co];
         let xhat = &buf.xhat[..n * co];
-        let rmean: Vec<T> = channel_sums(rz, None, co)
-            .iter()
-            .map(|s| T::cast(s / n as f64))
-            .collect();
-        let rs: Vec<f64> = channel_sums(rz, Some(xhat), co)
-            .iter()
-            .map(|s| s / n as f64)
-            .collect();
+        let (rsum, rprod) = sums_and_products(rz, xhat, co);
+        let rmean: Vec<T> = rsum.iter().map(|s| T::cast(s / n as f64)).collect();
+        let rs: Vec<f64> = rprod.iter().map(|s| s / n as f64).collect();
         buf.rsigma = rs.clone();
         let rs: Vec<T> = rs.iter().map(|&v| T::cast(v)).collect();
         let (vg, vb): (Vec<T>, Vec<T>) = match dir {
@@ -474,6 +471,9 @@ impl MobileBody {
                 let at = row * co..(row + 1) * co;
                 let (z, xh, m) = (&rz[at.clone()], &xhat[at.clone()], &mask[at.clone()]);
                 let rr = rres.map(|r| &r[at]);
+                let (rxh, ro, z, xh, m) = (&mut rxh[..co], &mut ro[..co], &z[..co], &xh[..co], &m[..co]);
+                let (rmean, rs, inv, vg, vb, gamma) =
+                    (&rmean[..co], &rs[..co], &inv[..co], &vg[..co], &vb[..co], &gamma[..co]);
                 wide(|| {
                     for c in 0..co {
                         let h = (z[c] - rmean[c] - xh[c] * rs[c]) * inv[c];
@@ -563,14 +563,13 @@ impl MobileBody {
         let buf = &mut rest[0];
         let len = n * co;
         if u.relu6 {
-            apply_mask(&mut buf.d[..len], &buf.mask[..len]);
+            par_mask(&mut buf.d[..len], &buf.mask[..len]);
             if second {
-                apply_mask(&mut buf.rd[..len], &buf.mask[..len]);
+                par_mask(&mut buf.rd[..len], &buf.mask[..len]);
             }
         }
         let (dy, xhat) = (&buf.d[..len], &buf.xhat[..len]);
-        let s1 = channel_sums(dy, None, co);
-        let s2 = channel_sums(dy, Some(xhat), co);
+        let (s1, s2) = sums_and_products(dy, xhat, co);
         let gamma = &params[u.gamma..u.gamma + co];
         if !second {
             for ch in 0..co {
@@ -590,6 +589,8 @@ impl MobileBody {
             .zip(xhat.par_chunks(co))
             .with_min_len(64)
             .for_each(|((dz, dy), xh)| {
+                let (dz, dy, xh) = (&mut dz[..co], &dy[..co], &xh[..co]);
+                let (scale, m1, m2) = (&scale[..co], &m1[..co], &m2[..co]);
                 wide(|| {
                     for ch in 0..co {
                         dz[ch] = scale[ch] * (dy[ch] - m1[ch] - xh[ch] * m2[ch]);
@@ -606,8 +607,7 @@ impl MobileBody {
         let rdz = if second {
             // R{∂z} (see the module's documentation).
             let rdy = &buf.rd[..len];
-            let r1 = channel_sums(rdy, None, co);
-            let r2 = channel_sums(rdy, Some(xhat), co);
+            let (r1, r2) = sums_and_products(rdy, xhat, co);
             let r3 = if live {
                 channel_sums(dy, Some(&buf.rxhat[..len]), co)
             } else {
@@ -724,6 +724,13 @@ impl MobileBody {
     }
 }
 
+/// d ⊙ mask, in parallel over fixed blocks.
+fn par_mask<T: NetScalar>(d: &mut [T], mask: &[u8]) {
+    d.par_chunks_mut(4096)
+        .zip(mask.par_chunks(4096))
+        .for_each(|(d, m)| wide(|| apply_mask(d, m)));
+}
+
 /// Values of a unit's input tensor for `b` images.
 fn n_in(u: &Unit, b: usize) -> usize {
     b * u.side_in * u.side_in * u.c_in
@@ -755,6 +762,28 @@ fn channel_sums<T: NetScalar>(a: &[T], b: Option<&[T]>, c: usize) -> Vec<f64> {
             add_blocks(blocks, c)
         }
     }
+}
+
+/// Per-channel (Σ a, Σ a ⊙ b) of `a` and `b` (rows of `c`) in one pass, over fixed blocks of
+/// [`ROWS`] rows added in block order.
+fn sums_and_products<T: NetScalar>(a: &[T], b: &[T], c: usize) -> (Vec<f64>, Vec<f64>) {
+    let blocks: Vec<Vec<f64>> = a
+        .par_chunks(ROWS * c)
+        .zip(b.par_chunks(ROWS * c))
+        .map(|(x, y)| {
+            let mut acc = vec![0.0; 2 * c];
+            let (sum, prod) = acc.split_at_mut(c);
+            for (rx, ry) in x.chunks_exact(c).zip(y.chunks_exact(c)) {
+                for (((s, p), &u), &v) in sum.iter_mut().zip(prod.iter_mut()).zip(rx).zip(ry) {
+                    *s += u.as_f64();
+                    *p += (u * v).as_f64();
+                }
+            }
+            acc
+        })
+        .collect();
+    let total = add_blocks(blocks, 2 * c);
+    (total[..c].to_vec(), total[c..].to_vec())
 }
 
 /// Per-channel sums of `f(row, acc)` over the rows of `a` (rows of `c`): fixed blocks of
