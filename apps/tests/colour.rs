@@ -4,40 +4,8 @@
 use std::path::Path;
 
 mod common;
+use common::cifar::{cifar10, records};
 use common::{fails, hgp, json};
-
-/// `count` CIFAR records whose class shows in the image (a brighter red plane for higher
-/// labels, plus a pattern that differs per record), labels cycling through `classes`; CIFAR-100
-/// records carry the coarse label (fine / 5) first.
-fn records(count: usize, classes: usize, hundred: bool, salt: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(count * 3074);
-    for k in 0..count {
-        let label = ((k * 7 + salt) % classes) as u8;
-        if hundred {
-            out.push(label / 5);
-        }
-        out.push(label);
-        for ch in 0..3 {
-            for p in 0..1024 {
-                let base = if ch == 0 { 20 * usize::from(label) } else { 60 };
-                out.push(((base + (p * (k + 3) + ch * 31) % 40) % 256) as u8);
-            }
-        }
-    }
-    out
-}
-
-/// A CIFAR-10 folder as extracted: two training batches and the test batch.
-fn cifar10(dir: &Path, per_file: usize) {
-    let folder = dir.join("cifar-10-batches-bin");
-    std::fs::create_dir_all(&folder).unwrap();
-    for (k, name) in ["data_batch_1.bin", "data_batch_2.bin", "test_batch.bin"]
-        .iter()
-        .enumerate()
-    {
-        std::fs::write(folder.join(name), records(per_file, 10, false, k)).unwrap();
-    }
-}
 
 #[test]
 fn fedhyper_runs_on_cifar10() {
@@ -310,29 +278,6 @@ fn personalize_runs_paper_004s_methods_on_cifar() {
         log.contains("60 / 20 / 120") && log.contains("scaled down"),
         "{log}"
     );
-    // MobileNet-v2 on 2 CPU cores: its HVPs on batches of 48 (in parts of 32) for three
-    // networks and two clients at once hold more than the machine has, refused before any
-    // training with the estimate's largest part (a line naming --batch and the threads).
-    let err = fails(&[
-        "personalize",
-        "--dataset",
-        "cifar10",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--estimator",
-        "pdbo",
-        "--clients",
-        "4",
-        "--batch",
-        "48",
-        "--out",
-        dir.path().join("big").to_str().unwrap(),
-    ]);
-    assert!(
-        err.contains("in memory") && err.contains("--batch 48") && err.contains("MobileNet-v2"),
-        "{err}"
-    );
-    assert!(!dir.path().join("big/personalize.csv").exists());
     // A grey network does not take colour images.
     let err = fails(&[
         "personalize",
@@ -349,4 +294,31 @@ fn personalize_runs_paper_004s_methods_on_cifar() {
         err.contains("--model cnn5") && err.contains("cifar-cnn"),
         "{err}"
     );
+}
+
+/// MobileNet-v2 (the fused engine, batch statistics over each batch) in `personalize` runs to
+/// the end on CIFAR-10 files, with finite losses for every method.
+#[test]
+fn personalize_runs_mobilenet_v2_on_cifar10() {
+    let dir = tempfile::tempdir().unwrap();
+    cifar10(dir.path(), 100);
+    let data = dir.path().join("cifar-10-batches-bin");
+    let out = hgp(&common::cifar::MOBILENET_RUN
+        .iter()
+        .copied()
+        .chain(["--data-dir", data.to_str().unwrap(), "--json"])
+        .chain(["--out", dir.path().join("out").to_str().unwrap()])
+        .collect::<Vec<_>>());
+    let v = json(&out);
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    for row in rows {
+        let losses = row["outer_loss"].as_array().expect("outer losses");
+        assert!(
+            losses
+                .iter()
+                .all(|l| l.as_f64().is_some_and(f64::is_finite)),
+            "{row}"
+        );
+    }
 }

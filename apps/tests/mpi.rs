@@ -622,6 +622,18 @@ fn fbo_lenet_over_ranks_gives_the_simulators_bits() {
     );
 }
 
+/// MobileNet-v2 on CIFAR-10 (the fused engine, batch statistics) over 2 ranks gives the
+/// one-process numbers and file.
+#[test]
+fn mobilenet_over_ranks_gives_the_simulators_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    common::cifar::cifar10(dir.path(), 100);
+    let data = dir.path().join("cifar-10-batches-bin");
+    let mut args = common::cifar::MOBILENET_RUN.to_vec();
+    args.extend(["--data-dir", data.to_str().unwrap(), "--json"]);
+    same_over_ranks(2, &args, &["personalize.csv"]);
+}
+
 /// Text: personalize (paper 004's four methods) and fedhyper (the natural split) on
 /// Shakespeare over 2 ranks give the one-process numbers.
 #[test]

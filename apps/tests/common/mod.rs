@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cifar;
 pub mod text;
 
 use std::path::Path;

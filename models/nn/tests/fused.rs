@@ -561,3 +561,22 @@ fn mobilenet_normalizes_the_whole_batch() {
         "ghost batches: {ca} vs {cb}"
     );
 }
+
+/// Paper 004's batch of 128 is one part on the fused engine for MobileNet-v2 and the LSTM,
+/// and the buffers it holds stay small: under 1 GB for an HVP of MobileNet-v2 (f32), under
+/// 2 GB for the LSTM on windows of 200 (candle held 24 GB, and 8 GB + 315 MB a window).
+#[test]
+fn the_large_networks_take_the_batch_of_128_as_one_part() {
+    let lstm = Architecture::CharLstm {
+        seq: 200,
+        vocab: 80,
+        embed: 8,
+        hidden: 256,
+        layers: 2,
+    };
+    for (arch, limit) in [(MOBILENET, 1.0e9), (lstm, 2.0e9)] {
+        assert_eq!(hgp_nn::part_instances(&arch), 128, "{}", arch.name());
+        let (gradient, hvp) = hgp_nn::graph_bytes(&arch, 128);
+        assert!(gradient < hvp && hvp < limit, "{}: {hvp}", arch.name());
+    }
+}

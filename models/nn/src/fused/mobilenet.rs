@@ -471,9 +471,16 @@ impl MobileBody {
                 let at = row * co..(row + 1) * co;
                 let (z, xh, m) = (&rz[at.clone()], &xhat[at.clone()], &mask[at.clone()]);
                 let rr = rres.map(|r| &r[at]);
-                let (rxh, ro, z, xh, m) = (&mut rxh[..co], &mut ro[..co], &z[..co], &xh[..co], &m[..co]);
-                let (rmean, rs, inv, vg, vb, gamma) =
-                    (&rmean[..co], &rs[..co], &inv[..co], &vg[..co], &vb[..co], &gamma[..co]);
+                let (rxh, ro, z, xh, m) =
+                    (&mut rxh[..co], &mut ro[..co], &z[..co], &xh[..co], &m[..co]);
+                let (rmean, rs, inv, vg, vb, gamma) = (
+                    &rmean[..co],
+                    &rs[..co],
+                    &inv[..co],
+                    &vg[..co],
+                    &vb[..co],
+                    &gamma[..co],
+                );
                 wide(|| {
                     for c in 0..co {
                         let h = (z[c] - rmean[c] - xh[c] * rs[c]) * inv[c];
