@@ -40,17 +40,19 @@ pub enum Architecture {
     ///
     /// Convolutions have no bias and are followed by batch normalization with **batch
     /// statistics** (training mode): each evaluation normalizes by the mean and variance of
-    /// the instances it is given, in parts of at most [`Architecture::chunk`] = 32 instances:
-    /// a mini-batch of an SGP step or an HVP of up to 32 images as a whole, larger ones
-    /// (paper 004's 128) and full-batch costs part by part, each part by its own statistics
-    /// ("ghost batches"; PyTorch would normalize the 128 together, but their double backward
-    /// takes 24 GB here); predictions by the statistics of the predicted part. The statistics
+    /// the instances it is given, in parts of at most [`part_instances`](crate::part_instances):
+    /// 128 on the fused engine (the CPU's default), so paper 004's batch of 128 is normalized
+    /// as a whole, as PyTorch does; larger batches and full-batch costs part by part, each
+    /// part by its own statistics; predictions by the statistics of the predicted part. On
+    /// candle the parts hold at most [`Architecture::chunk`] = 32 images ("ghost batches":
+    /// its double backward through 128 would take 24 GB), so the engines agree on batches
+    /// of up to 32. The statistics
     /// are functions of x, so the gradient and the Hessian-vector products differentiate
     /// through them: the inner cost is the loss of the network *as trained*, and the HVP is
     /// exact for that cost. There are no running averages (x holds the learnable
     /// parameters only), and no dropout (the classifier's Dropout(0.2) would make the
-    /// costs random functions of x). Stride-2 convolutions are computed at stride 1 and
-    /// subsampled.
+    /// costs random functions of x). On candle, stride-2 convolutions are computed at stride 1
+    /// and subsampled; the fused engine computes them at stride 2 (`fused/mobilenet.rs`).
     MobileNetV2 {
         /// Classes C.
         classes: usize,

@@ -77,11 +77,11 @@ pub enum Engine {
     /// call to call, Hessian-vector and cross products by forward-over-reverse
     /// differentiation (Pearlmutter's R-operator). The default on the CPU for the networks
     /// it covers: the CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP, the
-    /// linear model and the character LSTM, in every λ mode.
+    /// linear model, the character LSTM and MobileNet-v2, in every λ mode.
     Fused,
     /// candle's autograd, with Hessian-vector products by double backward: every network,
     /// any device. The reference the fused engine is tested against, and the engine of
-    /// MobileNet-v2 and the logistic model.
+    /// the logistic model.
     Candle,
 }
 

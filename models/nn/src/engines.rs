@@ -1,5 +1,5 @@
 //! Which engine runs which network: the constructors of [`NetClient`] choose the fused CPU
-//! engine for the papers' fixed stacks on the CPU and candle otherwise (or the engine asked
+//! engine for the papers' networks on the CPU and candle otherwise (or the engine asked
 //! for), and the memory a run of each holds. The one file that knows both engines: the
 //! client (`client.rs`) speaks only to the [`Backend`] trait, each engine's folder only to the
 //! client. A further engine is a folder of its own plus its arm here and in [`Engine`].
@@ -18,9 +18,10 @@ use crate::kernels::NetScalar;
 
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
 /// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
-/// the fused engine's buffers where it runs (the CNNs, LeNet-5, the MLP, the linear model and
-/// the LSTM on the CPU: about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on
-/// candle; 9.9 MB a window of 200 symbols for the LSTM's, against 315 MB and 8 GB more),
+/// the fused engine's buffers where it runs (every network but the logistic model, on the CPU:
+/// about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on candle; 3.3 MB for
+/// MobileNet-v2's, against 188 MB; 9.9 MB a window of 200 symbols for the LSTM's, against
+/// 315 MB and 8 GB more),
 /// else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times the
 /// instances, plus, for the LSTM, a fixed part that does not grow with them (the per-step
 /// products for the weights' gradients).
@@ -42,7 +43,7 @@ pub fn part_instances(arch: &Architecture) -> usize {
 }
 
 /// The fused engine's stack for `arch` on `device`: the one rule of where it runs (the
-/// papers' fixed stacks, on the CPU).
+/// papers' networks, on the CPU).
 fn fused_stack(arch: Architecture, device: &Device) -> Option<Stack> {
     Stack::of(arch).filter(|_| device.is_cpu())
 }
@@ -96,7 +97,7 @@ impl<T: NetScalar> NetClient<T> {
             Engine::Fused => {
                 let stack = fused_stack(self.config.arch, &self.device).ok_or_else(|| {
                         ModelError::Network(format!(
-                            "the fused engine runs the CNNs, LeNet-5, the MLP, the linear model and the LSTM on the CPU, not the {} on {:?}",
+                            "the fused engine runs the papers' networks on the CPU (the CNNs, LeNet-5, the MLP, the linear model, the LSTM, MobileNet-v2), not the {} on {:?}",
                             self.config.arch.name(),
                             self.device
                         ))

@@ -4,7 +4,7 @@
 //!
 //! Two engines compute the costs and derivatives ([`Engine`]). The papers' fixed stacks (the
 //! CNNs of HGP Tables 5 and 3, the CIFAR CNN, LeNet-5, the MLP, the linear model, the
-//! character LSTM) run by default on the CPU on the fused engine (`fused`): backward passes derived by hand and
+//! character LSTM, MobileNet-v2) run by default on the CPU on the fused engine (`fused`): backward passes derived by hand and
 //! Hessian-vector and cross products by forward-over-reverse differentiation. Every network
 //! runs on candle: gradients from its backward pass; Hessian-vector products ∂²_x g · u and
 //! cross Jacobian-vector products ∂²_{xλ} g · u from a second backward pass through

@@ -1,0 +1,235 @@
+//! The LSTM's products, sums and per-window step kernels (the equations of the body's
+//! documentation, one window at a time).
+
+use rayon::prelude::*;
+
+use super::super::*;
+use crate::activations::wide;
+
+/// dst (m × n) = (or += with `acc`) a (m × k) · w (k × n), all row-major (w read as the
+/// product's left operand, unpacked: [`par_gemm_t`]).
+pub(super) fn times<T: NetScalar>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [T],
+    a: &[T],
+    w: &[T],
+    acc: bool,
+) {
+    par_gemm_t((m, n, k), (dst, n), (a, 1, k), (w, 1, n), acc);
+}
+
+/// dst (m × n) += aᵀ b, a (k × m), b (k × n), all row-major.
+pub(super) fn t_times<T: NetScalar>(m: usize, n: usize, k: usize, dst: &mut [T], a: &[T], b: &[T]) {
+    par_gemm((m, n, k), (dst, n), (a, m, 1), (b, 1, n), true);
+}
+
+/// w (rows × cols, row-major) transposed into `out`.
+pub(super) fn transpose<T: NetScalar>(w: &[T], rows: usize, cols: usize, out: &mut Vec<T>) {
+    let out = grow(out, rows * cols);
+    out.par_chunks_mut(rows).enumerate().for_each(|(c, col)| {
+        for (r, v) in col.iter_mut().enumerate() {
+            *v = w[r * cols + c];
+        }
+    });
+}
+
+/// Adds the column sums of `d` (rows of `n`) to `out`, in parallel over fixed blocks of
+/// columns, each summed in row order.
+pub(super) fn add_column_sums<T: NetScalar>(d: &[T], n: usize, out: &mut [T]) {
+    out.par_chunks_mut(BLOCK).enumerate().for_each(|(q, out)| {
+        let cols = q * BLOCK..q * BLOCK + out.len();
+        for row in d.chunks_exact(n) {
+            for (o, &v) in out.iter_mut().zip(&row[cols.clone()]) {
+                *o += v;
+            }
+        }
+    });
+}
+
+/// Adds the column sums of `dz` (rows of 4H) to both biases' gradients (b_ih and b_hh enter
+/// the gates alike).
+pub(super) fn add_bias_sums<T: NetScalar>(dz: &[T], g_ih: &mut [T], g_hh: &mut [T]) {
+    let mut sums = vec![T::ZERO; g_ih.len()];
+    add_column_sums(dz, g_ih.len(), &mut sums);
+    for ((a, b), &s) in g_ih.iter_mut().zip(g_hh.iter_mut()).zip(&sums) {
+        *a += s;
+        *b += s;
+    }
+}
+
+/// Adds `v` to every row (of `v.len()`) of `rows`.
+pub(super) fn add_rows<T: NetScalar>(rows: &mut [T], v: &[T]) {
+    rows.par_chunks_mut(v.len()).for_each(|row| {
+        for (r, &b) in row.iter_mut().zip(v) {
+            *r += b;
+        }
+    });
+}
+
+/// One window's step forward: the gates' pre-activations `z` (4H) become their activations
+/// (i, f, g, o); from the previous cell `cp`, the cell `c`, its tanh `tc` and the hidden
+/// state `hh`.
+#[inline(always)]
+pub(super) fn step_forward<T: NetScalar>(
+    z: &mut [T],
+    cp: &[T],
+    c: &mut [T],
+    tc: &mut [T],
+    hh: &mut [T],
+) {
+    let h = c.len();
+    let (ifg, o) = z.split_at_mut(3 * h);
+    T::sigmoid_slice(&mut ifg[..2 * h]);
+    T::tanh_slice(&mut ifg[2 * h..]);
+    T::sigmoid_slice(o);
+    let (i, rest) = z.split_at(h);
+    let (f, rest) = rest.split_at(h);
+    let (g, o) = rest.split_at(h);
+    wide(|| {
+        for j in 0..h {
+            c[j] = f[j] * cp[j] + i[j] * g[j];
+        }
+    });
+    tc.copy_from_slice(c);
+    T::tanh_slice(tc);
+    wide(|| {
+        for j in 0..h {
+            hh[j] = o[j] * tc[j];
+        }
+    });
+}
+
+/// One window's R-forward step: `r` (4H), R of the gates' pre-activations, becomes R of their
+/// activations; with the previous cell and its R (`prev`) and tanh of the cell `tc`, the R
+/// of the cell `rc` and of the hidden state `rh`.
+#[inline(always)]
+pub(super) fn step_r_forward<T: NetScalar>(
+    g: &[T],
+    r: &mut [T],
+    (cp, rcp): (&[T], &[T]),
+    tc: &[T],
+    rc: &mut [T],
+    rh: &mut [T],
+) {
+    let h = rc.len();
+    let one = T::ONE;
+    let (g, r, cp, rcp, tc, rh) = (
+        &g[..4 * h],
+        &mut r[..4 * h],
+        &cp[..h],
+        &rcp[..h],
+        &tc[..h],
+        &mut rh[..h],
+    );
+    wide(|| {
+        // σ' = σ (1 − σ) on i, f and o; tanh' = 1 − tanh² on g.
+        for (r, &a) in r[..2 * h].iter_mut().zip(&g[..2 * h]) {
+            *r = a * (one - a) * *r;
+        }
+        for (r, &a) in r[2 * h..3 * h].iter_mut().zip(&g[2 * h..3 * h]) {
+            *r = (one - a * a) * *r;
+        }
+        for (r, &a) in r[3 * h..].iter_mut().zip(&g[3 * h..]) {
+            *r = a * (one - a) * *r;
+        }
+        for j in 0..h {
+            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+            let (ri, rf, rg, ro) = (r[j], r[h + j], r[2 * h + j], r[3 * h + j]);
+            let cell = ri * gg + ig * rg + (rf * cp[j] + fg * rcp[j]);
+            let t = tc[j];
+            rc[j] = cell;
+            rh[j] = ro * t + og * (one - t * t) * cell;
+        }
+    });
+}
+
+/// One window's backward step: from the gates `g`, ∂h `dh`, tanh of the cell `tc`, the
+/// previous cell `cp` and the next step's ∂c and forget gate (`next`, zeros after the last
+/// step), ∂c `dc` and δz `dz`.
+#[inline(always)]
+pub(super) fn step_backward<T: NetScalar>(
+    g: &[T],
+    dh: &[T],
+    tc: &[T],
+    cp: &[T],
+    (dc_next, f_next): (&[T], &[T]),
+    dc: &mut [T],
+    dz: &mut [T],
+) {
+    let h = dc.len();
+    let one = T::ONE;
+    let (g, dh, tc, cp, dc_next, f_next, dz) = (
+        &g[..4 * h],
+        &dh[..h],
+        &tc[..h],
+        &cp[..h],
+        &dc_next[..h],
+        &f_next[..h],
+        &mut dz[..4 * h],
+    );
+    wide(|| {
+        for j in 0..h {
+            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+            let (d_h, t) = (dh[j], tc[j]);
+            let d_c = d_h * og * (one - t * t) + dc_next[j] * f_next[j];
+            dc[j] = d_c;
+            dz[j] = d_c * gg * ig * (one - ig);
+            dz[h + j] = d_c * cp[j] * fg * (one - fg);
+            dz[2 * h + j] = d_c * ig * (one - gg * gg);
+            dz[3 * h + j] = d_h * t * og * (one - og);
+        }
+    });
+}
+
+/// One window's R-backward step (the backward step's lines under the R-operator): from the
+/// gates and their R, ∂h and its R, tanh of the cell and the cell's R, the previous cell and
+/// its R, ∂c, and the next step's ∂c, forget gate and its R; R{∂c} (carried in `rdc`, which
+/// holds the next step's on entry) and R{δz} `rdz`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn step_r_backward<T: NetScalar>(
+    (g, rg): (&[T], &[T]),
+    (dh, rdh): (&[T], &[T]),
+    (tc, rc): (&[T], &[T]),
+    (cp, rcp): (&[T], &[T]),
+    dc: &[T],
+    (dc_next, f_next, rf_next): (&[T], &[T], &[T]),
+    rdc: &mut [T],
+    rdz: &mut [T],
+) {
+    let h = rdc.len();
+    let (one, two) = (T::ONE, T::cast(2.0));
+    let (g, rg, rdz) = (&g[..4 * h], &rg[..4 * h], &mut rdz[..4 * h]);
+    let (dh, rdh, tc, rc, cp, rcp, dc) = (
+        &dh[..h],
+        &rdh[..h],
+        &tc[..h],
+        &rc[..h],
+        &cp[..h],
+        &rcp[..h],
+        &dc[..h],
+    );
+    let (dc_next, f_next, rf_next) = (&dc_next[..h], &f_next[..h], &rf_next[..h]);
+    wide(|| {
+        for j in 0..h {
+            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+            let (ri, rf, rg, ro) = (rg[j], rg[h + j], rg[2 * h + j], rg[3 * h + j]);
+            let (d_h, r_dh, t, d_c) = (dh[j], rdh[j], tc[j], dc[j]);
+            let rtc = (one - t * t) * rc[j];
+            let r_dc = (r_dh * og + d_h * ro) * (one - t * t) - two * d_h * og * t * rtc
+                + (rdc[j] * f_next[j] + dc_next[j] * rf_next[j]);
+            rdc[j] = r_dc;
+            let (di, dg, df, d_o) = (d_c * gg, d_c * ig, d_c * cp[j], d_h * t);
+            let r_di = r_dc * gg + d_c * rg;
+            let r_dg = r_dc * ig + d_c * ri;
+            let r_df = r_dc * cp[j] + d_c * rcp[j];
+            let r_do = r_dh * t + d_h * rtc;
+            rdz[j] = r_di * ig * (one - ig) + di * (one - two * ig) * ri;
+            rdz[h + j] = r_df * fg * (one - fg) + df * (one - two * fg) * rf;
+            rdz[2 * h + j] = r_dg * (one - gg * gg) - two * dg * gg * rg;
+            rdz[3 * h + j] = r_do * og * (one - og) + d_o * (one - two * og) * ro;
+        }
+    });
+}
