@@ -1,8 +1,6 @@
 //! Colour images end to end: `--dataset cifar10 | cifar100 --data-dir DIR` on files the test
 //! writes in the CIFAR binary layout (records of label byte(s) + red, green and blue planes).
 
-use std::path::Path;
-
 mod common;
 use common::cifar::{cifar10, records};
 use common::{fails, hgp, json};

@@ -19,7 +19,7 @@ use crate::kernels::NetScalar;
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
 /// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
 /// the fused engine's buffers where it runs (every network but the logistic model, on the CPU:
-/// about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on candle; 3.3 MB for
+/// about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on candle; 3.9 MB for
 /// MobileNet-v2's, against 188 MB; 9.9 MB a window of 200 symbols for the LSTM's, against
 /// 315 MB and 8 GB more),
 /// else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times the

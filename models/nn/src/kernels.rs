@@ -64,9 +64,10 @@ pub trait NetScalar:
     const ZERO: Self;
     /// 1.
     const ONE: Self;
-    /// σ(x) = 1 / (1 + e^{−x}) over `v`, in place ([`crate::activations`]).
+    /// σ(x) = 1 / (1 + e^{−x}) over `v`, in place: the standard library's functions in f64,
+    /// vectorizable polynomials within a few ulps in f32.
     fn sigmoid_slice(v: &mut [Self]);
-    /// tanh over `v`, in place ([`crate::activations`]).
+    /// tanh over `v`, in place (as [`NetScalar::sigmoid_slice`]).
     fn tanh_slice(v: &mut [Self]);
 }
 

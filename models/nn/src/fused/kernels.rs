@@ -24,28 +24,13 @@ impl<T> Shared<T> {
 /// columns (or rows, when there are more rows than columns): each value is one product of
 /// the same shape whatever the number of threads.
 pub(super) fn par_gemm<T: NetScalar>(
-    (m, n, k): (usize, usize, usize),
-    (dst, dst_rs): (&mut [T], usize),
-    (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
-    (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
+    shape: (usize, usize, usize),
+    dst: (&mut [T], usize),
+    lhs: (&[T], usize, usize),
+    rhs: (&[T], usize, usize),
     accumulate: bool,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    assert_operands(
-        (m, n, k),
-        (dst.len(), dst_rs),
-        (lhs.len(), lhs_cs, lhs_rs),
-        (rhs.len(), rhs_cs, rhs_rs),
-    );
-    strided_gemm(
-        (m, n, k),
-        (dst, 1, dst_rs),
-        (lhs, lhs_cs, lhs_rs),
-        (rhs, rhs_cs, rhs_rs),
-        accumulate,
-    );
+    checked_gemm(shape, dst, lhs, rhs, accumulate, false);
 }
 
 /// [`par_gemm`] computed as its transpose, dstᵀ = rhsᵀ · lhsᵀ, for a row-major `dst` (m ×
@@ -54,11 +39,23 @@ pub(super) fn par_gemm<T: NetScalar>(
 /// products of the LSTM, whose left operands (windows' states, row-major) would otherwise be
 /// packed again at every step.
 pub(super) fn par_gemm_t<T: NetScalar>(
+    shape: (usize, usize, usize),
+    dst: (&mut [T], usize),
+    lhs: (&[T], usize, usize),
+    rhs: (&[T], usize, usize),
+    accumulate: bool,
+) {
+    checked_gemm(shape, dst, lhs, rhs, accumulate, true);
+}
+
+/// [`par_gemm`] (or, `transposed`, [`par_gemm_t`]) after checking the operands' extents.
+fn checked_gemm<T: NetScalar>(
     (m, n, k): (usize, usize, usize),
     (dst, dst_rs): (&mut [T], usize),
     (lhs, lhs_cs, lhs_rs): (&[T], usize, usize),
     (rhs, rhs_cs, rhs_rs): (&[T], usize, usize),
     accumulate: bool,
+    transposed: bool,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -69,13 +66,23 @@ pub(super) fn par_gemm_t<T: NetScalar>(
         (lhs.len(), lhs_cs, lhs_rs),
         (rhs.len(), rhs_cs, rhs_rs),
     );
-    strided_gemm(
-        (n, m, k),
-        (dst, dst_rs, 1),
-        (rhs, rhs_rs, rhs_cs),
-        (lhs, lhs_rs, lhs_cs),
-        accumulate,
-    );
+    if transposed {
+        strided_gemm(
+            (n, m, k),
+            (dst, dst_rs, 1),
+            (rhs, rhs_rs, rhs_cs),
+            (lhs, lhs_rs, lhs_cs),
+            accumulate,
+        );
+    } else {
+        strided_gemm(
+            (m, n, k),
+            (dst, 1, dst_rs),
+            (lhs, lhs_cs, lhs_rs),
+            (rhs, rhs_cs, rhs_rs),
+            accumulate,
+        );
+    }
 }
 
 /// dst (m × n, column and row strides) = (or +=) lhs · rhs over fixed blocks of [`BLOCK`]

@@ -167,7 +167,7 @@ impl Stack {
 
     /// Instances in one part: [`Architecture::chunk`], but 128 windows of the LSTM (whose
     /// buffers, about 10 MB a window of paper 004's network for an HVP, no longer hold a
-    /// graph of every step's products) or images of MobileNet-v2 (about 3 MB).
+    /// graph of every step's products) or images of MobileNet-v2 (about 4 MB).
     pub(crate) fn chunk(&self, arch: Architecture) -> usize {
         if self.lstm.is_some() || self.mobile.is_some() {
             WHOLE_BATCH
