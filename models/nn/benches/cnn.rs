@@ -208,7 +208,7 @@ fn summary() {
             continue;
         }
         println!("{} ({} parameters)", arch.name(), arch.dim());
-        for (kind, _) in [("gradient", 0), ("hvp", 0)] {
+        for kind in ["gradient", "hvp"] {
             if let Some((_, _, s)) = torch.iter().find(|(n, w, _)| n == name && w == kind) {
                 println!("  PyTorch {kind:<7} {:>8.1} ms", s * 1e3);
             }

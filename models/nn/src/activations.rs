@@ -124,7 +124,6 @@ mod tests {
     #[test]
     fn the_f32_functions_hold_their_limits() {
         assert_eq!(sigmoid_f32(200.0), 1.0);
-        assert_eq!(sigmoid_f32(-200.0), 0.0f32.max(sigmoid_f32(-200.0)));
         assert!(sigmoid_f32(-200.0) >= 0.0 && sigmoid_f32(-200.0) < 1e-37);
         assert_eq!(tanh_f32(50.0), 1.0);
         assert_eq!(tanh_f32(-50.0), -1.0);

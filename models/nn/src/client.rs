@@ -198,6 +198,32 @@ impl<T: NetScalar> NetClient<T> {
         );
     }
 
+    /// For the LSTM: every feature a symbol index below the vocabulary (the engines index
+    /// the embedding by it).
+    fn check_symbols<F: Copy + Into<f64>>(
+        arch: Architecture,
+        features: &[F],
+        what: &str,
+    ) -> Result<()> {
+        let p = arch.inputs();
+        if let Architecture::CharLstm { vocab, .. } = arch
+            && let Some(k) = features.iter().position(|&v| {
+                let v: f64 = v.into();
+                !(v >= 0.0 && v < vocab as f64 && v.fract() == 0.0)
+            })
+        {
+            return Err(ModelError::Network(format!(
+                "the {what} holds {} at window {}, position {}: the {} takes symbol indices 0 to {}",
+                features[k].into(),
+                k / p,
+                k % p,
+                arch.name(),
+                vocab - 1
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn instances<F: Copy + Into<f64>>(
         arch: Architecture,
         (features, labels): (&[F], &[u8]),
@@ -231,21 +257,7 @@ impl<T: NetScalar> NetClient<T> {
                 got: usize::from(bad) + 1,
             });
         }
-        if let Architecture::CharLstm { vocab, .. } = arch
-            && let Some(k) = features.iter().position(|&v| {
-                let v: f64 = v.into();
-                !(v >= 0.0 && v < vocab as f64 && v.fract() == 0.0)
-            })
-        {
-            return Err(ModelError::Network(format!(
-                "the {what} holds {} at window {}, position {}: the {} takes symbol indices 0 to {}",
-                features[k].into(),
-                k / p,
-                k % p,
-                arch.name(),
-                vocab - 1
-            )));
-        }
+        Self::check_symbols(arch, features, what)?;
         let x: Vec<T> = features.iter().map(|&v| T::cast(v.into())).collect();
         let features = Tensor::from_vec(x, (m, p), device).map_err(candle(what))?;
         let targets: Vec<T> = if outputs == 1 {
@@ -614,8 +626,13 @@ impl<T: NetScalar> OuterCost<T> for NetClient<T> {
 impl<T: NetScalar> NetClient<T> {
     /// Predicted classes of `features` (row-major, m × inputs) for parameters x and λ: the
     /// argmax of the masked logits, or of the ensemble's mixed probabilities.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Network`] for the LSTM given a value that is not a symbol index.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
         self.assert_held_here();
+        Self::check_symbols(self.config.arch, features, "set to predict")?;
         self.backend.predict(self, x, lambda, features)
     }
 }

@@ -580,3 +580,25 @@ fn the_large_networks_take_the_batch_of_128_as_one_part() {
         assert!(gradient < hvp && hvp < limit, "{}: {hvp}", arch.name());
     }
 }
+
+/// The LSTM predicts only windows of symbol indices: a value outside the vocabulary is one
+/// error naming it, on both engines, not an index past the embedding.
+#[test]
+fn lstm_predictions_refuse_a_value_that_is_not_a_symbol() {
+    let train = instances(LSTM, 4, 1400, 0.0, 1.0);
+    let c = case(LSTM, HyperMode::Plain, 1401, &train, &train);
+    let mut windows: Vec<f32> = train.iter().map(|&v| v as f32).collect();
+    windows[7] = 12.0;
+    for net in [&c.fused, &c.candle] {
+        let e = net
+            .predict(&c.x, &c.lambda, &windows)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("window 1, position 2") && e.contains("0 to 11"),
+            "{e}"
+        );
+    }
+    windows[7] = 2.5;
+    assert!(c.fused.predict(&c.x, &c.lambda, &windows).is_err());
+}

@@ -160,7 +160,13 @@ impl Stack {
         // every position through them).
         debug_assert!(stack.convs.iter().all(|l| l.conv_side() % 2 == 0));
         debug_assert_eq!(stack.params(), arch.dim());
-        debug_assert!(stack.body_layers() <= stack.convs.len().max(1));
+        // One kind of body: convolution blocks, the LSTM or MobileNet-v2.
+        debug_assert!(
+            usize::from(!stack.convs.is_empty())
+                + usize::from(stack.lstm.is_some())
+                + usize::from(stack.mobile.is_some())
+                <= 1
+        );
         debug_assert_eq!(stack.inputs(), arch.inputs());
         Some(stack)
     }

@@ -71,11 +71,7 @@ impl LstmBody {
 
     /// Parameters of the body: the embedding, then per layer W_ih, W_hh, b_ih, b_hh.
     pub(super) fn params(&self) -> usize {
-        let h4 = 4 * self.hidden;
-        self.vocab * self.embed
-            + (0..self.layers)
-                .map(|l| h4 * (self.input(l) + self.hidden + 2))
-                .sum::<usize>()
+        self.at(self.layers).w_ih
     }
 
     /// Tensors of the body ([`Architecture::params`](crate::Architecture::params)' count).
@@ -83,6 +79,7 @@ impl LstmBody {
         1 + 4 * self.layers
     }
 
+    /// Where layer `l`'s tensors start (for `l` = layers, the end of the body).
     pub(super) fn at(&self, l: usize) -> LayerAt {
         let h4 = 4 * self.hidden;
         let mut at = self.vocab * self.embed;

@@ -123,7 +123,7 @@ impl MobileBody {
             let rdy = &buf.rd[..len];
             let (r1, r2) = sums_and_products(rdy, xhat, co);
             let r3 = if live {
-                channel_sums(dy, Some(&buf.rxhat[..len]), co)
+                sums_and_products(dy, &buf.rxhat[..len], co).1
             } else {
                 vec![0.0; co]
             };

@@ -18,32 +18,14 @@ pub(super) fn n_in(u: &Unit, b: usize) -> usize {
     b * u.side_in * u.side_in * u.c_in
 }
 
-/// Per-channel sums (in f64) of `a` (rows of `c`), or of a ⊙ `b`: over fixed blocks of
-/// [`ROWS`] rows, added in block order.
-pub(super) fn channel_sums<T: NetScalar>(a: &[T], b: Option<&[T]>, c: usize) -> Vec<f64> {
-    match b {
-        None => channel_sums_with(a, c, |r, acc| {
-            for (s, &v) in acc.iter_mut().zip(r) {
-                *s += v.as_f64();
-            }
-        }),
-        Some(b) => {
-            let blocks: Vec<Vec<f64>> = a
-                .par_chunks(ROWS * c)
-                .zip(b.par_chunks(ROWS * c))
-                .map(|(x, y)| {
-                    let mut acc = vec![0.0; c];
-                    for (rx, ry) in x.chunks_exact(c).zip(y.chunks_exact(c)) {
-                        for ((s, &p), &q) in acc.iter_mut().zip(rx).zip(ry) {
-                            *s += (p * q).as_f64();
-                        }
-                    }
-                    acc
-                })
-                .collect();
-            add_blocks(blocks, c)
+/// Per-channel sums (in f64) of `a` (rows of `c`), over fixed blocks of [`ROWS`] rows added
+/// in block order.
+pub(super) fn channel_sums<T: NetScalar>(a: &[T], c: usize) -> Vec<f64> {
+    channel_sums_with(a, c, |r, acc| {
+        for (s, &v) in acc.iter_mut().zip(r) {
+            *s += v.as_f64();
         }
-    }
+    })
 }
 
 /// Per-channel (Σ a, Σ a ⊙ b) of `a` and `b` (rows of `c`) in one pass, over fixed blocks of

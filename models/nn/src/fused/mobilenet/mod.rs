@@ -102,12 +102,7 @@ impl MobileBody {
         let mut units: Vec<Unit> = Vec::new();
         let mut at = 0;
         let mut push = |units: &mut Vec<Unit>, conv, c_in, c_out, sides: (usize, usize), relu6| {
-            let len = match conv {
-                Conv::Stem => c_out * 27,
-                Conv::Pointwise => c_out * c_in,
-                Conv::Depthwise { .. } => c_out * 9,
-            };
-            units.push(Unit {
+            let mut unit = Unit {
                 conv,
                 c_in,
                 c_out,
@@ -117,10 +112,13 @@ impl MobileBody {
                 input: units.len(),
                 residual: None,
                 w: at,
-                gamma: at + len,
-                beta: at + len + c_out,
-            });
-            at += len + 2 * c_out;
+                gamma: 0,
+                beta: 0,
+            };
+            unit.gamma = at + unit.weight_len();
+            unit.beta = unit.gamma + c_out;
+            at = unit.beta + c_out;
+            units.push(unit);
         };
         let mut side = SIDE / 2;
         push(&mut units, Conv::Stem, 3, 32, (SIDE, side), true);
@@ -388,8 +386,7 @@ impl MobileBody {
         }
         // Batch normalization over the part, the residual, ReLU6.
         let z = &work.z[..n * co];
-        let mean = channel_sums(z, None, co).into_iter().map(|s| s / n as f64);
-        let mean: Vec<f64> = mean.collect();
+        let mean: Vec<f64> = channel_sums(z, co).iter().map(|s| s / n as f64).collect();
         let centred_sq = channel_sums_with(z, co, |r, acc| {
             for (c, (&v, a)) in r.iter().zip(acc.iter_mut()).enumerate() {
                 let d = v.as_f64() - mean[c];
