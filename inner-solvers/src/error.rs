@@ -85,6 +85,9 @@ pub enum InnerError {
     /// A problem with averaging.
     #[error(transparent)]
     Averaging(#[from] AveragingError),
+    /// A model could not evaluate a client (e.g. per-instance losses a network cannot read).
+    #[error(transparent)]
+    Model(#[from] hgp_models::ModelError),
     /// A problem with the network or its weights.
     #[error(transparent)]
     Graph(#[from] GraphError),

@@ -7,6 +7,7 @@
 //! | [`FedAvg`] | K local steps, a server averaging a fraction C of the clients, with learning-rate [`schedulers`] (FedHyper, FedExP, FedAdam, …) |
 //! | [`FedLower`] | FedSVRG-type (paper 003's One-Round-Lower, FedNest's FedInn) or SGD-type rounds over one server model |
 //! | [`LocalSgd`] | each client alone |
+//! | [`Procedure`] | Marfoq et al.'s rounds of local epochs (FedAvg, D-SGD, Local), with [`FedProx`], [`ClusteredFl`], [`PFedMe`], [`ProxPersonal`] and [`FedEm`] / D-FedEM on it ([`procedure`]) |
 //! | [`ExactNewton`] | centralized Newton on Σ_i g_i, a reference for small convex problems |
 //!
 //! Every solver returns each client's x_i (and Push-Sum weights where it has them), the
@@ -40,6 +41,7 @@ mod fedavg;
 mod federated;
 mod newton;
 mod observer;
+pub mod procedure;
 mod schedule;
 pub mod schedulers;
 mod sgp;
@@ -56,6 +58,9 @@ pub use federated::{
 pub use hgp_averaging::Describe;
 pub use newton::{ExactNewton, NEWTON_MAX_DIM, total_hessian};
 pub use observer::{Observer, OnIterate, OnProgress, Phase};
+pub use procedure::{
+    Aggregation, ClusteredFl, FedEm, FedProx, Mixture, PFedMe, Procedure, ProxPersonal,
+};
 pub use schedule::LrSchedule;
 pub use schedulers::LrScheduler;
 pub use sgp::{Sgp, SgpOrder};

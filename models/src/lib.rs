@@ -44,7 +44,9 @@ pub use error::{ModelError, Result};
 pub use hgp_base::Scalar;
 pub use hyperrep::{HyperRep, HyperRepConfig};
 pub use logistic::{L2Logistic, WeightedLogistic, bce_with_logit, sigmoid};
-pub use objective::{Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+pub use objective::{
+    Batch, ClientObjective, InnerCost, InnerCrossJvp, InnerHvp, InstanceLosses, OuterCost,
+};
 pub use per_client::PerClient;
 pub use sampler::{BatchSampler, BatchSize};
 

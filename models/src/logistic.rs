@@ -302,6 +302,15 @@ impl<T: Scalar> InnerCost<T> for WeightedLogistic<T> {
     }
 }
 
+impl<T: Scalar> crate::InstanceLosses<T> for WeightedLogistic<T> {
+    fn instance_losses(&self, x: &[T], out: &mut [f64]) -> Result<()> {
+        for (k, o) in out.iter_mut().enumerate().take(self.train.len()) {
+            *o = bce_with_logit(self.train.dot(k, x), self.train.labels[k]).as_f64();
+        }
+        Ok(())
+    }
+}
+
 impl<T: Scalar> InnerHvp<T> for WeightedLogistic<T> {
     fn inner_hvp(&self, x: &[T], lambda: &[T], u: &[T], batch: Batch<'_>, out: &mut [T]) {
         self.train.mean_hvp(x, u, batch, |k| lambda[k], out);

@@ -49,6 +49,20 @@ pub trait InnerCost<T: Scalar>: Send + Sync {
     fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]);
 }
 
+/// A cost whose λ_i weighs each training instance's loss, g_i(x, λ_i) = (1/|B|) Σ_{k∈B}
+/// λ_ik ℓ_k(x) + ridge (HGP eq. 12), that also gives the unweighted losses ℓ_k(x) one by
+/// one: what EM-type procedures need (FedEM's E-step reads the losses, its M-step sets the
+/// weights λ_i to the responsibilities).
+pub trait InstanceLosses<T: Scalar>: InnerCost<T> {
+    /// ℓ_k(x) of every training instance k (no weight, no ridge), written to `out` (length
+    /// [`InnerCost::num_train`]).
+    ///
+    /// # Errors
+    ///
+    /// The model's own, where it cannot evaluate x (a network given values it cannot read).
+    fn instance_losses(&self, x: &[T], out: &mut [f64]) -> crate::Result<()>;
+}
+
 /// Hessian-vector products of the inner cost.
 pub trait InnerHvp<T: Scalar>: InnerCost<T> {
     /// ∂²_x g_i(x, λ_i) · u on `batch`, written to `out` (length d_x).

@@ -73,6 +73,9 @@ pub mod domain {
     pub const FEDAVG: u64 = 0x6661_7667;
     /// Local SGD's mini-batches.
     pub const LOCAL_SGD: u64 = 0x6c6f_6361;
+    /// The shuffles of the local epochs of Marfoq et al.'s training procedure (index: the
+    /// client; the stream: the round and the component or tuning pass).
+    pub const EPOCHS: u64 = 0x6570_6f63_6873;
     /// HGP's mini-batches of Hessian- and Jacobian-vector products.
     pub const HGP: u64 = 0x6867_7068;
     /// The mini-batches of paper 004's SRB and HGP (Jacobian products of the SGP step).

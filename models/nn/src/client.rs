@@ -8,7 +8,7 @@ use candle_core::{Device, Result as CandleResult, Tensor};
 
 use crate::arch::Architecture;
 use crate::kernels::NetScalar;
-use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
+use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, InstanceLosses, OuterCost};
 use hgp_models::{ModelError, Result};
 
 /// How the hyper-parameters λ_i enter the client's costs.
@@ -426,14 +426,16 @@ pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
         cross: &mut [T],
     );
 
-    /// Predicted classes of `features` (row-major, m × inputs).
-    fn predict(
+    /// The class scores of `features` (row-major, m × inputs) that predictions take the
+    /// argmax of, m × outputs row-major: the logits (masked by C · softmax(λ) for HGP-PL), or
+    /// an ensemble's probabilities mixed with weights softmax(λ).
+    fn scores(
         &self,
         client: &NetClient<T>,
         x: &[T],
         lambda: &[T],
         features: &[f32],
-    ) -> Result<Vec<u8>>;
+    ) -> Result<Vec<f64>>;
 
     /// Instances of `arch` evaluated in one part (larger batches are summed over parts).
     fn chunk(&self, arch: Architecture) -> usize {
@@ -625,16 +627,97 @@ impl<T: NetScalar> OuterCost<T> for NetClient<T> {
 
 impl<T: NetScalar> NetClient<T> {
     /// Predicted classes of `features` (row-major, m × inputs) for parameters x and λ: the
-    /// argmax of the masked logits, or of the ensemble's mixed probabilities.
+    /// argmax of the masked logits, or of the ensemble's mixed probabilities (a network of one
+    /// output: class 1 where its logit is positive).
     ///
     /// # Errors
     ///
     /// [`ModelError::Network`] for the LSTM given a value that is not a symbol index.
     pub fn predict(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<u8>> {
+        let scores = self.scores(x, lambda, features)?;
+        let width = self.config.arch.outputs();
+        if width == 1 {
+            return Ok(scores.iter().map(|&v| u8::from(v > 0.0)).collect());
+        }
+        Ok(scores
+            .chunks(width)
+            .map(|row| {
+                // The first of equal largest scores, as an argmax over classes.
+                let best = (0..width).fold(0, |b, c| if row[c] > row[b] { c } else { b });
+                best as u8
+            })
+            .collect())
+    }
+
+    /// The log-probabilities log p(c | a) of every class c of `features` (row-major, m ×
+    /// inputs), m × classes row-major: the log-softmax of the (masked) logits, the log of an
+    /// ensemble's mixed probabilities; a network of one output gives (log σ(−z), log σ(z)).
+    /// The per-instance losses and mixtures of EM-type procedures (FedEM) read them.
+    ///
+    /// # Errors
+    ///
+    /// As [`NetClient::predict`].
+    pub fn log_probabilities(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<f64>> {
+        let scores = self.scores(x, lambda, features)?;
+        let width = self.config.arch.outputs();
+        if width == 1 {
+            return Ok(scores
+                .iter()
+                .flat_map(|&z| [log_sigmoid_stable(-z), log_sigmoid_stable(z)])
+                .collect());
+        }
+        let mixed = matches!(self.config.mode, HyperMode::Ensemble { .. });
+        Ok(scores
+            .chunks(width)
+            .flat_map(|row| {
+                if mixed {
+                    return row.iter().map(|p| p.ln()).collect::<Vec<f64>>();
+                }
+                let top = row.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                let lse = top + row.iter().map(|z| (z - top).exp()).sum::<f64>().ln();
+                row.iter().map(|z| z - lse).collect()
+            })
+            .collect())
+    }
+
+    /// The class scores of `features` (see [`Backend::scores`]).
+    fn scores(&self, x: &[T], lambda: &[T], features: &[f32]) -> Result<Vec<f64>> {
         self.assert_held_here();
         Self::check_symbols(self.config.arch, features, "set to predict")?;
-        self.backend.predict(self, x, lambda, features)
+        self.backend.scores(self, x, lambda, features)
     }
+}
+
+/// The cross-entropy of each training instance under the network's own output (the
+/// weights λ of [`HyperMode::InstanceWeights`] play no part, and a mask or mixture only as
+/// [`NetClient::log_probabilities`] says).
+impl<T: NetScalar> InstanceLosses<T> for NetClient<T> {
+    fn instance_losses(&self, x: &[T], out: &mut [f64]) -> Result<()> {
+        self.assert_held_here();
+        let features: Vec<f32> = self
+            .train
+            .features
+            .flatten_all()
+            .and_then(|f| f.to_dtype(candle_core::DType::F32))
+            .and_then(|f| f.to_vec1::<f32>())
+            .map_err(candle("the training features"))?;
+        let lambda = vec![T::ONE; self.dim_lambda()];
+        let logp = self.log_probabilities(x, &lambda, &features)?;
+        let width = logp.len() / self.train.len.max(1);
+        for ((o, row), &y) in out
+            .iter_mut()
+            .zip(logp.chunks(width))
+            .zip(&self.train.labels)
+        {
+            *o = -row[usize::from(y)];
+        }
+        Ok(())
+    }
+}
+
+/// log σ(z) without overflow: −log(1 + e^{−z}) = min(z, 0) − log(1 + e^{−|z|}).
+fn log_sigmoid_stable(z: f64) -> f64 {
+    z.min(0.0) - (-z.abs()).exp().ln_1p()
 }
 
 #[cfg(test)]

@@ -86,18 +86,19 @@ impl<T: NetScalar> Backend<T> for Candle {
         cross.copy_from_slice(&c);
     }
 
-    fn predict(
+    fn scores(
         &self,
         client: &NetClient<T>,
         x: &[T],
         lambda: &[T],
         features: &[f32],
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Vec<f64>> {
         let p = client.config.arch.inputs();
-        let run = || -> CandleResult<Vec<u8>> {
+        let run = || -> CandleResult<Vec<f64>> {
             let lt = client.tensor(lambda)?;
             let params = client.params(x, lambda)?;
-            let mut out = Vec::with_capacity(features.len() / p.max(1));
+            let mut out =
+                Vec::with_capacity(features.len() / p.max(1) * client.config.arch.outputs());
             // At most a chunk of images at a time, so memory stays bounded.
             let arch = client.config.arch;
             let m = features.len() / p.max(1);
@@ -106,11 +107,11 @@ impl<T: NetScalar> Backend<T> for Candle {
                     unreachable!("ranges gives ranges")
                 };
                 let rows = &features[start * p..(start + size) * p];
-                out.extend(client.predict_chunk(&params, &lt, rows)?);
+                out.extend(client.scores_chunk(&params, &lt, rows)?);
             }
             Ok(out)
         };
-        run().map_err(candle("prediction"))
+        run().map_err(candle("class scores"))
     }
 
     fn boxed_clone(&self) -> Box<dyn Backend<T>> {
@@ -417,12 +418,13 @@ impl<T: NetScalar> NetClient<T> {
         Ok((diff(plus_x, minus_x), diff(plus_l, minus_l)))
     }
 
-    pub(super) fn predict_chunk(
+    /// The class scores of `rows` (see [`Backend::scores`]), m × width row-major.
+    pub(super) fn scores_chunk(
         &self,
         params: &[Tensor],
         lt: &Tensor,
         rows: &[f32],
-    ) -> CandleResult<Vec<u8>> {
+    ) -> CandleResult<Vec<f64>> {
         let p = self.config.arch.inputs();
         let m = rows.len() / p.max(1);
         let feats: Vec<T> = rows.iter().map(|&v| T::cast(f64::from(v))).collect();
@@ -454,15 +456,7 @@ impl<T: NetScalar> NetClient<T> {
                 arch.forward(params, &feats)?
             }
         };
-        if arch.outputs() == 1 {
-            let s = scores.squeeze(1)?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
-            return Ok(s.iter().map(|&v| u8::from(v > 0.0)).collect());
-        }
-        scores
-            .argmax(1)?
-            .to_dtype(DType::U32)?
-            .to_vec1::<u32>()
-            .map(|v| v.iter().map(|&c| c as u8).collect())
+        scores.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()
     }
 }
 

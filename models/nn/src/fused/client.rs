@@ -62,20 +62,20 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
         }
     }
 
-    fn predict(
+    fn scores(
         &self,
         client: &NetClient<T>,
         x: &[T],
         lambda: &[T],
         features: &[f32],
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Vec<f64>> {
         let members = client.networks(x, lambda);
         let refs: Vec<&[T]> = members.iter().map(|m| &**m).collect();
         let head = match client.head(Cost::Inner, lambda) {
             Head::Weighted(_) => Head::Plain,
             head => head,
         };
-        Ok(self.predict(&refs, &head, features, self.chunk(client.config.arch)))
+        Ok(self.scores(&refs, &head, features, self.chunk(client.config.arch)))
     }
 
     fn chunk(&self, arch: Architecture) -> usize {

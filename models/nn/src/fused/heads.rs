@@ -210,14 +210,3 @@ pub(super) fn softmax_lse(v: &[f64]) -> (Vec<f64>, f64) {
 pub(crate) fn softmax(v: &[f64]) -> Vec<f64> {
     softmax_lse(v).0
 }
-
-/// The first index of the largest value.
-pub(super) fn argmax(v: &[f64]) -> usize {
-    let mut best = 0;
-    for (k, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = k;
-        }
-    }
-    best
-}

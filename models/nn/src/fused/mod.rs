@@ -54,7 +54,6 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::kernels::{GROUP, NetScalar};
 
-use heads::*;
 pub(crate) use heads::{Head, softmax};
 use kernels::*;
 use lstm::LstmWork;
@@ -272,15 +271,15 @@ impl<T: NetScalar> Fused<T> {
         self.give(work);
     }
 
-    /// Predicted classes of `features` (row-major, in parts of at most `chunk`): the argmax
-    /// of the (masked) logits, or of the ensemble's mixed probabilities.
-    pub(crate) fn predict(
+    /// The class scores of `features` (row-major, in parts of at most `chunk`; m × classes,
+    /// row-major): the (masked) logits, or the ensemble's mixed probabilities.
+    pub(crate) fn scores(
         &self,
         members: &[&[T]],
         head: &Head,
         features: &[f32],
         chunk: usize,
-    ) -> Vec<u8> {
+    ) -> Vec<f64> {
         let p = self.stack.inputs();
         let m = features.len() / p;
         let chunk = chunk.clamp(1, m.max(1));
@@ -295,7 +294,7 @@ impl<T: NetScalar> Fused<T> {
         );
         let classes = self.stack.classes();
         let last = self.stack.stages() - 1;
-        let mut out = Vec::with_capacity(m);
+        let mut out = Vec::with_capacity(m * classes);
         // A part at a time, so only a part of the images is converted to T at once.
         for part in features[..m * p].chunks(chunk * p) {
             let values: Vec<T> = part.iter().map(|&v| T::cast(f64::from(v))).collect();
@@ -333,7 +332,7 @@ impl<T: NetScalar> Fused<T> {
                         mix
                     }
                 };
-                out.push(argmax(&scores) as u8);
+                out.extend(scores);
             }
         }
         self.give(work);
