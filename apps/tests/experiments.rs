@@ -166,10 +166,12 @@ fn influence_runs_on_the_cnn_end_to_end() {
     assert!(err.contains("idx3-ubyte"), "{err}");
 }
 
-/// `hgp personalize` at its smallest: the MLP, 3 clients on 150 images, 3 SGP steps on
-/// batches of 8.
-const TINY_PERSONALIZE: [&str; 11] = [
+/// `hgp personalize` at its smallest: the MLP, 3 clients on 150 images, 3 SGP steps or 2
+/// rounds on batches of 8.
+const TINY_PERSONALIZE: [&str; 13] = [
     "personalize",
+    "--rounds",
+    "2",
     "--model",
     "mlp",
     "--clients",
@@ -204,13 +206,31 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
         .collect();
     let first = json(&hgp(&args));
     let rows = first["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 20);
-    for method in ["hgp-pl", "hgp-mtl", "pdbo-mtl-local", "sgp", "local"] {
+    // HGP Table 2: five methods on every network, the six of a server on fc, D-FedEM on
+    // fixu; n/a elsewhere.
+    assert_eq!(rows.len(), 20 + 6 + 1);
+    let baselines = [
+        "fedprox",
+        "fedavg+",
+        "clustered-fl",
+        "pfedme",
+        "prox-personal",
+        "fedem",
+        "d-fedem",
+    ];
+    let all = ["hgp-pl", "hgp-mtl", "pdbo-mtl-local", "sgp", "local"];
+    for method in all.into_iter().chain(baselines) {
         for network in ["fc", "fixu", "randu", "randd"] {
             let row = rows
                 .iter()
-                .find(|r| r["method"] == method && r["network"] == network)
-                .unwrap();
+                .find(|r| r["method"] == method && r["network"] == network);
+            let applies = match method {
+                "d-fedem" => network == "fixu",
+                m if baselines.contains(&m) => network == "fc",
+                _ => true,
+            };
+            assert_eq!(row.is_some(), applies, "{method} on {network}");
+            let Some(row) = row else { continue };
             for key in ["average", "bottom10"] {
                 let v = row[key].as_f64().unwrap();
                 assert!((0.0..=1.0).contains(&v), "{method}/{network} {key} {v}");
@@ -247,6 +267,26 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
         help.contains("[default: the four of HGP Table 2, fc, fixu, randu, randd"),
         "{help}"
     );
+    // A cell the paper has as n/a is n/a in the table; asking for a method only where it
+    // does not apply is one clear refusal before any work.
+    let md = std::fs::read_to_string(dir.path().join("personalize.md")).unwrap();
+    assert_eq!(md.matches("n/a").count(), 6 * 3 + 3, "{md}");
+    for (method, network, why) in [
+        (
+            "fedprox",
+            "randd",
+            "fedprox needs a server: it runs on fc only",
+        ),
+        (
+            "d-fedem",
+            "fc",
+            "d-fedem mixes with a constant doubly-stochastic matrix",
+        ),
+        ("fedem", "fixu,randu", "fedem needs a server"),
+    ] {
+        let err = fails(&["personalize", "--methods", method, "--networks", network]);
+        assert!(err.contains(why) && err.contains("--methods"), "{err}");
+    }
 }
 
 /// `--seeds N` runs the table once per seed into DIR/seed-K and reports the mean ± sd of

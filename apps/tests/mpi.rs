@@ -313,18 +313,21 @@ fn personalize_over_ranks_gives_the_simulators_bits() {
         "2",
         "--neumann-terms",
         "2",
+        "--rounds",
+        "2",
         "--seed",
         "5",
     ];
     for (ranks, extra) in [
-        // One client per rank, the NeurIPS paper's HGP on a static and a directed network.
+        // One client per rank, the NeurIPS paper's HGP on a static and a directed network,
+        // and HGP Table 2's comparison methods on fc and fixu (Marfoq et al.'s procedure).
         (
             4,
             &[
                 "--clients",
                 "4",
                 "--networks",
-                "fixu,randd",
+                "fc,fixu,randd",
                 "--push-steps",
                 "2",
             ][..],
@@ -350,12 +353,14 @@ fn personalize_over_ranks_gives_the_simulators_bits() {
         let local = json(&hgp(&local_args));
         let over_ranks = distributed(ranks, &args);
         assert_eq!(local.to_string(), over_ranks.to_string(), "{extra:?}");
-        // Every method, or paper 004's Table 1 (four) under its estimator.
-        let methods = if extra.contains(&"pdbo") { 4 } else { 5 };
-        assert_eq!(
-            local["rows"].as_array().unwrap().len(),
-            methods * extra[3].split(',').count()
-        );
+        // Every method (the six of a server on fc, D-FedEM on fixu), or paper 004's Table 1
+        // (four) under its estimator.
+        let rows = if extra.contains(&"pdbo") {
+            4
+        } else {
+            5 * 3 + 6 + 1
+        };
+        assert_eq!(local["rows"].as_array().unwrap().len(), rows);
         // The files rank 0 wrote are the simulator's.
         for file in ["personalize.csv", "personalize.md"] {
             let read = |d: &str| std::fs::read_to_string(format!("{d}/{file}")).unwrap();

@@ -3,7 +3,9 @@
 //! over fully-connected, static undirected, and time-varying undirected and directed
 //! networks, against one global model (SGP) and clients alone (Local).
 
+mod baselines;
 mod data;
+mod methods;
 mod protocol;
 mod report;
 
@@ -28,7 +30,7 @@ use crate::setup::{
     resolve_step,
 };
 use protocol::{Cell, Rates};
-pub use protocol::{Method, PersonalizeEstimator, Protocol, Setting};
+pub use protocol::{InnerProcedure, Method, PersonalizeEstimator, Protocol, Setting};
 use report::{CellRow, HEADER};
 
 /// The networks the models are built from.
@@ -65,6 +67,8 @@ struct Sizes {
     batch: usize,
     outer_steps: usize,
     neumann_terms: usize,
+    /// Rounds of Marfoq et al.'s procedure (FC and FixU).
+    rounds: usize,
 }
 
 /// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
@@ -82,6 +86,7 @@ const SIZES: [Sizes; 3] = [
         batch: 128,
         outer_steps: OUTER_STEPS,
         neumann_terms: NEUMANN_TERMS,
+        rounds: 200,
     },
     Sizes {
         label: "--quick",
@@ -94,6 +99,7 @@ const SIZES: [Sizes; 3] = [
         batch: 16,
         outer_steps: OUTER_STEPS,
         neumann_terms: NEUMANN_TERMS,
+        rounds: 3,
     },
     Sizes {
         label: "--preset cpu",
@@ -106,6 +112,7 @@ const SIZES: [Sizes; 3] = [
         batch: 32,
         outer_steps: 3,
         neumann_terms: NEUMANN_TERMS,
+        rounds: 20,
     },
 ];
 
@@ -125,6 +132,7 @@ const COLOUR_SIZES: [Sizes; 2] = [
         batch: 128,
         outer_steps: 10,
         neumann_terms: 20,
+        rounds: 200,
     },
     Sizes {
         label: "--quick with colour images",
@@ -137,6 +145,7 @@ const COLOUR_SIZES: [Sizes; 2] = [
         batch: 16,
         outer_steps: 3,
         neumann_terms: NEUMANN_TERMS,
+        rounds: 5,
     },
 ];
 
@@ -157,6 +166,7 @@ const TEXT_SIZES: [Sizes; 2] = [
         batch: 128,
         outer_steps: 10,
         neumann_terms: 20,
+        rounds: 200,
     },
     Sizes {
         label: "--quick with text",
@@ -169,6 +179,7 @@ const TEXT_SIZES: [Sizes; 2] = [
         batch: 16,
         outer_steps: 3,
         neumann_terms: NEUMANN_TERMS,
+        rounds: 5,
     },
 ];
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
@@ -177,6 +188,8 @@ const NEUMANN_TERMS: usize = 10;
 const PUSH_STEPS: usize = 10;
 /// Outer (Adam) steps on λ.
 const OUTER_STEPS: usize = 5;
+/// FedEM's components K (Marfoq et al.; HGP Table 2).
+const FEDEM_COMPONENTS: usize = 3;
 /// η from the problem: the papers' 0.1 diverges on these networks, whose mean Hessian has
 /// a largest curvature of 20–80 early in training.
 const ETA: EtaArg = EtaArg::Auto;
@@ -185,12 +198,13 @@ const ETA: EtaArg = EtaArg::Auto;
 pub fn after_help() -> String {
     let line = |s: &Sizes| {
         format!(
-            "  {}: --clients {} --images {} --model {} --sgp-steps {} --batch {} --outer-steps {} --neumann-terms {} --seeds {}",
+            "  {}: --clients {} --images {} --model {} --sgp-steps {} --rounds {} --batch {} --outer-steps {} --neumann-terms {} --seeds {}",
             s.label,
             s.clients,
             s.images.map_or("all".to_string(), |n| n.to_string()),
             s.model_name,
             s.steps,
+            s.rounds,
             s.batch,
             s.outer_steps,
             s.neumann_terms,
@@ -198,7 +212,7 @@ pub fn after_help() -> String {
         )
     };
     format!(
-        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images and text (inner rate 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd",
+        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images and text (inner rate 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd\n  --inner: marfoq with grey images and --estimator hgp (HGP Table 2), sgp otherwise (paper 004 runs SGP on every network); --components {FEDEM_COMPONENTS}\n  Marfoq et al.'s procedure: HGP Table 7's rates (log10): sgp -1.5 on fc, -1.0 on fixu; local, fedavg+, clustered-fl, hgp-pl -1.5; fedprox -0.5; pfedme, prox-personal, fedem, d-fedem, hgp-mtl -1.0; momentum 0.9 (fedprox, prox-personal: none); fedprox mu 0.01, pfedme lambda 1 and K 5, prox-personal mu 1, clustered-fl eps1 0.4, eps2 1.6",
         line(&SIZES[0]),
         line(&SIZES[1]),
         line(&SIZES[2]),
@@ -216,12 +230,17 @@ pub fn after_help() -> String {
 /// Named settings of `hgp personalize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// 10 clients, MLP, 200 SGP steps of batch 32, 3 outer steps, 3 seeds: under 45
-    /// minutes on 2 cores.
+    /// 10 clients, MLP, 200 SGP steps (20 rounds on fc and fixu) of batch 32, 3 outer
+    /// steps, 3 seeds: under 45 minutes on 2 cores.
     Cpu,
 }
 
-crate::report::serialize_by_value_name!(ModelKind, Preset, protocol::PersonalizeEstimator);
+crate::report::serialize_by_value_name!(
+    ModelKind,
+    Preset,
+    protocol::PersonalizeEstimator,
+    protocol::InnerProcedure
+);
 
 /// Options of `hgp personalize`.
 #[derive(Args, Debug, Serialize)]
@@ -229,8 +248,10 @@ crate::report::serialize_by_value_name!(ModelKind, Preset, protocol::Personalize
 #[command(mut_arg("seed", |a| a.help("Seed of every random choice")))]
 #[command(mut_arg("json", |a| a.help("Print one JSON object {\"rows\": [{\"method\", \"network\", \"average\", \"bottom10\"}, ...]}")))]
 pub struct Personalize {
-    /// Methods to compare (comma separated) [default: all; with --estimator pdbo the four of
-    /// paper 004's Table 1: sgp, local, pdbo-mtl-local, hgp-mtl (reported as pdbo-mtl)].
+    /// Methods to compare (comma separated) [default: all that apply on the networks (HGP
+    /// Table 2's rows; the comparison methods fedprox … fedem need a server, fc, d-fedem
+    /// fixu's matrix: n/a elsewhere); with --estimator pdbo the four of paper 004's Table 1:
+    /// sgp, local, pdbo-mtl-local, hgp-mtl (reported as pdbo-mtl)].
     #[arg(long, value_enum, value_delimiter = ',')]
     #[serde(skip)]
     methods: Option<Vec<Method>>,
@@ -299,6 +320,21 @@ pub struct Personalize {
     /// last 100 and 50 of paper 004's 1,200) [default: listed at the end].
     #[arg(long, value_name = "T")]
     sgp_steps: Option<usize>,
+    /// Rounds of Marfoq et al.'s procedure (one local epoch per client each round): the
+    /// comparison methods everywhere, and SGP, Local and the λ-tuning methods on fc and fixu
+    /// with --inner marfoq; the rate × 0.1 after half and three quarters of them [default:
+    /// listed at the end].
+    #[arg(long, value_name = "R")]
+    rounds: Option<usize>,
+    /// The inner solve of SGP, Local, HGP-PL and HGP-MTL on fc and fixu: Marfoq et al.'s
+    /// procedure (HGP Sec. 5.3: "All baselines and HGP inner-optimizations on FC and FixU ran
+    /// a training procedure following Marfoq et al.") or SGP as on randu and randd [default:
+    /// marfoq with grey images and --estimator hgp, sgp otherwise].
+    #[arg(long, value_enum, value_name = "HOW")]
+    inner: Option<InnerProcedure>,
+    /// FedEM's and D-FedEM's components K (base networks mixed per client).
+    #[arg(long, default_value_t = FEDEM_COMPONENTS, value_name = "K")]
+    components: usize,
     /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
     #[arg(long, value_name = "B")]
     batch: Option<usize>,
@@ -363,7 +399,12 @@ impl Personalize {
                     Method::HgpMtl,
                 ]
             }
-            (None, PersonalizeEstimator::Hgp) => Method::value_variants().to_vec(),
+            // Every method with a cell among the networks asked for (HGP Table 2's rows).
+            (None, PersonalizeEstimator::Hgp) => Method::value_variants()
+                .iter()
+                .copied()
+                .filter(|m| self.networks().iter().any(|&k| m.applies(k).is_ok()))
+                .collect(),
         }
     }
 
@@ -390,6 +431,22 @@ impl Personalize {
         }
     }
 
+    fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(self.sizes().rounds)
+    }
+
+    /// The inner solve on FC and FixU: `--inner`, by default Marfoq et al.'s procedure in
+    /// HGP's setting (grey images, HGP's estimator), SGP in paper 004's.
+    fn inner(&self) -> InnerProcedure {
+        self.inner.unwrap_or(
+            if self.estimator == PersonalizeEstimator::Hgp && self.rates() == Rates::Hgp {
+                InnerProcedure::Marfoq
+            } else {
+                InnerProcedure::Sgp
+            },
+        )
+    }
+
     fn outer_steps(&self) -> usize {
         self.outer_steps.unwrap_or(self.sizes().outer_steps)
     }
@@ -414,6 +471,8 @@ impl Personalize {
             ("--clients", self.clients),
             ("--images", self.images),
             ("--seeds", self.seeds),
+            ("--rounds", self.rounds),
+            ("--components", Some(self.components)),
         ]
         .iter()
         .filter_map(|&(flag, v)| Some((flag, v?)))
@@ -441,6 +500,22 @@ impl Personalize {
                         );
                     }
                 }
+            }
+        }
+        if self.estimator == PersonalizeEstimator::Pdbo
+            && self.inner == Some(InnerProcedure::Marfoq)
+        {
+            bail!(
+                "--inner marfoq with --estimator pdbo: paper 004's HGP differentiates the SGP iteration itself (its Alg. 2); give --inner sgp"
+            );
+        }
+        // A method with no cell among the networks asked for is refused, with the reason.
+        let networks = self.networks();
+        for m in self.methods() {
+            if let Err(why) = networks.iter().try_for_each(|&k| m.applies(k))
+                && networks.iter().all(|&k| m.applies(k).is_err())
+            {
+                bail!("--methods {m}: {why}");
             }
         }
         crate::setup::check_seed_range(self.run.seed, self.seeds() as u64)?;
@@ -563,6 +638,9 @@ impl Personalize {
             seed,
             estimator: self.estimator,
             placement: engine.placement().clone(),
+            inner: self.inner(),
+            rounds: self.rounds(),
+            components: self.components,
         };
         let csv = out.join("personalize.csv");
         // Rank 0 reads, checks and writes the files; the other ranks learn which rows are
@@ -614,6 +692,7 @@ impl Personalize {
             .networks()
             .into_iter()
             .flat_map(|k| methods.iter().map(move |&m| (m, k)))
+            .filter(|&(m, k)| m.applies(k).is_ok())
             .filter(|&(m, k)| !done.contains(&(m.name().to_string(), k.name().to_string())))
             .collect();
         if !cells.is_empty() {
@@ -627,21 +706,22 @@ impl Personalize {
         // than shown as a count that wrapped around).
         let steps = todo
             .iter()
-            .try_fold(0u64, |total, (m, _)| {
+            .try_fold(0u64, |total, &(m, k)| {
                 let solves = m.solves(self.outer_steps())?;
-                total.checked_add(solves.checked_mul(protocol.setting.steps as u64)?)
+                total.checked_add(solves.checked_mul(protocol.units(m, k, &split))?)
             })
             .with_context(|| {
                 format!(
-                    "--outer-steps {} with {} SGP steps a solve is more steps than can be counted: give fewer",
+                    "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer",
                     self.outer_steps(),
-                    protocol.setting.steps
+                    protocol.setting.steps,
+                    protocol.rounds
                 )
             })?;
         let stage = reporter.stage(
             format!("{} method/network pairs", todo.len()),
             steps,
-            "SGP steps",
+            "local steps",
         );
         for &(method, network) in &todo {
             stage.set_label(&format!(

@@ -4,7 +4,6 @@
 //! command-line parsing here).
 
 use anyhow::{Context, Result};
-use clap::ValueEnum;
 use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
 use hgp_data::images::ImageClient;
 use hgp_hypergrad::OnProgress;
@@ -14,178 +13,14 @@ use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
+pub use super::baselines::InnerProcedure;
+pub use super::methods::{Method, PersonalizeEstimator, Rates};
 use crate::engine::agree_on;
 use crate::report::percentile;
 use crate::setup::{
     AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION, InnerKind,
     InnerParts, NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
 };
-
-/// The methods of HGP Table 2 and PDBO Table 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Method {
-    /// HGP-PL: a class-wise mask C·softmax(λ_i) on the logits of one shared CNN.
-    HgpPl,
-    /// HGP-MTL: three base CNNs trained jointly, mixed with weights softmax(λ_i).
-    HgpMtl,
-    /// PDBO-MTL (local): HGP-MTL's model tuned with the local gradient ∂_λ f_i only.
-    PdboMtlLocal,
-    /// SGP: one global model.
-    Sgp,
-    /// Local: every client trains alone.
-    Local,
-}
-
-impl std::fmt::Display for Method {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Method {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::HgpPl => "hgp-pl",
-            Self::HgpMtl => "hgp-mtl",
-            Self::PdboMtlLocal => "pdbo-mtl-local",
-            Self::Sgp => "sgp",
-            Self::Local => "local",
-        }
-    }
-
-    pub fn ensemble(self) -> bool {
-        matches!(self, Self::HgpMtl | Self::PdboMtlLocal)
-    }
-
-    /// Whether the method trains an ensemble of three networks under `estimator`: HGP-MTL
-    /// and PDBO-MTL (local) always; SGP and Local under paper 004's estimator, whose
-    /// baselines are ensembles with uniform weights (paper 004 App. A.2: "we trained ensemble
-    /// models with uniform prediction weights for Local and SGP"; λ = 0 gives softmax(λ) =
-    /// 1/3 each, and they never change λ). Under HGP's they are one network, as in HGP's
-    /// Table 2.
-    pub fn trains_ensemble(self, estimator: PersonalizeEstimator) -> bool {
-        self.ensemble()
-            || (estimator == PersonalizeEstimator::Pdbo && matches!(self, Self::Sgp | Self::Local))
-    }
-
-    /// Whether the method tunes λ by hyper-gradient steps.
-    pub fn tunes_lambda(self) -> bool {
-        matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)
-    }
-
-    /// The inner solves of a run of `outer_steps` outer steps (one before each step and one
-    /// after the last for the methods that tune λ); `None` past what a u64 counts.
-    pub fn solves(self, outer_steps: usize) -> Option<u64> {
-        if self.tunes_lambda() {
-            (outer_steps as u64).checked_add(1)
-        } else {
-            Some(1)
-        }
-    }
-}
-
-/// The hyper-gradient estimator of the methods that tune λ.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum PersonalizeEstimator {
-    /// HGP of the NeurIPS paper (Push-Sum S steps per average, η, ω kept), the inner solve
-    /// SGP mix-then-step (decentralized SGD on FixU): HGP Table 2.
-    #[default]
-    Hgp,
-    /// HGP of paper 004 (Alg. 2, eq. 12) differentiating the inner SGP (step then mix, on
-    /// every network) with γ its final learning rate: hgp-pl and hgp-mtl become PDBO-PL and
-    /// PDBO-MTL (paper 004 Table 1).
-    Pdbo,
-}
-
-impl Method {
-    /// The name in tables and figures under `estimator` (hgp-* become pdbo-* under paper
-    /// 004's estimator).
-    pub fn label(self, estimator: PersonalizeEstimator) -> &'static str {
-        match (estimator, self) {
-            (PersonalizeEstimator::Pdbo, Self::HgpPl) => "pdbo-pl",
-            (PersonalizeEstimator::Pdbo, Self::HgpMtl) => "pdbo-mtl",
-            _ => self.name(),
-        }
-    }
-}
-
-/// HGP Table 6: the L2 rate on λ of the outer problem (a network outside Table 2 takes the
-/// rate of its kind: `exp` changes at every step, so it takes the time-varying one).
-pub fn table6_l2_lambda(method: Method, network: NetworkKind) -> f64 {
-    match (method.ensemble(), network.time_varying()) {
-        (false, true) => 1e-3,
-        _ => 1e-2,
-    }
-}
-
-/// HGP Table 6: the hyper-learning rate of Adam on λ (time-varying as for the L2 rate).
-pub fn table6_hyper_lr(method: Method, network: NetworkKind) -> f64 {
-    if method.ensemble() && !network.time_varying() {
-        1.0
-    } else {
-        0.1
-    }
-}
-
-/// The learning rates and L2 weights of a table: HGP's (grey images) or paper 004's Table 2
-/// (colour images).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rates {
-    /// HGP Table 6 and Sec. 5.3: inner rate 0.5 for the ensembles, 0.1 otherwise, × 0.1 at
-    /// 5/6 and 11/12 of the steps (500 and 550 of 600); Adam's rate and the L2 weight on λ
-    /// by method and network ([`table6_hyper_lr`], [`table6_l2_lambda`]).
-    Hgp,
-    /// Paper 004 Table 2, rows CIFAR10 and CIFAR100: one inner rate for every method (0.1
-    /// and 0.2), × 0.1 at the last 100 and 50 steps (App. A.2; of its 1,200 steps: 11/12
-    /// and 23/24, the proportions kept for other step counts), Adam's rate 1.0 and the L2
-    /// weight on λ 0.01 for every network; inner L2 0.001 as HGP's.
-    Paper004 {
-        /// The inner learning rate before its decays.
-        inner_lr: f64,
-    },
-}
-
-impl Rates {
-    /// The inner learning rate before its decays, for an `ensemble` of networks or one (HGP
-    /// Table 6: 0.5 and 0.1; every ensemble takes the same rate, so paper 004's uniform
-    /// baselines train as its PDBO-MTL does).
-    pub fn inner_lr(self, ensemble: bool) -> f64 {
-        match self {
-            Self::Hgp if ensemble => 0.5,
-            Self::Hgp => 0.1,
-            Self::Paper004 { inner_lr } => inner_lr,
-        }
-    }
-
-    /// The steps after which the inner rate is multiplied by 0.1, of `steps`.
-    pub fn milestones(self, steps: usize) -> Vec<usize> {
-        match self {
-            Self::Hgp => vec![steps * 5 / 6, steps * 11 / 12],
-            Self::Paper004 { .. } => vec![steps * 11 / 12, steps * 23 / 24],
-        }
-    }
-
-    /// The L2 weight on λ in the outer cost.
-    pub fn l2_lambda(self, method: Method, network: NetworkKind) -> f64 {
-        match self {
-            Self::Hgp => table6_l2_lambda(method, network),
-            Self::Paper004 { .. } => 1e-2,
-        }
-    }
-
-    /// Adam's learning rate on λ.
-    pub fn hyper_lr(self, method: Method, network: NetworkKind) -> f64 {
-        match self {
-            Self::Hgp => table6_hyper_lr(method, network),
-            Self::Paper004 { .. } => 1.0,
-        }
-    }
-
-    /// γ of paper 004's HGP: the inner SGP's final learning rate (two decays by 0.1).
-    pub fn pdbo_gamma(self, ensemble: bool) -> f64 {
-        self.inner_lr(ensemble) * 0.01
-    }
-}
 
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
 pub struct Setting {
@@ -215,6 +50,12 @@ pub struct Protocol {
     /// Where the clients live: under `--engine mpi` each rank trains and evaluates its own
     /// block of clients (and holds only their images); every number is the same bit for bit.
     pub placement: Placement,
+    /// The inner solve of SGP, Local and the λ-tuning methods on FC and FixU.
+    pub inner: InnerProcedure,
+    /// Rounds of Marfoq et al.'s procedure.
+    pub rounds: usize,
+    /// FedEM's components K.
+    pub components: usize,
 }
 
 /// One cell of the table: a method on a network.
@@ -261,6 +102,15 @@ pub enum Set {
     Test,
 }
 
+/// The set `which` of a client.
+pub fn set_of(data: &ImageClient, which: Set) -> &hgp_data::images::ImageSet {
+    match which {
+        Set::Train => &data.train,
+        Set::Validation => &data.val,
+        Set::Test => &data.test,
+    }
+}
+
 /// Accuracy of each client on its validation or test set, with the set's size; `None` for
 /// a client whose set is empty. Each rank evaluates its own clients (`placement`); the
 /// accuracies are gathered to every rank.
@@ -272,19 +122,25 @@ pub fn accuracies(
     lambda: &PerClient<f32>,
     which: Set,
 ) -> Result<Vec<Option<(f64, usize)>>> {
-    fn set_of(data: &ImageClient, which: Set) -> &hgp_data::images::ImageSet {
-        match which {
-            Set::Train => &data.train,
-            Set::Validation => &data.val,
-            Set::Test => &data.test,
-        }
-    }
-    let n = clients.len();
+    let predict = |i: usize, images: &[f32]| -> Result<Vec<u8>> {
+        Ok(clients[i].predict(x.row(i), lambda.row(i), images)?)
+    };
+    accuracies_with(placement, split, which, &predict)
+}
+
+/// [`accuracies`] of the predictions `predict(i, images)` of client i's model.
+pub fn accuracies_with(
+    placement: &Placement,
+    split: &[ImageClient],
+    which: Set,
+    predict: &(dyn Fn(usize, &[f32]) -> Result<Vec<u8>> + Sync),
+) -> Result<Vec<Option<(f64, usize)>>> {
+    let n = split.len();
     let mut correct = vec![0.0; n];
     let own = placement.owned(n).try_for_each(|i| -> Result<()> {
         let set = set_of(&split[i], which);
         if !set.is_empty() {
-            let predicted = clients[i].predict(x.row(i), lambda.row(i), &set.images)?;
+            let predicted = predict(i, &set.images)?;
             correct[i] = predicted
                 .iter()
                 .zip(&set.labels)
@@ -365,7 +221,7 @@ impl Protocol {
 
     /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
     /// three (HGP-MTL, PDBO-MTL), f_i = mean training cross-entropy + L2 on λ.
-    fn clients(
+    pub(super) fn clients(
         &self,
         method: Method,
         network: NetworkKind,
@@ -417,6 +273,9 @@ impl Protocol {
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
+        if self.on_procedure(method, network) {
+            return Ok(Box::new(self.procedure(method, network, n)?));
+        }
         let lr = self.rates.inner_lr(self.ensemble(method));
         let stream = derive(self.seed, domain::INNER);
         let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
@@ -499,7 +358,8 @@ impl Protocol {
         }
     }
 
-    /// Runs one method on one network, calling `progress` after every inner SGP step.
+    /// Runs one method on one network, calling `progress` after every inner SGP step (or
+    /// round of Marfoq et al.'s procedure).
     pub fn cell(
         &self,
         method: Method,
@@ -507,6 +367,9 @@ impl Protocol {
         split: &[ImageClient],
         progress: &dyn Fn(),
     ) -> Result<Cell> {
+        if method.is_baseline() {
+            return self.baseline_cell(method, network, split, progress);
+        }
         let s = &self.setting;
         let clients = self.clients(method, network, split, s)?;
         let n = clients.len();
@@ -521,13 +384,19 @@ impl Protocol {
         let lambda_len = if self.ensemble(method) { 3 } else { s.classes };
         let mut lambda = PerClient::filled(&vec![lambda_len; n], 0.0f32);
         let mut solver = self.solver(method, network, n, s)?;
+        let per = self.per_round(method, network, split);
         let placement = &self.placement;
         let outer_loss = |x: &ClientBuffer<f32>, lambda: &PerClient<f32>| {
             total_outer_loss_on(placement, &clients, x, lambda)
         };
         let mut solve = |lambda: &PerClient<f32>| {
             solver
-                .solve_observed(&clients, lambda, &x0, &mut OnProgress(|_, _, _| progress()))
+                .solve_observed(
+                    &clients,
+                    lambda,
+                    &x0,
+                    &mut OnProgress(|_, _, _| (0..per).for_each(|_| progress())),
+                )
                 .map(|s| s.x)
         };
         let mut x = solve(&lambda)?;
@@ -614,6 +483,7 @@ impl Protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
     use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
     use hgp_hypergrad::{Eta, PowerIteration};
 
@@ -676,6 +546,9 @@ mod tests {
             seed: 1,
             estimator: PersonalizeEstimator::Hgp,
             placement: Placement::local(),
+            inner: InnerProcedure::Sgp,
+            rounds: 2,
+            components: 3,
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -720,6 +593,9 @@ mod tests {
             seed: 1,
             estimator: PersonalizeEstimator::Hgp,
             placement: Placement::local(),
+            inner: InnerProcedure::Sgp,
+            rounds: 2,
+            components: 3,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {
@@ -780,7 +656,7 @@ mod tests {
             ..SplitConfig::default()
         };
         let split = heterogeneous_split(&set, &config, 2).unwrap();
-        let protocol = |estimator, placement| Protocol {
+        let protocol = |estimator, inner, placement| Protocol {
             setting: Setting {
                 arch: Architecture::Linear { classes: 10 },
                 steps: 6,
@@ -795,26 +671,37 @@ mod tests {
             seed: 4,
             estimator,
             placement,
+            inner,
+            rounds: 2,
+            components: 3,
         };
-        let cases: Vec<(PersonalizeEstimator, NetworkKind)> = vec![
-            (PersonalizeEstimator::Hgp, NetworkKind::Fixu),
-            (PersonalizeEstimator::Hgp, NetworkKind::Randd),
-            (PersonalizeEstimator::Pdbo, NetworkKind::Randu),
+        // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
+        // with the others on Marfoq et al.'s procedure there.
+        let (hgp, pdbo) = (PersonalizeEstimator::Hgp, PersonalizeEstimator::Pdbo);
+        let (marfoq, sgp) = (InnerProcedure::Marfoq, InnerProcedure::Sgp);
+        let cases = vec![
+            (hgp, marfoq, NetworkKind::Fc),
+            (hgp, marfoq, NetworkKind::Fixu),
+            (hgp, sgp, NetworkKind::Fixu),
+            (hgp, sgp, NetworkKind::Randd),
+            (pdbo, sgp, NetworkKind::Randu),
         ];
         let run = |placement: Placement| -> Vec<Cell> {
             let mut mine = split.clone();
             super::super::data::keep_own_images(&mut mine, &placement);
             let mut cells = Vec::new();
-            for &(estimator, network) in &cases {
-                let p = protocol(estimator, placement.clone());
+            for &(estimator, inner, network) in &cases {
+                let p = protocol(estimator, inner, placement.clone());
                 for &method in Method::value_variants() {
-                    cells.push(p.cell(method, network, &mine, &|| {}).unwrap());
+                    if method.applies(network).is_ok() {
+                        cells.push(p.cell(method, network, &mine, &|| {}).unwrap());
+                    }
                 }
             }
             cells
         };
         let local = run(Placement::local());
-        assert_eq!(local.len(), 15);
+        assert_eq!(local.len(), 5 * 5 + 6 + 2);
         for ranks in [4, 3] {
             for (rank, cells) in ThreadRanks::spawn(ranks, run).into_iter().enumerate() {
                 assert_eq!(cells, local, "rank {rank} of {ranks}");

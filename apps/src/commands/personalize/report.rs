@@ -125,6 +125,9 @@ impl TryFrom<CellRow> for Cell {
     }
 }
 
+/// A method that does not apply on a network (HGP Table 2's "n/a").
+const NOT_APPLICABLE: &str = "n/a";
+
 /// What the table of the inner solves shows.
 const TRAINING_CAPTION: &str =
     "inner solves of SGP and Local: training accuracy %, inner gradient norm at the end (at x0)";
@@ -138,7 +141,7 @@ impl Personalize {
         let methods: Vec<Method> = self
             .methods()
             .into_iter()
-            .filter(|m| !m.tunes_lambda())
+            .filter(|m| matches!(m, Method::Sgp | Method::Local))
             .collect();
         if methods.is_empty() {
             return None;
@@ -193,11 +196,15 @@ impl Personalize {
                 let (grad, _) = stat(&cells, &|c| c.training.map(|t| t.grad_norm));
                 let (start, _) = stat(&cells, &|c| c.training.map(|t| t.grad_norm_start));
                 line.push(match (avg, sd, b10) {
+                    _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                     (Some(a), Some(s), Some(b)) => {
                         format!("{:.1} ± {:.1} / {:.1}", 100.0 * a, 100.0 * s, 100.0 * b)
                     }
                     _ => "-".to_string(),
                 });
+                if m.applies(k).is_err() {
+                    continue;
+                }
                 rows.push(SeedRow {
                     method: m.label(self.estimator).to_string(),
                     network: k.name().to_string(),
@@ -280,6 +287,7 @@ impl Personalize {
         for &m in &self.methods() {
             table.row(std::iter::once(m.label(self.estimator).to_string()).chain(
                 self.networks().iter().map(|&k| match find(m, k) {
+                    _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                     Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
                     None => "-".to_string(),
                 }),
