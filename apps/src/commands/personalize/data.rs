@@ -230,11 +230,17 @@ impl Personalize {
         (clients, own): (usize, usize),
     ) -> MemoryPlan {
         const F32: f64 = 4.0;
-        let ensembles = self
+        // The most networks one client trains: an ensemble's 3, FedEM's K components.
+        let members = self
             .methods()
             .iter()
-            .any(|m| m.trains_ensemble(self.estimator));
-        let members = if ensembles { 3 } else { 1 };
+            .map(|&m| match m {
+                Method::FedEm | Method::DFedEm => self.components,
+                m if m.trains_ensemble(self.estimator) => 3,
+                _ => 1,
+            })
+            .max()
+            .unwrap_or(1);
         let arch = setting.arch;
         let threads = rayon::current_num_threads().min(own.max(1));
         let chunk = hgp_nn::part_instances(&arch);
@@ -265,7 +271,11 @@ impl Personalize {
             .add(
                 format!(
                     "{graphs}{}, for {threads} client{} at once (one per thread; RAYON_NUM_THREADS sets them)",
-                    if members > 1 { " × 3 networks of an ensemble" } else { "" },
+                    if members > 1 {
+                        format!(" × {members} networks of an ensemble or mixture")
+                    } else {
+                        String::new()
+                    },
                     if threads == 1 { "" } else { "s" }
                 ),
                 threads as f64 * members as f64 * on_batch.max(on_full),
