@@ -79,13 +79,14 @@ fn a_round_is_an_epoch_then_the_average_weighted_by_training_sizes() {
         let mut g = vec![0.0; d];
         let all: Vec<usize> = (0..c.num_train()).collect();
         c.inner_grad(start.row(i), lambda.row(i), Batch::Indices(&all), &mut g);
-        for k in 0..d {
-            expected[k] += c.num_train() as f64 / total * (start.row(i)[k] - 0.3 * g[k]);
+        let share = c.num_train() as f64 / total;
+        for ((e, &x0k), &gk) in expected.iter_mut().zip(start.row(i)).zip(&g) {
+            *e += share * (x0k - 0.3 * gk);
         }
     }
     for i in 0..4 {
-        for k in 0..d {
-            assert!((x.row(i)[k] - expected[k]).abs() < 1e-15, "{i} {k}");
+        for (k, (a, b)) in x.row(i).iter().zip(&expected).enumerate() {
+            assert!((a - b).abs() < 1e-15, "{i} {k}");
         }
     }
     // Alone, nobody averages: each client its own gradient step.

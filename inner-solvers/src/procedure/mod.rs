@@ -71,6 +71,10 @@ pub struct Procedure {
     placement: Placement,
 }
 
+/// The proximal center of client i (FedProx: its round's start; the proximal
+/// personalization: the average).
+pub(crate) type ProxCenter<'a, T> = dyn Fn(usize) -> Vec<T> + Sync + 'a;
+
 /// How one client's parameters step within an epoch.
 #[derive(Clone, Copy)]
 pub(crate) struct StepRule<'a, T> {
@@ -193,7 +197,7 @@ impl Procedure {
                 b
             })
             .collect();
-        if self.drop_last && m > self.batch && m % self.batch != 0 {
+        if self.drop_last && m > self.batch && !m.is_multiple_of(self.batch) {
             batches.pop();
         }
         batches
@@ -242,6 +246,7 @@ impl Procedure {
     /// One epoch of every client of this rank from its row of `x` (momentum buffers
     /// `velocity`), the proximal center of client i given by `center`; then the divergence
     /// check (agreed by every rank) and the rows gathered to every rank.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn local_epochs<T: Scalar, C: InnerCost<T>>(
         &self,
         clients: &[C],
@@ -250,7 +255,7 @@ impl Procedure {
         velocity: &mut ClientBuffer<T>,
         round: usize,
         momentum: f64,
-        prox: Option<(&(dyn Fn(usize) -> Vec<T> + Sync), f64)>,
+        prox: Option<(&ProxCenter<'_, T>, f64)>,
         solver: &'static str,
     ) -> Result<()> {
         let n = clients.len();

@@ -15,7 +15,9 @@ use hgp_models::{InnerCost, PerClient};
 use hgp_nn::{DerivativeMode, HyperMode, NetClient, NetConfig};
 
 use super::methods::{Method, table7_lr};
-use super::protocol::{Cell, Protocol, Set, accuracies_with, bottom10, set_of, weighted_mean};
+use super::protocol::{
+    Cell, OnImages, Protocol, Set, accuracies_with, bottom10, set_of, weighted_mean,
+};
 use crate::engine::agree_on;
 use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss_on};
 
@@ -277,7 +279,7 @@ impl Protocol {
 fn mixture_loss(
     placement: &Placement,
     split: &[ImageClient],
-    mixed: &(dyn Fn(usize, &[f32]) -> Result<Vec<f64>> + Sync),
+    mixed: &OnImages<'_, Vec<f64>>,
     classes: usize,
 ) -> Result<f64> {
     let n = split.len();

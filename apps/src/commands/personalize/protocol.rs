@@ -102,6 +102,9 @@ pub enum Set {
     Test,
 }
 
+/// What a client's model gives on images: `f(i, images)` for client i.
+pub type OnImages<'a, R> = dyn Fn(usize, &[f32]) -> Result<R> + Sync + 'a;
+
 /// The set `which` of a client.
 pub fn set_of(data: &ImageClient, which: Set) -> &hgp_data::images::ImageSet {
     match which {
@@ -133,7 +136,7 @@ pub fn accuracies_with(
     placement: &Placement,
     split: &[ImageClient],
     which: Set,
-    predict: &(dyn Fn(usize, &[f32]) -> Result<Vec<u8>> + Sync),
+    predict: &OnImages<'_, Vec<u8>>,
 ) -> Result<Vec<Option<(f64, usize)>>> {
     let n = split.len();
     let mut correct = vec![0.0; n];
