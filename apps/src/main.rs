@@ -61,7 +61,8 @@ enum Command {
     #[command(allow_negative_numbers = true, after_help = commands::influence::after_help())]
     Influence(commands::influence::Influence),
     /// Sec. 5.3 / Table 2 / Fig. 4: personalization (HGP-PL, HGP-MTL, PDBO-MTL local)
-    /// against SGP and Local over FC, FixU, RandU and RandD networks.
+    /// against SGP, Local, FedProx, FedAvg+, Clustered-FL, pFedMe and FedEM over FC, FixU,
+    /// RandU and RandD networks.
     #[command(allow_negative_numbers = true, after_help = commands::personalize::after_help())]
     Personalize(commands::personalize::Personalize),
     /// Paper 003 Sec. 5 / Table 2 / Figs. 2–4: federated hyper-representation learning on

@@ -334,8 +334,9 @@ fn help_states_each_commands_own_defaults() {
     assert!(hypergrad.contains("--eta auto"), "{hypergrad}");
     let personalize = help("personalize");
     assert!(
-        personalize
-            .contains("--quick: --clients 3 --images 600 --model cnn3 --sgp-steps 20 --batch 16"),
+        personalize.contains(
+            "--quick: --clients 3 --images 600 --model cnn3 --sgp-steps 20 --rounds 3 --batch 16"
+        ),
         "{personalize}"
     );
     let fbo = help("fbo");
@@ -644,7 +645,7 @@ fn work_too_large_to_count_is_refused() {
         out.to_str().unwrap(),
     ]);
     assert!(
-        err.contains("--outer-steps 18446744073709551615 with 20 SGP steps a solve is more steps than can be counted"),
+        err.contains("--outer-steps 18446744073709551615 with 20 SGP steps or 3 rounds a solve is more steps than can be counted"),
         "{err}"
     );
     // Counts at the edge of u64: refused in words, never a wrapped seed or an allocation
