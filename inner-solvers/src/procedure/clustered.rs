@@ -1,12 +1,12 @@
 //! Clustered federated learning (Sattler et al., 2020) on Marfoq et al.'s procedure.
 
-use hgp_averaging::{ClientBuffer, CommCost, Describe, Scalar};
+use hgp_averaging::{ClientBuffer, Describe, Scalar};
 use hgp_models::{InnerCost, PerClient};
 
-use super::{Aggregation, Procedure, server_average, sizes};
+use super::{Aggregation, Procedure, server_average};
 use crate::error::{InnerError, Result};
-use crate::observer::{Observer, Phase};
-use crate::solution::{InnerSolution, check_inputs};
+use crate::observer::Observer;
+use crate::solution::InnerSolution;
 use crate::solver::InnerSolver;
 
 /// Clustered-FL (Sattler, Müller and Samek, 2020, Alg. 1 and Sec. III): every cluster c
@@ -118,75 +118,65 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ClusteredFl {
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
-        check_inputs(clients, lambda, x0)?;
-        let p = &self.procedure;
-        let n = clients.len();
-        p.placement().check_clients(n)?;
-        let sizes = sizes(clients);
-        let mut x = x0.clone();
-        let mut velocity = ClientBuffer::zeros(n, x.d());
-        let mut comm = CommCost::new(n);
-        let mut clusters: Vec<Vec<usize>> = vec![(0..n).collect()];
-        for t in 0..p.rounds() {
+        let this = &*self;
+        let p = &this.procedure;
+        let mut clusters: Vec<Vec<usize>> = vec![(0..clients.len()).collect()];
+        let solution = p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
             let start = x.clone();
-            p.local_epochs(
-                clients,
-                lambda,
-                &mut x,
-                &mut velocity,
-                t,
-                p.momentum(),
-                None,
-                "Clustered-FL",
-            )?;
-            let update = |i: usize| -> Vec<f64> {
-                x.row(i)
-                    .iter()
-                    .zip(start.row(i))
-                    .map(|(a, b)| a.as_f64() - b.as_f64())
-                    .collect()
-            };
-            let updates: Vec<Vec<f64>> = (0..n).map(update).collect();
-            let norms: Vec<f64> = updates.iter().map(|u| norm(u)).collect();
-            let mut next = Vec::new();
-            for c in clusters {
-                if c.len() > 2 && self.should_split(&c, &updates, &norms, &sizes) {
-                    let cosine_distance = |i: usize, j: usize| {
-                        let denominator = norms[i] * norms[j];
-                        if denominator > 0.0 {
-                            1.0 - dot(&updates[i], &updates[j]) / denominator
-                        } else {
-                            1.0
-                        }
-                    };
-                    let (a, b) = complete_linkage_bipartition(&c, cosine_distance);
-                    next.push(a);
-                    next.push(b);
-                } else {
-                    next.push(c);
-                }
-            }
-            clusters = next;
+            let m = p.momentum();
+            p.local_epochs(clients, lambda, x, velocity, t, m, None, "Clustered-FL")?;
+            // Δθ_i, every rank the same (the models were gathered).
+            let updates: Vec<Vec<f64>> = (0..x.n())
+                .map(|i| {
+                    x.row(i)
+                        .iter()
+                        .zip(start.row(i))
+                        .map(|(a, b)| a.as_f64() - b.as_f64())
+                        .collect()
+                })
+                .collect();
+            clusters = this.split(std::mem::take(&mut clusters), &updates, sizes);
             for c in &clusters {
-                server_average(&mut x, c, &sizes);
+                server_average(x, c, sizes);
             }
-            p.count_round(&mut comm, n, x.d() as u64);
-            observer.progress(Phase::Lower, t + 1, p.rounds());
-        }
+            Ok(())
+        })?;
         self.clusters = clusters;
-        Ok(InnerSolution::measure_on(
-            p.placement(),
-            clients,
-            lambda,
-            x,
-            None,
-            p.rounds(),
-            comm,
-        ))
+        Ok(solution)
     }
 }
 
 impl ClusteredFl {
+    /// The clusters after a round's updates: each one that meets the criterion split in two
+    /// by the cosine similarity of its updates.
+    fn split(
+        &self,
+        clusters: Vec<Vec<usize>>,
+        updates: &[Vec<f64>],
+        sizes: &[f64],
+    ) -> Vec<Vec<usize>> {
+        let norms: Vec<f64> = updates.iter().map(|u| norm(u)).collect();
+        let mut next = Vec::new();
+        for c in clusters {
+            if c.len() > 2 && self.should_split(&c, updates, &norms, sizes) {
+                let cosine_distance = |i: usize, j: usize| {
+                    let denominator = norms[i] * norms[j];
+                    if denominator > 0.0 {
+                        1.0 - dot(&updates[i], &updates[j]) / denominator
+                    } else {
+                        1.0
+                    }
+                };
+                let (a, b) = complete_linkage_bipartition(&c, cosine_distance);
+                next.push(a);
+                next.push(b);
+            } else {
+                next.push(c);
+            }
+        }
+        next
+    }
+
     /// Sattler et al.'s criterion on cluster `c`.
     fn should_split(
         &self,

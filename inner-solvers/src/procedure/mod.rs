@@ -419,13 +419,17 @@ pub(crate) fn sizes<T: Scalar, C: InnerCost<T>>(clients: &[C]) -> Vec<f64> {
     clients.iter().map(|c| c.num_train() as f64).collect()
 }
 
-impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Procedure {
-    fn solve_observed(
-        &mut self,
+impl Procedure {
+    /// The loop every solver on the procedure shares: the checks, the models x (from x0)
+    /// and momentum buffers, `round(t, x, velocity, sizes)` for each round with its cost
+    /// counted and `observer` told, and the solution measured at the end.
+    pub(crate) fn solve_rounds<T: Scalar, C: InnerCost<T>>(
+        &self,
         clients: &[C],
         lambda: &PerClient<T>,
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
+        mut round: impl FnMut(usize, &mut ClientBuffer<T>, &mut ClientBuffer<T>, &[f64]) -> Result<()>,
     ) -> Result<InnerSolution<T>> {
         check_inputs(clients, lambda, x0)?;
         let n = clients.len();
@@ -436,17 +440,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Procedure {
         let mut velocity = ClientBuffer::zeros(n, x.d());
         let mut comm = CommCost::new(n);
         for t in 0..self.rounds {
-            self.local_epochs(
-                clients,
-                lambda,
-                &mut x,
-                &mut velocity,
-                t,
-                self.momentum,
-                None,
-                "local epochs",
-            )?;
-            self.aggregate(&mut x, &sizes);
+            round(t, &mut x, &mut velocity, &sizes)?;
             self.count_round(&mut comm, n, x.d() as u64);
             observer.progress(Phase::Lower, t + 1, self.rounds);
         }
@@ -459,6 +453,32 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Procedure {
             self.rounds,
             comm,
         ))
+    }
+}
+
+impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Procedure {
+    fn solve_observed(
+        &mut self,
+        clients: &[C],
+        lambda: &PerClient<T>,
+        x0: &ClientBuffer<T>,
+        observer: &mut dyn Observer<T>,
+    ) -> Result<InnerSolution<T>> {
+        let this = &*self;
+        this.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
+            this.local_epochs(
+                clients,
+                lambda,
+                x,
+                velocity,
+                t,
+                this.momentum,
+                None,
+                "local epochs",
+            )?;
+            this.aggregate(x, sizes);
+            Ok(())
+        })
     }
 }
 

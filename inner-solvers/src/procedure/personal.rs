@@ -5,7 +5,7 @@ use hgp_averaging::{ClientBuffer, CommCost, Describe, Scalar};
 use hgp_models::{Batch, InnerCost, PerClient};
 use rayon::prelude::*;
 
-use super::{Aggregation, Procedure, combine, server_average, sizes};
+use super::{Aggregation, Procedure, ProxCenter, combine, server_average, sizes};
 use crate::error::{InnerError, Result};
 use crate::observer::{Observer, Phase};
 use crate::solution::{InnerSolution, check_inputs};
@@ -79,40 +79,24 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedProx {
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
-        check_inputs(clients, lambda, x0)?;
-        let p = &self.procedure;
-        let n = clients.len();
-        p.placement().check_clients(n)?;
-        let sizes = sizes(clients);
-        let mut x = x0.clone();
-        let mut velocity = ClientBuffer::zeros(n, x.d());
-        let mut comm = CommCost::new(n);
-        for t in 0..p.rounds() {
+        let (p, mu) = (&self.procedure, self.mu);
+        p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
             let start = x.clone();
             let center = |i: usize| start.row(i).to_vec();
+            let prox = Some((&center as &ProxCenter<'_, T>, mu));
             p.local_epochs(
                 clients,
                 lambda,
-                &mut x,
-                &mut velocity,
+                x,
+                velocity,
                 t,
                 p.momentum(),
-                Some((&center, self.mu)),
+                prox,
                 "FedProx",
             )?;
-            p.aggregate(&mut x, &sizes);
-            p.count_round(&mut comm, n, x.d() as u64);
-            observer.progress(Phase::Lower, t + 1, p.rounds());
-        }
-        Ok(InnerSolution::measure_on(
-            p.placement(),
-            clients,
-            lambda,
-            x,
-            None,
-            p.rounds(),
-            comm,
-        ))
+            p.aggregate(x, sizes);
+            Ok(())
+        })
     }
 }
 
@@ -160,42 +144,19 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ProxPersonal {
         x0: &ClientBuffer<T>,
         observer: &mut dyn Observer<T>,
     ) -> Result<InnerSolution<T>> {
-        check_inputs(clients, lambda, x0)?;
-        let p = &self.procedure;
-        let n = clients.len();
-        p.placement().check_clients(n)?;
-        let sizes = sizes(clients);
-        let mut x = x0.clone();
-        let mut velocity = ClientBuffer::zeros(n, x.d());
-        let mut comm = CommCost::new(n);
+        let (p, mu) = (&self.procedure, self.mu);
         let mut mean = x0.row(0).to_vec();
-        for t in 0..p.rounds() {
+        p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
             let center = |_: usize| mean.clone();
-            p.local_epochs(
-                clients,
-                lambda,
-                &mut x,
-                &mut velocity,
-                t,
-                p.momentum(),
-                Some((&center, self.mu)),
-                "proximal personalization",
-            )?;
+            let prox = Some((&center as &ProxCenter<'_, T>, mu));
+            let what = "proximal personalization";
+            p.local_epochs(clients, lambda, x, velocity, t, p.momentum(), prox, what)?;
+            // x̄ = Σ_j (n_j / N) x_j; the clients keep their own models.
             let total: f64 = sizes.iter().sum();
-            let terms: Vec<(usize, f64)> = (0..n).map(|j| (j, sizes[j] / total)).collect();
-            combine(&x, &terms, &mut mean);
-            p.count_round(&mut comm, n, x.d() as u64);
-            observer.progress(Phase::Lower, t + 1, p.rounds());
-        }
-        Ok(InnerSolution::measure_on(
-            p.placement(),
-            clients,
-            lambda,
-            x,
-            None,
-            p.rounds(),
-            comm,
-        ))
+            let terms: Vec<(usize, f64)> = (0..x.n()).map(|j| (j, sizes[j] / total)).collect();
+            combine(x, &terms, &mut mean);
+            Ok(())
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! D-FedEM, each a solver of `hgp_inner_solvers::procedure` on the clients, splits and
 //! evaluation the other methods of `hgp personalize` have.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use hgp_averaging::{ClientBuffer, Placement};
 use hgp_data::images::ImageClient;
 use hgp_graphs::{FmmcOptions, fastest_mixing};
@@ -202,24 +202,7 @@ impl Protocol {
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
         };
-        let owned = self.placement.owned(split.len());
-        let clients: Vec<NetClient<f32>> = split
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let m = c.train.labels.len();
-                if owned.contains(&i) {
-                    NetClient::new(
-                        config,
-                        (&c.train.images, &c.train.labels),
-                        (&c.train.images, &c.train.labels),
-                    )
-                } else {
-                    NetClient::held_elsewhere(config, m, m)
-                }
-                .with_context(|| format!("client {i}"))
-            })
-            .collect::<Result<_>>()?;
+        let clients = self.clients_of(config, split)?;
         let n = clients.len();
         let init: Vec<f32> = (0..k)
             .flat_map(|j| s.arch.init(derive(self.seed, domain::INIT + j as u64)))
@@ -302,8 +285,8 @@ fn mixture_loss(
 
 #[cfg(test)]
 mod tests {
+    use super::super::protocol::tests::digits;
     use super::*;
-    use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
     use hgp_inner_solvers::InnerSolver;
     use hgp_nn::Architecture;
 
@@ -312,14 +295,7 @@ mod tests {
     /// 1, to the last bit; and its mixture predicts as that one network.
     #[test]
     fn fedem_with_one_component_is_fedavg_on_networks() {
-        let all = embedded_mnist().unwrap();
-        let set = all.subset(&(0..240).collect::<Vec<_>>());
-        let config = SplitConfig {
-            clients: 3,
-            clusters: 3,
-            ..SplitConfig::default()
-        };
-        let split = heterogeneous_split(&set, &config, 3).unwrap();
+        let split = digits(240, 3, 3);
         let arch = Architecture::Mlp { classes: 10 };
         let net = NetConfig {
             arch,

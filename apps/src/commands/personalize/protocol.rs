@@ -244,6 +244,16 @@ impl Protocol {
             l2_lambda,
             derivatives: DerivativeMode::Auto,
         };
+        self.clients_of(config, split)
+    }
+
+    /// A client of `config` on each client's training set (its cost's and f_i's); under
+    /// MPI another rank's client is a stand-in with its sizes, not its images.
+    pub(super) fn clients_of(
+        &self,
+        config: NetConfig,
+        split: &[ImageClient],
+    ) -> Result<Vec<NetClient<f32>>> {
         let owned = self.placement.owned(split.len());
         split
             .iter()
@@ -256,7 +266,6 @@ impl Protocol {
                         (&c.train.images, &c.train.labels),
                     )
                 } else {
-                    // Another rank's client: its sizes, not its images.
                     let m = c.train.labels.len();
                     NetClient::held_elsewhere(config, m, m)
                 }
@@ -484,10 +493,27 @@ impl Protocol {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use clap::ValueEnum;
     use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
+
+    /// The first `images` embedded digits split over `clients` clients in 3 clusters (HGP
+    /// App. A.3) with `seed`.
+    pub(in crate::commands::personalize) fn digits(
+        images: usize,
+        clients: usize,
+        seed: u64,
+    ) -> Vec<ImageClient> {
+        let all = embedded_mnist().unwrap();
+        let set = all.subset(&(0..images).collect::<Vec<_>>());
+        let config = SplitConfig {
+            clients,
+            clusters: 3,
+            ..SplitConfig::default()
+        };
+        heterogeneous_split(&set, &config, seed).unwrap()
+    }
     use hgp_hypergrad::{Eta, PowerIteration};
 
     /// Paper 004's Table 2 rates with colour images: the decays at the last 100 and 50 of
@@ -525,14 +551,7 @@ mod tests {
     /// (its baselines); under HGP's, one network.
     #[test]
     fn baselines_are_ensembles_under_paper_004() {
-        let all = embedded_mnist().unwrap();
-        let set = all.subset(&(0..90).collect::<Vec<_>>());
-        let config = SplitConfig {
-            clients: 3,
-            clusters: 3,
-            ..SplitConfig::default()
-        };
-        let split = heterogeneous_split(&set, &config, 5).unwrap();
+        let split = digits(90, 3, 5);
         let arch = Architecture::Linear { classes: 10 };
         let mut protocol = Protocol {
             setting: Setting {
@@ -573,14 +592,7 @@ mod tests {
     /// digits over 3 clients, two outer steps of HGP-PL, reproducible to the bit.
     #[test]
     fn a_cell_runs_from_a_protocol() {
-        let all = embedded_mnist().unwrap();
-        let set = all.subset(&(0..300).collect::<Vec<_>>());
-        let config = SplitConfig {
-            clients: 3,
-            clusters: 3,
-            ..SplitConfig::default()
-        };
-        let split = heterogeneous_split(&set, &config, 5).unwrap();
+        let split = digits(300, 3, 5);
         let protocol = Protocol {
             setting: Setting {
                 arch: Architecture::Linear { classes: 10 },
@@ -651,14 +663,7 @@ mod tests {
     #[test]
     fn cells_over_ranks_are_the_cells_of_one_process() {
         use hgp_averaging::ThreadRanks;
-        let all = embedded_mnist().unwrap();
-        let set = all.subset(&(0..400).collect::<Vec<_>>());
-        let config = SplitConfig {
-            clients: 4,
-            clusters: 3,
-            ..SplitConfig::default()
-        };
-        let split = heterogeneous_split(&set, &config, 2).unwrap();
+        let split = digits(400, 4, 2);
         let protocol = |estimator, inner, placement| Protocol {
             setting: Setting {
                 arch: Architecture::Linear { classes: 10 },
