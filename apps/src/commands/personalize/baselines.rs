@@ -42,6 +42,12 @@ pub enum InnerProcedure {
 }
 
 impl Protocol {
+    /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
+    pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
+        self.procedure_lr
+            .unwrap_or_else(|| table7_lr(method, network))
+    }
+
     /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
     /// always; the others on FC and FixU with `--inner marfoq`.
     pub fn on_procedure(&self, method: Method, network: NetworkKind) -> bool {
@@ -103,7 +109,7 @@ impl Protocol {
         Ok(Procedure::new(
             self.rounds,
             s.batch,
-            table7_lr(method, network),
+            self.lr(method, network),
             aggregation,
             derive(self.seed, domain::INNER),
         )?
@@ -135,7 +141,7 @@ impl Protocol {
         let x0 = ClientBuffer::from_fn(n, init.len(), |_, k| init[k]);
         let lambda = PerClient::filled(&vec![s.classes; n], 0.0f32);
         let procedure = self.procedure(method, network, n)?;
-        let lr = table7_lr(method, network);
+        let lr = self.lr(method, network);
         let per = self.per_round(method, network, split);
         let mut solver: Box<dyn InnerSolver<f32, NetClient<f32>>> = match method {
             Method::FedProx => Box::new(FedProx::new(procedure.clone(), FEDPROX_MU)?),

@@ -56,6 +56,8 @@ pub struct Protocol {
     pub rounds: usize,
     /// FedEM's components K.
     pub components: usize,
+    /// One rate for every method on the procedure in place of HGP Table 7's.
+    pub procedure_lr: Option<f64>,
 }
 
 /// One cell of the table: a method on a network.
@@ -571,6 +573,7 @@ pub(super) mod tests {
             inner: InnerProcedure::Sgp,
             rounds: 2,
             components: 3,
+            procedure_lr: None,
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -611,6 +614,7 @@ pub(super) mod tests {
             inner: InnerProcedure::Sgp,
             rounds: 2,
             components: 3,
+            procedure_lr: None,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {
@@ -682,6 +686,7 @@ pub(super) mod tests {
             inner,
             rounds: 2,
             components: 3,
+            procedure_lr: None,
         };
         // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
         // with the others on Marfoq et al.'s procedure there.
