@@ -288,7 +288,10 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
         assert!(err.contains(why) && err.contains("--methods"), "{err}");
     }
     let err = fails(&["personalize", "--procedure-lr", "0"]);
-    assert!(err.contains("--procedure-lr must be a positive number"), "{err}");
+    assert!(
+        err.contains("--procedure-lr must be a positive number"),
+        "{err}"
+    );
 }
 
 /// `--seeds N` runs the table once per seed into DIR/seed-K and reports the mean ± sd of

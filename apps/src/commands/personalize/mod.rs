@@ -122,9 +122,8 @@ pub struct Personalize {
     /// Network architecture [default: listed at the end].
     #[arg(long, value_enum)]
     model: Option<ModelKind>,
-    /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps on
-    /// batches of 16), about 14 minutes on 2 cores (9 with a fixed --eta, which skips the
-    /// power iterations); with colour images the CIFAR CNN, 4 clients on at most 4,000
+    /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps or 3
+    /// rounds on batches of 16), under a minute on 2 cores; with colour images the CIFAR CNN, 4 clients on at most 4,000
     /// images (each client's parts scaled down from the paper's, said in the log), 100 steps
     /// of batch 16, 3 outer steps (about 5 minutes); with text 24 speaking characters of 100
     /// training windows of 20 symbols, an LSTM of 2 × 32 units, 100 steps of batch 16, 3
