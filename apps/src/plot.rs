@@ -274,12 +274,13 @@ impl Figure {
         for s in self.panels.iter().flat_map(|p| &p.series) {
             match entries.iter_mut().find(|e| e.name == s.name) {
                 Some(e) => e.band |= s.band.is_some(),
+                // Past the palette, its colours again, dashed: no two lines look alike.
                 None => entries.push(Entry {
                     name: s.name.clone(),
                     colour: PALETTE[entries.len() % PALETTE.len()],
                     scatter: s.scatter,
                     band: s.band.is_some(),
-                    dashed: false,
+                    dashed: entries.len() >= PALETTE.len(),
                 }),
             }
         }
@@ -643,6 +644,7 @@ where
             .find(|e| e.name == name)
             .map_or(INK, |e| e.colour)
     };
+    let dashed = |name: &str| legend.iter().any(|e| e.name == name && e.dashed);
 
     for s in &panel.series {
         let Some(band) = &s.band else { continue };
@@ -692,9 +694,20 @@ where
                         .map_err(plot_error)?;
                     continue;
                 }
-                chart
-                    .draw_series(LineSeries::new(run.iter().copied(), c.stroke_width(2)))
-                    .map_err(plot_error)?;
+                if dashed(&s.name) {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            run.iter().copied(),
+                            8,
+                            4,
+                            c.stroke_width(2),
+                        ))
+                        .map_err(plot_error)?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(run.iter().copied(), c.stroke_width(2)))
+                        .map_err(plot_error)?;
+                }
             }
         }
     }
@@ -755,14 +768,16 @@ where
             area.draw(&Circle::new((20, y), 3, e.colour.mix(0.85).filled()))
                 .map_err(plot_error)?;
         } else if e.dashed {
+            // A reference line is thin, a series as thick as the solid ones.
+            let width = if e.colour == REFERENCE { 1 } else { 2 };
             area.draw(&PathElement::new(
                 vec![a, (16, y)],
-                e.colour.stroke_width(1),
+                e.colour.stroke_width(width),
             ))
             .map_err(plot_error)?;
             area.draw(&PathElement::new(
                 vec![(24, y), b],
-                e.colour.stroke_width(1),
+                e.colour.stroke_width(width),
             ))
             .map_err(plot_error)?;
         } else {
@@ -842,6 +857,21 @@ mod tests {
         let names: Vec<&str> = legend.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c", "y = x"]);
         assert!(legend[3].dashed && legend[0].colour != legend[1].colour);
+        // More series than colours: the palette again, dashed, so no two entries look alike.
+        let names: Vec<String> = (0..13).map(|k| format!("s{k}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let legend = Figure::new().with_panel(p(&refs)).legend();
+        for (i, a) in legend.iter().enumerate() {
+            assert_eq!(a.dashed, i >= PALETTE.len(), "{}", a.name);
+            for b in &legend[i + 1..] {
+                assert!(
+                    (a.colour, a.dashed) != (b.colour, b.dashed),
+                    "{} {}",
+                    a.name,
+                    b.name
+                );
+            }
+        }
     }
 
     #[test]
