@@ -404,3 +404,87 @@ fn bad_settings_are_refused() {
     let e = FedProx::new(alone, 0.1).unwrap_err().to_string();
     assert!(e.contains("server"), "{e}");
 }
+
+/// On data drawn from a mixture of two logistic models (Marfoq et al.'s synthetic setting,
+/// each client dominated by one component), FedEM's mixtures fit the clients' training data
+/// better than FedAvg's one global model: the mean over clients of the mixture's negative
+/// log-likelihood −log Σ_k π_ik p_θ_k(y | a) is below 0.8 of the global model's (measured:
+/// 0.26 against 0.66); so are the personalized models of the proximal methods.
+#[test]
+fn fedem_fits_a_mixture_better_than_one_global_model() {
+    let config = SyntheticConfig {
+        clients: 8,
+        components: 2,
+        alpha: 0.1,
+        train_per_client: 150,
+        noise_std: 0.0,
+        ..SyntheticConfig::default()
+    };
+    let data = generate_synthetic(&config, 11).unwrap();
+    let clients: Vec<_> = data
+        .iter()
+        .map(|c| WeightedLogistic::new(c, 1e-3, false).unwrap())
+        .collect();
+    let n = clients.len();
+    let d = clients[0].dim_x();
+    let lambda = PerClient::filled(&vec![150; n], 1.0);
+    let procedure = || Procedure::new(40, 16, 0.2, Aggregation::Server, 4).unwrap();
+    let start = ClientBuffer::from_fn(n, d, |_, k| 0.01 * k as f64);
+    let fedavg = solve(procedure(), &clients, &lambda, &start);
+    let start2 = ClientBuffer::from_fn(n, 2 * d, |_, k| 0.3 * ((k * 5 % 7) as f64 - 3.0));
+    let em = FedEm::new(procedure(), 2)
+        .unwrap()
+        .run_observed(&clients, &start2, &mut OnProgress(|_, _, _| {}))
+        .unwrap();
+    let mut global = 0.0;
+    let mut mixture = 0.0;
+    for (i, c) in clients.iter().enumerate() {
+        let m = c.num_train();
+        let mut l = vec![0.0; m];
+        c.instance_losses(fedavg.row(i), &mut l).unwrap();
+        global += l.iter().sum::<f64>() / m as f64 / n as f64;
+        let row = em.components.row(i);
+        let pi = em.weights.row(i);
+        let (mut l0, mut l1) = (vec![0.0; m], vec![0.0; m]);
+        c.instance_losses(&row[..d], &mut l0).unwrap();
+        c.instance_losses(&row[d..], &mut l1).unwrap();
+        let nll: f64 = (0..m)
+            .map(|s| -(pi[0] * (-l0[s]).exp() + pi[1] * (-l1[s]).exp()).ln())
+            .sum();
+        mixture += nll / m as f64 / n as f64;
+    }
+    assert!(
+        mixture < 0.8 * global,
+        "FedEM {mixture} against FedAvg {global}"
+    );
+    // The personalized models fit their own clients better than the global one as well.
+    let mean_loss = |x: &ClientBuffer<f64>| {
+        clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut l = vec![0.0; c.num_train()];
+                c.instance_losses(x.row(i), &mut l).unwrap();
+                l.iter().sum::<f64>() / l.len() as f64 / n as f64
+            })
+            .sum::<f64>()
+    };
+    assert!((mean_loss(&fedavg) - global).abs() < 1e-12);
+    for personal in [
+        solve(
+            ProxPersonal::new(procedure(), 0.1).unwrap(),
+            &clients,
+            &lambda,
+            &start,
+        ),
+        solve(
+            PFedMe::new(procedure(), 0.1, 5, 0.2, 1.0).unwrap(),
+            &clients,
+            &lambda,
+            &start,
+        ),
+    ] {
+        let own = mean_loss(&personal);
+        assert!(own < 0.8 * global, "{own} against FedAvg {global}");
+    }
+}
