@@ -648,6 +648,19 @@ fn work_too_large_to_count_is_refused() {
         err.contains("--outer-steps 18446744073709551615 with 20 SGP steps or 3 rounds a solve is more steps than can be counted"),
         "{err}"
     );
+    // Rounds too many to count (a round counts its local steps): the same refusal.
+    let err = fails(&[
+        "personalize",
+        "--quick",
+        "--rounds",
+        "18446744073709551615",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("18446744073709551615 rounds a solve is more steps than can be counted"),
+        "{err}"
+    );
     // Counts at the edge of u64: refused in words, never a wrapped seed or an allocation
     // that aborts.
     let max = "18446744073709551615";

@@ -85,6 +85,15 @@ pub enum InnerError {
     /// A problem with averaging.
     #[error(transparent)]
     Averaging(#[from] AveragingError),
+    /// A method given a procedure whose aggregation it cannot run on (FedProx without a
+    /// server, FedEM with clients alone).
+    #[error("{method} needs {needs}; this procedure has none")]
+    Aggregation {
+        /// The method.
+        method: &'static str,
+        /// What it runs on.
+        needs: &'static str,
+    },
     /// A model could not evaluate a client (e.g. per-instance losses a network cannot read).
     #[error(transparent)]
     Model(#[from] hgp_models::ModelError),

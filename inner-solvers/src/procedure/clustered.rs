@@ -3,7 +3,7 @@
 use hgp_averaging::{ClientBuffer, Describe, Scalar};
 use hgp_models::{InnerCost, PerClient};
 
-use super::{Aggregation, Procedure, server_average};
+use super::{Procedure, need_server, server_average};
 use crate::error::{InnerError, Result};
 use crate::observer::Observer;
 use crate::solution::InnerSolution;
@@ -42,7 +42,7 @@ impl ClusteredFl {
     /// # Errors
     ///
     /// [`InnerError::Parameter`] for a tolerance negative or not finite (ε₂ may be infinite:
-    /// never split), a procedure without a server.
+    /// never split); [`InnerError::Aggregation`] for a procedure without a server.
     pub fn new(procedure: Procedure, eps1: f64, eps2: f64) -> Result<Self> {
         for (what, v) in [("Clustered-FL's ε₁", eps1), ("Clustered-FL's ε₂", eps2)] {
             if v.is_nan() || v < 0.0 || (what.ends_with("ε₁") && !v.is_finite()) {
@@ -53,13 +53,7 @@ impl ClusteredFl {
                 });
             }
         }
-        if !matches!(procedure.aggregation(), Aggregation::Server) {
-            return Err(InnerError::Parameter {
-                what: "Clustered-FL",
-                requirement: "run with a server (Aggregation::Server)",
-                value: f64::NAN,
-            });
-        }
+        need_server(&procedure, "Clustered-FL")?;
         Ok(Self {
             procedure,
             eps1,

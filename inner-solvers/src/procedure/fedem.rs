@@ -74,7 +74,7 @@ impl FedEm {
     ///
     /// # Errors
     ///
-    /// [`InnerError::Zero`] for no components; [`InnerError::Parameter`] for a procedure of
+    /// [`InnerError::Zero`] for no components; [`InnerError::Aggregation`] for a procedure of
     /// clients alone.
     pub fn new(procedure: Procedure, components: usize) -> Result<Self> {
         if components == 0 {
@@ -83,10 +83,9 @@ impl FedEm {
             });
         }
         if matches!(procedure.aggregation(), Aggregation::Alone) {
-            return Err(InnerError::Parameter {
-                what: "FedEM",
-                requirement: "run with a server or a mixing matrix",
-                value: f64::NAN,
+            return Err(InnerError::Aggregation {
+                method: "FedEM",
+                needs: "a server or a mixing matrix",
             });
         }
         Ok(Self {

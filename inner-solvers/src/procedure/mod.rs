@@ -73,7 +73,7 @@ pub struct Procedure {
 
 /// The proximal center of client i (FedProx: its round's start; the proximal
 /// personalization: the average).
-pub(crate) type ProxCenter<'a, T> = dyn Fn(usize) -> Vec<T> + Sync + 'a;
+pub(crate) type ProxCenter<'a, T> = dyn Fn(usize) -> &'a [T] + Sync + 'a;
 
 /// How one client's parameters step within an epoch.
 #[derive(Clone, Copy)]
@@ -267,11 +267,10 @@ impl Procedure {
             .skip(owned.start)
             .take(owned.len())
             .for_each(|(i, (w, v))| {
-                let center = prox.map(|(f, weight)| (f(i), weight));
                 let rule = StepRule {
                     lr,
                     momentum,
-                    prox: center.as_ref().map(|(c, weight)| (&c[..], *weight)),
+                    prox: prox.map(|(center, weight)| (center(i), weight)),
                 };
                 self.epoch(&clients[i], i, lambda.row(i), w, v, round, 0, rule);
             });
@@ -389,13 +388,23 @@ fn milestones(rounds: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Every row of `x` in `members` becomes Σ_{j∈members} (n_j / Σ n) x_j (sums in member
-/// order, in f64).
-pub(crate) fn server_average<T: Scalar>(x: &mut ClientBuffer<T>, members: &[usize], sizes: &[f64]) {
+/// `out` = Σ_{j∈members} (n_j / Σ n) x_j, `sizes` the n_j (sums in member order, in f64):
+/// the server's average of a round (Marfoq et al.; FedAvg weighted by training sizes).
+pub(crate) fn size_weighted_mean<T: Scalar>(
+    x: &ClientBuffer<T>,
+    members: &[usize],
+    sizes: &[f64],
+    out: &mut [T],
+) {
     let total: f64 = members.iter().map(|&j| sizes[j]).sum();
     let terms: Vec<(usize, f64)> = members.iter().map(|&j| (j, sizes[j] / total)).collect();
+    combine(x, &terms, out);
+}
+
+/// Every row of `x` in `members` becomes their [`size_weighted_mean`].
+pub(crate) fn server_average<T: Scalar>(x: &mut ClientBuffer<T>, members: &[usize], sizes: &[f64]) {
     let mut mean = vec![T::zero(); x.d()];
-    combine(x, &terms, &mut mean);
+    size_weighted_mean(x, members, sizes, &mut mean);
     for &i in members {
         x.row_mut(i).copy_from_slice(&mean);
     }
@@ -479,6 +488,17 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for Procedure {
             this.aggregate(x, sizes);
             Ok(())
         })
+    }
+}
+
+/// A method of a server: refuses a procedure without one.
+pub(crate) fn need_server(procedure: &Procedure, method: &'static str) -> Result<()> {
+    match procedure.aggregation() {
+        Aggregation::Server => Ok(()),
+        _ => Err(InnerError::Aggregation {
+            method,
+            needs: "a server (Aggregation::Server)",
+        }),
     }
 }
 

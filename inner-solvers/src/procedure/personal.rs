@@ -5,7 +5,7 @@ use hgp_averaging::{ClientBuffer, CommCost, Describe, Scalar};
 use hgp_models::{Batch, InnerCost, PerClient};
 use rayon::prelude::*;
 
-use super::{Aggregation, Procedure, ProxCenter, combine, server_average, sizes};
+use super::{Procedure, ProxCenter, need_server, size_weighted_mean, sizes};
 use crate::error::{InnerError, Result};
 use crate::observer::{Observer, Phase};
 use crate::solution::{InnerSolution, check_inputs};
@@ -29,18 +29,6 @@ fn check_weight(what: &'static str, value: f64, zero_allowed: bool) -> Result<()
     }
 }
 
-/// A method of a server: refuses a procedure without one.
-fn need_server(procedure: &Procedure, method: &'static str) -> Result<()> {
-    match procedure.aggregation() {
-        Aggregation::Server => Ok(()),
-        _ => Err(InnerError::Parameter {
-            what: method,
-            requirement: "run with a server (Aggregation::Server)",
-            value: f64::NAN,
-        }),
-    }
-}
-
 /// FedProx (Li et al., 2020, Alg. 2): each round client i approximately minimizes
 /// h_i(x; x^t) = g_i(x) + (μ/2)‖x − x^t‖² from the server model x^t by one epoch of SGD
 /// (the step ∂g_i(x; B) + μ (x − x^t)), and the server averages the results weighted by
@@ -59,8 +47,8 @@ impl FedProx {
     ///
     /// # Errors
     ///
-    /// [`InnerError::Parameter`] for μ negative or not finite, or a procedure without a
-    /// server.
+    /// [`InnerError::Parameter`] for μ negative or not finite; [`InnerError::Aggregation`] for a
+    /// procedure without a server.
     pub fn new(procedure: Procedure, mu: f64) -> Result<Self> {
         check_weight("FedProx's μ", mu, true)?;
         need_server(&procedure, "FedProx")?;
@@ -82,7 +70,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for FedProx {
         let (p, mu) = (&self.procedure, self.mu);
         p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
             let start = x.clone();
-            let center = |i: usize| start.row(i).to_vec();
+            let center = |i: usize| start.row(i);
             let prox = Some((&center as &ProxCenter<'_, T>, mu));
             p.local_epochs(
                 clients,
@@ -124,8 +112,8 @@ impl ProxPersonal {
     ///
     /// # Errors
     ///
-    /// [`InnerError::Parameter`] for μ not positive and finite, or a procedure without a
-    /// server.
+    /// [`InnerError::Parameter`] for μ not positive and finite; [`InnerError::Aggregation`] for a
+    /// procedure without a server.
     pub fn new(procedure: Procedure, mu: f64) -> Result<Self> {
         check_weight("the proximal weight μ", mu, false)?;
         need_server(&procedure, "proximal personalization")?;
@@ -147,14 +135,15 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ProxPersonal {
         let (p, mu) = (&self.procedure, self.mu);
         let mut mean = x0.row(0).to_vec();
         p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
-            let center = |_: usize| mean.clone();
+            let center = |_: usize| &mean[..];
             let prox = Some((&center as &ProxCenter<'_, T>, mu));
             let what = "proximal personalization";
             p.local_epochs(clients, lambda, x, velocity, t, p.momentum(), prox, what)?;
             // x̄ = Σ_j (n_j / N) x_j; the clients keep their own models.
-            let total: f64 = sizes.iter().sum();
-            let terms: Vec<(usize, f64)> = (0..x.n()).map(|j| (j, sizes[j] / total)).collect();
-            combine(x, &terms, &mut mean);
+            let all: Vec<usize> = (0..x.n()).collect();
+            let mut next = vec![T::zero(); x.d()];
+            size_weighted_mean(x, &all, sizes, &mut next);
+            mean = next;
             Ok(())
         })
     }
@@ -193,7 +182,7 @@ impl PFedMe {
     ///
     /// # Errors
     ///
-    /// [`InnerError::Parameter`] or [`InnerError::Zero`] for a value outside its range, a
+    /// [`InnerError::Parameter`] or [`InnerError::Zero`] for a value outside its range; [`InnerError::Aggregation`] for a
     /// procedure without a server.
     pub fn new(
         procedure: Procedure,
@@ -287,10 +276,9 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for PFedMe {
             p.finish_round(&mut w, t, p.lr_at(t), "pFedMe")?;
             p.finish_round(&mut theta, t, p.lr_at(t), "pFedMe (personalized models)")?;
             // w^{t+1} = (1 − β) w^t + β Σ_i (n_i / N) w_i.
-            let mut mean = w.clone();
-            let all: Vec<usize> = (0..n).collect();
-            server_average(&mut mean, &all, &sizes);
-            for (g, &m) in global.iter_mut().zip(mean.row(0)) {
+            let mut mean = vec![T::zero(); w.d()];
+            size_weighted_mean(&w, &(0..n).collect::<Vec<_>>(), &sizes, &mut mean);
+            for (g, &m) in global.iter_mut().zip(&mean) {
                 *g = T::cast((1.0 - self.beta) * g.as_f64() + self.beta * m.as_f64());
             }
             p.count_round(&mut comm, n, w.d() as u64);

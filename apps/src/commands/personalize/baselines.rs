@@ -58,11 +58,17 @@ impl Protocol {
 
     /// Progress units (local steps) of one inner solve: SGP steps, or on the procedure
     /// its rounds × [`Protocol::per_round`].
-    pub fn units(&self, method: Method, network: NetworkKind, split: &[ImageClient]) -> u64 {
+    /// `None` past what a u64 counts.
+    pub fn units(
+        &self,
+        method: Method,
+        network: NetworkKind,
+        split: &[ImageClient],
+    ) -> Option<u64> {
         if self.on_procedure(method, network) {
-            self.rounds as u64 * self.per_round(method, network, split)
+            (self.rounds as u64).checked_mul(self.per_round(method, network, split))
         } else {
-            self.setting.steps as u64
+            Some(self.setting.steps as u64)
         }
     }
 

@@ -350,8 +350,8 @@ impl Personalize {
         // A method with no cell among the networks asked for is refused, with the reason.
         let networks = self.networks();
         for m in self.methods() {
-            if let Err(why) = networks.iter().try_for_each(|&k| m.applies(k))
-                && networks.iter().all(|&k| m.applies(k).is_err())
+            if networks.iter().all(|&k| m.applies(k).is_err())
+                && let Err(why) = m.applies(networks[0])
             {
                 bail!("--methods {m}: {why}");
             }
@@ -547,11 +547,11 @@ impl Personalize {
             .iter()
             .try_fold(0u64, |total, &(m, k)| {
                 let solves = m.solves(self.outer_steps())?;
-                total.checked_add(solves.checked_mul(protocol.units(m, k, &split))?)
+                total.checked_add(solves.checked_mul(protocol.units(m, k, &split)?)?)
             })
             .with_context(|| {
                 format!(
-                    "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer",
+                    "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer --outer-steps or --rounds",
                     self.outer_steps(),
                     protocol.setting.steps,
                     protocol.rounds
