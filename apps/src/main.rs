@@ -81,6 +81,11 @@ enum Command {
     /// sums (writes faults.csv, faults.md and faults.svg).
     #[command(allow_negative_numbers = true, after_help = commands::faults::after_help())]
     Faults(commands::faults::FaultsCmd),
+    /// Every claim of the four papers, re-run over seeds through the commands above, with a
+    /// verdict beside the paper's number (writes REPORT.md, report.json and every
+    /// experiment's files).
+    #[command(after_help = commands::reproduce::after_help())]
+    Reproduce(commands::reproduce::Reproduce),
     /// Describe the network the other subcommands build from the same flags: link
     /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of
     /// `E[P]` and the connectivity assumptions (paper 004 eqs. 3, 5, 12).
@@ -103,6 +108,7 @@ impl Command {
             Self::Fbo(_) => "fbo",
             Self::Fedhyper(_) => "fedhyper",
             Self::Faults(_) => "faults",
+            Self::Reproduce(_) => "reproduce",
             Self::Network(_) => "network",
             Self::GenSynthetic(_) => "gen-synthetic",
         }
@@ -163,6 +169,7 @@ fn main() -> ExitCode {
         Command::Fbo(c) => c.run(),
         Command::Fedhyper(c) => c.run(),
         Command::Faults(c) => c.run(),
+        Command::Reproduce(c) => c.run(),
         Command::Network(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };

@@ -9,3 +9,4 @@ pub mod hypergrad;
 pub mod influence;
 pub mod network;
 pub mod personalize;
+pub mod reproduce;
