@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::engine::{Engine, EngineKind};
 use crate::lifecycle::{Experiment, Output, execute};
-use crate::progress::{ReportArgs, Reporter, clock};
+use crate::progress::{ReportArgs, Reporter, Stage, clock};
 use crate::report::{prepare_out, settings_json, write_whole};
 use claims::{Claim, SeedRun};
 use plan::{DataDirs, Job, Paper, Preset};
@@ -292,7 +292,7 @@ impl Experiment for Reproduce {
             let mut seeds = Vec::new();
             for &seed in &plan.seeds {
                 stage.set_label(&format!("{} seed {seed}", job.id));
-                let r = run_seed(&plan, job, seed, &self.out, self.resume, reporter)?;
+                let r = run_seed(&plan, job, seed, &self.out, self.resume, reporter, &stage)?;
                 stage.inc(estimate(job).round() as u64);
                 seeds.push(r);
             }
@@ -372,6 +372,34 @@ impl Experiment for Reproduce {
     }
 }
 
+/// Passes on the lines a running experiment added to its log since byte `seen`: to this
+/// run's log, prefixed with `who`, and the last on the progress bar.
+fn follow(log: &Path, seen: &mut usize, who: &str, reporter: &Reporter, stage: &Stage<'_>) {
+    let Ok(bytes) = std::fs::read(log) else {
+        return;
+    };
+    // A log that shrank was started again (a fresh run of the child): read it from the top.
+    if bytes.len() < *seen {
+        *seen = 0;
+    }
+    let Some(end) = bytes[*seen..].iter().rposition(|&b| b == b'\n') else {
+        return;
+    };
+    let new = String::from_utf8_lossy(&bytes[*seen..*seen + end + 1]).into_owned();
+    *seen += end + 1;
+    let mut last = None;
+    for l in new.lines().filter(|l| !l.trim().is_empty()) {
+        // Each line is "[   12.3 s] text": the child's own clock is dropped.
+        let text = l.split_once("] ").map_or(l, |(_, t)| t);
+        reporter.line(&format!("  {who}: {text}"));
+        last = Some(text.to_string());
+    }
+    if let Some(t) = last {
+        let short: String = t.chars().take(70).collect();
+        stage.set_label(&format!("{who}: {short}"));
+    }
+}
+
 /// The folder of one experiment seed.
 fn seed_folder(out: &Path, job: &str, seed: u64) -> PathBuf {
     out.join(RUNS).join(job).join(format!("seed-{seed}"))
@@ -394,6 +422,7 @@ fn run_seed(
     out: &Path,
     resume: bool,
     reporter: &Reporter,
+    stage: &Stage<'_>,
 ) -> Result<SeedResult> {
     let folder = seed_folder(out, job.id, seed);
     if resume && let Some((output, seconds)) = kept(&folder) {
@@ -448,15 +477,53 @@ fn run_seed(
     let stderr = std::fs::File::create(folder.join("stderr.txt"))
         .with_context(|| format!("cannot write {}", folder.join("stderr.txt").display()))?;
     let started = Instant::now();
-    let child = command
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
         .with_context(|| format!("cannot start {line}"))?;
-    let done = child
-        .wait_with_output()
-        .with_context(|| format!("{line}: lost while running"))?;
+    // The JSON is read on its own thread, so a large one never fills the pipe while the
+    // child's log is followed here.
+    let mut pipe = child.stdout.take().context("the child's standard output")?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut pipe, &mut buf).map(|_| buf)
+    });
+    let log = folder.join("hgp.log");
+    let mut seen = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("{line}: lost while running"))?
+        {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        follow(
+            &log,
+            &mut seen,
+            &format!("{} seed {seed}", job.id),
+            reporter,
+            stage,
+        );
+    };
+    follow(
+        &log,
+        &mut seen,
+        &format!("{} seed {seed}", job.id),
+        reporter,
+        stage,
+    );
+    let stdout = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("{line}: its output was lost"))?
+        .with_context(|| format!("{line}: its output was lost"))?;
+    let done = std::process::Output {
+        status,
+        stdout,
+        stderr: Vec::new(),
+    };
     let seconds = started.elapsed().as_secs_f64();
     let last_error = || {
         std::fs::read_to_string(folder.join("stderr.txt"))
