@@ -316,6 +316,12 @@ impl Experiment for Reproduce {
             seeds: outcome.plan.seeds.clone(),
             papers: outcome.plan.papers.clone(),
             wall_seconds: outcome.wall,
+            experiment_seconds: outcome
+                .results
+                .values()
+                .flatten()
+                .filter_map(|s| s.seconds)
+                .sum(),
             claims: &outcome.claims,
             jobs: &outcome.jobs,
         };
@@ -405,10 +411,14 @@ fn seed_folder(out: &Path, job: &str, seed: u64) -> PathBuf {
     out.join(RUNS).join(job).join(format!("seed-{seed}"))
 }
 
-/// A finished seed's record, if its folder holds a whole one.
-fn kept(folder: &Path) -> Option<(Value, f64)> {
+/// A finished seed's record, if its folder holds a whole one of the same command line
+/// (`args`: an experiment whose command changed since is run again).
+fn kept(folder: &Path, args: &[String]) -> Option<(Value, f64)> {
     let text = std::fs::read_to_string(folder.join(RESULT)).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
+    if v.get("args")? != &json!(args) {
+        return None;
+    }
     let seconds = v.get("seconds")?.as_f64()?;
     let output = v.get("output")?.clone();
     output.is_object().then_some((output, seconds))
@@ -425,7 +435,7 @@ fn run_seed(
     stage: &Stage<'_>,
 ) -> Result<SeedResult> {
     let folder = seed_folder(out, job.id, seed);
-    if resume && let Some((output, seconds)) = kept(&folder) {
+    if resume && let Some((output, seconds)) = kept(&folder, &job.args) {
         reporter.line(&format!(
             "{} seed {seed}: kept from the earlier run",
             job.id
@@ -439,7 +449,14 @@ fn run_seed(
     std::fs::create_dir_all(&folder)
         .with_context(|| format!("cannot create {}", folder.display()))?;
     let _ = std::fs::remove_file(folder.join(RESULT));
-    let continues = resume && job.resumable && folder.join(crate::report::SETTINGS_FILE).exists();
+    // The command's own --resume continues an interrupted run of the same command line
+    // (its settings file says which, and refuses another).
+    let same = std::fs::read_to_string(folder.join("command.txt"))
+        .ok()
+        .and_then(|t| t.lines().next().map(str::to_string))
+        .is_some_and(|t| t.starts_with(&format!("hgp {} --seed ", job.args.join(" "))));
+    let continues =
+        resume && job.resumable && same && folder.join(crate::report::SETTINGS_FILE).exists();
     let mut args: Vec<String> = job.args.clone();
     args.extend([
         "--seed".to_string(),
@@ -547,7 +564,7 @@ fn run_seed(
     };
     match &output {
         Ok(v) => {
-            let record = json!({"seconds": seconds, "exit": done.status.code(), "output": v});
+            let record = json!({"args": job.args, "seconds": seconds, "exit": done.status.code(), "output": v});
             write_whole(&folder.join(RESULT), format!("{record}\n").as_bytes())?;
             let note = if done.status.success() {
                 String::new()

@@ -341,7 +341,12 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         ))
         .figure("curves.svg"),
     );
-    // Paper 003 Fig. 6: the CNN on MNIST (LeNet-5), FBO-AggITD against FedNest and LFedNest.
+    // Paper 003 Fig. 6: the CNN on MNIST (LeNet-5), FBO-AggITD against FedNest and
+    // LFedNest on the non-i.i.d. split. Paper 003 gives FBO-AggITD steps 0.003 / 0.01 for its
+    // CNN (App. A.3, on its own, unstated MNIST CNN): with LeNet-5 on our pixels those
+    // leave it near chance after 400 rounds, so every method gets steps ten times larger
+    // (inner 0.05, outer 0.1), the head's L2 weight 0.001 and τ = 5, the setting in which
+    // FBO-AggITD trains the CNN (the same for all three methods).
     jobs.push(
         Job::new(
             "fbo-cnn",
@@ -352,16 +357,29 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
                 "--methods",
                 "fbo-aggitd,fednest,lfednest",
                 "--local-steps",
-                "1",
+                "5",
                 "--inner-lr",
-                "0.003",
+                "0.05",
+                "--outer-lr",
+                "0.1",
+                "--l2",
+                "0.001",
             ],
-            minutes(8.0, 40.0),
+            minutes(12.0, 60.0),
         )
         .with(&pick(
-            &["--rounds", "2000", "--split", "noniid"],
+            &["--rounds", "800", "--split", "noniid"],
             &["--rounds", "2000"],
-            &["--rounds", "30", "--images", "1400", "--clients", "10"],
+            &[
+                "--rounds",
+                "30",
+                "--images",
+                "1400",
+                "--clients",
+                "10",
+                "--split",
+                "noniid",
+            ],
         ))
         .figure("curves.svg"),
     );

@@ -76,6 +76,9 @@ pub struct Report<'a> {
     pub papers: Vec<Paper>,
     /// Seconds this run took (the experiments run now; kept ones took theirs earlier).
     pub wall_seconds: f64,
+    /// Seconds every experiment seed in the report took, this run's and those kept from
+    /// an earlier one.
+    pub experiment_seconds: f64,
     /// Every claim's result, papers in order.
     pub claims: &'a [ClaimResult],
     /// Every experiment.
@@ -91,6 +94,7 @@ impl Report<'_> {
             "seeds": self.seeds,
             "papers": self.papers.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "wall_seconds": self.wall_seconds,
+            "experiment_seconds": self.experiment_seconds,
             "rules": RULES,
             "claims": serde_json::to_value(self.claims)?,
             "experiments": serde_json::to_value(self.jobs)?,
@@ -121,8 +125,9 @@ impl Report<'_> {
     pub fn markdown(&self) -> String {
         let mut md = String::new();
         md.push_str("# Reproduction report\n\n");
+        let clock = |s: f64| crate::progress::clock(std::time::Duration::from_secs_f64(s));
         md.push_str(&format!(
-            "`{}`: preset `{}`, seeds {}, {} this run.\n\n",
+            "`{}`: preset `{}`, seeds {}; the experiments took {} ({} this run).\n\n",
             self.invocation,
             self.preset,
             self.seeds
@@ -130,7 +135,8 @@ impl Report<'_> {
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            crate::progress::clock(std::time::Duration::from_secs_f64(self.wall_seconds))
+            clock(self.experiment_seconds),
+            clock(self.wall_seconds)
         ));
         md.push_str(RULES);
         md.push_str("\n\n");
