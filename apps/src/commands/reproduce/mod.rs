@@ -378,9 +378,21 @@ impl Experiment for Reproduce {
     }
 }
 
-/// Passes on the lines a running experiment added to its log since byte `seen`: to this
-/// run's log, prefixed with `who`, and the last on the progress bar.
-fn follow(log: &Path, seen: &mut usize, who: &str, reporter: &Reporter, stage: &Stage<'_>) {
+/// What a running experiment's log passes on: the bytes read and when a line was last
+/// passed to this run's log.
+struct Follow {
+    seen: usize,
+    passed: Option<Instant>,
+}
+
+/// Lines of an experiment's log pass to this run's log at most this often (every line
+/// still shows on the progress bar): its own log keeps them all.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Passes on the lines a running experiment added to its log: the last on the progress
+/// bar, and one every [`FOLLOW_EVERY`] to this run's log, prefixed with `who`.
+fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &Stage<'_>) {
+    let seen = &mut f.seen;
     let Ok(bytes) = std::fs::read(log) else {
         return;
     };
@@ -393,16 +405,16 @@ fn follow(log: &Path, seen: &mut usize, who: &str, reporter: &Reporter, stage: &
     };
     let new = String::from_utf8_lossy(&bytes[*seen..*seen + end + 1]).into_owned();
     *seen += end + 1;
-    let mut last = None;
-    for l in new.lines().filter(|l| !l.trim().is_empty()) {
-        // Each line is "[   12.3 s] text": the child's own clock is dropped.
-        let text = l.split_once("] ").map_or(l, |(_, t)| t);
+    // Each line is "[   12.3 s] text": the child's own clock is dropped.
+    let Some(last) = new.lines().rev().find(|l| !l.trim().is_empty()) else {
+        return;
+    };
+    let text = last.split_once("] ").map_or(last, |(_, t)| t);
+    let short: String = text.chars().take(70).collect();
+    stage.set_label(&format!("{who}: {short}"));
+    if f.passed.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
         reporter.line(&format!("  {who}: {text}"));
-        last = Some(text.to_string());
-    }
-    if let Some(t) = last {
-        let short: String = t.chars().take(70).collect();
-        stage.set_label(&format!("{who}: {short}"));
+        f.passed = Some(Instant::now());
     }
 }
 
@@ -508,7 +520,11 @@ fn run_seed(
         std::io::Read::read_to_end(&mut pipe, &mut buf).map(|_| buf)
     });
     let log = folder.join("hgp.log");
-    let mut seen = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+    let mut seen = Follow {
+        seen: std::fs::metadata(&log).map_or(0, |m| m.len() as usize),
+        // The first line passes after the first interval: a short experiment adds none.
+        passed: Some(Instant::now()),
+    };
     let status = loop {
         if let Some(status) = child
             .try_wait()
