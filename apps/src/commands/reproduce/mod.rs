@@ -61,7 +61,7 @@ pub struct Reproduce {
     #[arg(long, default_value_t = 0, value_name = "K")]
     seed: u64,
     /// Output folder: REPORT.md, report.json, the figures they cite and every experiment's
-    /// run in runs/<experiment>/seed-<seed>/. One run at a time holds it; a fresh run first
+    /// run in runs/EXPERIMENT/seed-K/. One run at a time holds it; a fresh run first
     /// removes what an earlier one wrote there.
     #[arg(long, value_name = "DIR")]
     #[serde(skip)]
@@ -648,6 +648,7 @@ fn assess(
             verdict: Verdict::NotTestable,
             why: String::new(),
             figures,
+            note: (!c.note.is_empty()).then_some(c.note),
         };
         // The experiments this claim can read: all of them, or (for a claim over whichever
         // ran) those that ran.

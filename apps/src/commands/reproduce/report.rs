@@ -49,6 +49,9 @@ pub struct ClaimResult {
     pub why: String,
     /// The figures the claim cites, relative to the report's folder.
     pub figures: Vec<String>,
+    /// What we found out about the claim where it does not hold at `--preset cpu` (null
+    /// where there is nothing to add).
+    pub note: Option<&'static str>,
 }
 
 /// One experiment's record in the report: what ran and what it took.
@@ -204,6 +207,9 @@ fn claim_section(c: &ClaimResult) -> String {
         c.verdict.label(),
         c.why
     );
+    if let Some(note) = c.note {
+        s.push_str(&format!("- **What we found:** {note}\n"));
+    }
     for f in &c.figures {
         s.push_str(&format!("\n![{}]({f})\n", c.id));
     }
