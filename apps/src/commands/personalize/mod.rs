@@ -167,6 +167,11 @@ pub struct Personalize {
     /// choosing again) [default: Table 7's, listed at the end].
     #[arg(long, value_name = "LR")]
     procedure_lr: Option<f64>,
+    /// One Adam learning rate on λ for every λ-tuning method and network, in place of HGP
+    /// Table 6's (0.1, or 1.0 for the ensembles on fc and fixu; paper 004's 1.0 with colour
+    /// images and text) [default: the table's].
+    #[arg(long, value_name = "LR")]
+    hyper_lr: Option<f64>,
     /// FedEM's and D-FedEM's components K (base networks mixed per client).
     #[arg(long, default_value_t = FEDEM_COMPONENTS, value_name = "K")]
     components: usize,
@@ -316,6 +321,9 @@ impl Personalize {
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
         if let Some(lr) = self.procedure_lr {
             crate::setup::positive(&[("--procedure-lr", lr)])?;
+        }
+        if let Some(lr) = self.hyper_lr {
+            crate::setup::positive(&[("--hyper-lr", lr)])?;
         }
         self.check_data_flags()?;
         if self.estimator == PersonalizeEstimator::Pdbo {
@@ -480,6 +488,7 @@ impl Personalize {
             rounds: self.rounds(),
             components: self.components,
             procedure_lr: self.procedure_lr,
+            hyper_lr: self.hyper_lr,
         };
         let csv = out.join("personalize.csv");
         // Rank 0 reads, checks and writes the files; the other ranks learn which rows are

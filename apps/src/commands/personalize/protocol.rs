@@ -58,6 +58,8 @@ pub struct Protocol {
     pub components: usize,
     /// One rate for every method on the procedure in place of HGP Table 7's.
     pub procedure_lr: Option<f64>,
+    /// One Adam rate on λ in place of the table's.
+    pub hyper_lr: Option<f64>,
 }
 
 /// One cell of the table: a method on a network.
@@ -441,7 +443,9 @@ impl Protocol {
                 training: Some(training),
             });
         }
-        let hyper_lr = self.rates.hyper_lr(method, network);
+        let hyper_lr = self
+            .hyper_lr
+            .unwrap_or_else(|| self.rates.hyper_lr(method, network));
         let mut adam = Adam::new(hyper_lr)?;
         let mut estimator = self.estimator(method, network, n, s)?;
         let mut losses = vec![outer_loss(&x, &lambda)];
@@ -574,6 +578,7 @@ pub(super) mod tests {
             rounds: 2,
             components: 3,
             procedure_lr: None,
+            hyper_lr: None,
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -615,6 +620,7 @@ pub(super) mod tests {
             rounds: 2,
             components: 3,
             procedure_lr: None,
+            hyper_lr: None,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {
@@ -687,6 +693,7 @@ pub(super) mod tests {
             rounds: 2,
             components: 3,
             procedure_lr: None,
+            hyper_lr: None,
         };
         // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
         // with the others on Marfoq et al.'s procedure there.

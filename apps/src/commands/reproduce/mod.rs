@@ -520,6 +520,7 @@ fn run_seed(
         std::io::Read::read_to_end(&mut pipe, &mut buf).map(|_| buf)
     });
     let log = folder.join("hgp.log");
+    let who = format!("{} seed {seed}", job.id);
     let mut seen = Follow {
         seen: std::fs::metadata(&log).map_or(0, |m| m.len() as usize),
         // The first line passes after the first interval: a short experiment adds none.
@@ -533,21 +534,9 @@ fn run_seed(
             break status;
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
-        follow(
-            &log,
-            &mut seen,
-            &format!("{} seed {seed}", job.id),
-            reporter,
-            stage,
-        );
+        follow(&log, &mut seen, &who, reporter, stage);
     };
-    follow(
-        &log,
-        &mut seen,
-        &format!("{} seed {seed}", job.id),
-        reporter,
-        stage,
-    );
+    follow(&log, &mut seen, &who, reporter, stage);
     let stdout = reader
         .join()
         .map_err(|_| anyhow::anyhow!("{line}: its output was lost"))?

@@ -276,15 +276,9 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::one_run as run;
     use super::*;
     use serde_json::json;
-
-    fn run<'a>(seed: u64, job: &'static str, v: &'a Value) -> SeedRun<'a> {
-        SeedRun {
-            seed,
-            outputs: BTreeMap::from([(job, v)]),
-        }
-    }
 
     /// Rounds to the target: never reaching it loses, and the ratio is FedNest's over ours.
     #[test]

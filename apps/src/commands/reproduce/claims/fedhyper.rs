@@ -159,15 +159,9 @@ pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::one_run as run;
     use super::*;
     use serde_json::json;
-
-    fn run<'a>(seed: u64, job: &'static str, v: &'a Value) -> SeedRun<'a> {
-        SeedRun {
-            seed,
-            outputs: BTreeMap::from([(job, v)]),
-        }
-    }
 
     /// The global rate's course: rising then falling and above 1 for the first half passes;
     /// a rate that peaks at the end fails.

@@ -207,7 +207,7 @@ fn failing(v: &[f64], min: f64) -> usize {
 // ---------------------------------------------------------------- HGP Table 2
 
 /// A seed's personalization cells: (method, network) → (average, bottom 10 %).
-pub(super) fn cells(v: &Value) -> Result<BTreeMap<(String, String), (f64, f64)>> {
+pub(super) fn cells(v: &Value) -> Result<Cells> {
     let mut out = BTreeMap::new();
     for r in rows(v)? {
         let (Some(a), Some(b)) = (
@@ -230,6 +230,25 @@ pub(super) fn cells(v: &Value) -> Result<BTreeMap<(String, String), (f64, f64)>>
     Ok(out)
 }
 
+/// One seed's personalization cells (see [`cells`]).
+pub(super) type Cells = BTreeMap<(String, String), (f64, f64)>;
+
+/// Every seed's personalization cells of experiment `job`.
+pub(super) fn seed_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<Cells>> {
+    seeds.iter().map(|s| cells(s.of(job)?)).collect()
+}
+
+/// A cell over seeds: its average test accuracy, or (`bottom`) its 10th-percentile
+/// client's; NaN in a seed without the cell.
+pub(super) fn column(all: &[Cells], method: &str, network: &str, bottom: bool) -> Vec<f64> {
+    all.iter()
+        .map(|c| {
+            c.get(&(method.to_string(), network.to_string()))
+                .map_or(f64::NAN, |x| if bottom { x.1 } else { x.0 })
+        })
+        .collect()
+}
+
 const NETWORKS: [&str; 4] = ["fc", "fixu", "randu", "randd"];
 /// HGP's own methods in Table 2 (the rest are the baselines).
 const OURS: [&str; 3] = ["hgp-pl", "hgp-mtl", "pdbo-mtl-local"];
@@ -245,22 +264,13 @@ pub(super) fn label(network: &str) -> &str {
 }
 
 pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all: Vec<_> = seeds
-        .iter()
-        .map(|s| cells(s.of("personalize")?))
-        .collect::<Result<_>>()?;
+    let all = seed_cells(seeds, "personalize")?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut losses = Vec::new();
     let mut values = Vec::new();
     for net in NETWORKS {
-        let pl: Vec<f64> = all
-            .iter()
-            .map(|c| {
-                c.get(&("hgp-pl".into(), net.into()))
-                    .map_or(f64::NAN, |x| x.0)
-            })
-            .collect();
+        let pl = column(&all, "hgp-pl", net, false);
         if pl.iter().all(|x| x.is_nan()) {
             continue;
         }
@@ -282,13 +292,7 @@ pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
         let by_mean = others
             .iter()
             .map(|m| {
-                let v: Vec<f64> = all
-                    .iter()
-                    .map(|c| {
-                        c.get(&(m.clone(), net.to_string()))
-                            .map_or(f64::NAN, |x| x.0)
-                    })
-                    .collect();
+                let v = column(&all, m, net, false);
                 (mean(&v).unwrap_or(f64::NAN), m.clone(), v)
             })
             .max_by(|a, b| a.0.total_cmp(&b.0));
@@ -338,23 +342,15 @@ pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn table2_mtl(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all: Vec<_> = seeds
-        .iter()
-        .map(|s| cells(s.of("personalize")?))
-        .collect::<Result<_>>()?;
+    let all = seed_cells(seeds, "personalize")?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
     for (net, other) in [("fc", "fedem"), ("fixu", "d-fedem")] {
-        let get = |m: &str| -> Vec<f64> {
-            all.iter()
-                .map(|c| {
-                    c.get(&(m.to_string(), net.to_string()))
-                        .map_or(f64::NAN, |x| x.0)
-                })
-                .collect()
-        };
-        let (mtl, em) = (get("hgp-mtl"), get(other));
+        let (mtl, em) = (
+            column(&all, "hgp-mtl", net, false),
+            column(&all, other, net, false),
+        );
         if mtl.iter().all(|x| x.is_nan()) || em.iter().all(|x| x.is_nan()) {
             continue;
         }
@@ -394,20 +390,14 @@ pub(super) fn table2_mtl(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn table2_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all: Vec<_> = seeds
-        .iter()
-        .map(|s| cells(s.of("personalize")?))
-        .collect::<Result<_>>()?;
+    let all = seed_cells(seeds, "personalize")?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut misses = BTreeMap::<String, usize>::new();
     let mut values = Vec::new();
     for ours in ["hgp-pl", "hgp-mtl"] {
         for net in NETWORKS {
-            let mine: Vec<f64> = all
-                .iter()
-                .map(|c| c.get(&(ours.into(), net.into())).map_or(f64::NAN, |x| x.1))
-                .collect();
+            let mine = column(&all, ours, net, true);
             if mine.iter().all(|x| x.is_nan()) {
                 continue;
             }
@@ -418,10 +408,7 @@ pub(super) fn table2_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
                 .collect();
             let mut margin = vec![f64::INFINITY; all.len()];
             for b in &baselines {
-                let theirs: Vec<f64> = all
-                    .iter()
-                    .map(|c| c.get(&(b.clone(), net.into())).map_or(f64::NAN, |x| x.1))
-                    .collect();
+                let theirs = column(&all, b, net, true);
                 let t = beats(&mine, &theirs);
                 for (k, ok) in t.iter().enumerate() {
                     margin[k] = margin[k].min(mine[k] - theirs[k]);
@@ -467,15 +454,9 @@ pub(super) fn table2_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::one_run as run;
     use super::*;
     use serde_json::json;
-
-    fn run<'a>(seed: u64, job: &'static str, v: &'a Value) -> SeedRun<'a> {
-        SeedRun {
-            seed,
-            outputs: BTreeMap::from([(job, v)]),
-        }
-    }
 
     /// HGP-PL best on every network: a seed where another method wins one network fails,
     /// and the why names it.

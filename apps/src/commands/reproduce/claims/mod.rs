@@ -428,6 +428,15 @@ pub fn claims() -> Vec<Claim> {
     ]
 }
 
+/// One seed's run of one experiment, for the claims' tests.
+#[cfg(test)]
+fn one_run<'a>(seed: u64, job: &'static str, v: &'a Value) -> SeedRun<'a> {
+    SeedRun {
+        seed,
+        outputs: BTreeMap::from([(job, v)]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

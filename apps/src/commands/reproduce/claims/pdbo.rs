@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
-use super::hgp::{cells, panel};
+use super::hgp::{column, panel, seed_cells};
 use super::{Assessment, SeedRun, pm};
 use crate::commands::reproduce::verdict::{all_of, beats, count, on_par};
 
@@ -58,18 +58,8 @@ pub(super) fn pdbo_directed(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn table1(seeds: &[SeedRun<'_>], job: &str, emnist: bool) -> Result<Assessment> {
-    let all: Vec<_> = seeds
-        .iter()
-        .map(|s| cells(s.of(job)?))
-        .collect::<Result<_>>()?;
-    let get = |m: &str| -> Vec<f64> {
-        all.iter()
-            .map(|c| {
-                c.get(&(m.to_string(), "randd".to_string()))
-                    .map_or(f64::NAN, |x| x.0)
-            })
-            .collect()
-    };
+    let all = seed_cells(seeds, job)?;
+    let get = |m: &str| column(&all, m, "randd", false);
     // `personalize --estimator pdbo` names PDBO-MTL by its hyper-gradient's method.
     let (mtl, local_mtl, sgp, local) = (
         get("hgp-mtl"),
@@ -133,18 +123,8 @@ pub(super) fn table1_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
         if seeds.iter().any(|s| !s.outputs.contains_key(job)) {
             continue;
         }
-        let all: Vec<_> = seeds
-            .iter()
-            .map(|s| cells(s.of(job)?))
-            .collect::<Result<_>>()?;
-        let get = |m: &str| -> Vec<f64> {
-            all.iter()
-                .map(|c| {
-                    c.get(&(m.to_string(), "randd".to_string()))
-                        .map_or(f64::NAN, |x| x.1)
-                })
-                .collect()
-        };
+        let all = seed_cells(seeds, job)?;
+        let get = |m: &str| column(&all, m, "randd", true);
         let mtl = get("hgp-mtl");
         let others = [get("pdbo-mtl-local"), get("sgp"), get("local")];
         let best: Vec<f64> = (0..mtl.len())
