@@ -292,6 +292,57 @@ fn personalize_runs_every_method_on_every_network_reproducibly() {
         err.contains("--procedure-lr must be a positive number"),
         "{err}"
     );
+    let err = fails(&["personalize", "--hyper-lr", "-1"]);
+    assert!(
+        err.contains("--hyper-lr must be a positive number"),
+        "{err}"
+    );
+}
+
+/// `--hyper-lr` is Adam's rate on λ: at 1e-9 the outer steps leave λ, and so the re-solved
+/// model and its outer loss, where they were (the solves start from the same point with
+/// the same draws); at Table 6's rate they move.
+#[test]
+fn personalize_hyper_lr_is_adams_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let losses = |extra: &[&str]| -> Vec<f64> {
+        let out = dir.path().join(format!("out{}", extra.len()));
+        let mut args = vec![
+            "personalize",
+            "--quick",
+            "--methods",
+            "hgp-pl",
+            "--networks",
+            "randd",
+            "--outer-steps",
+            "2",
+            "--eta",
+            "0.1",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend(extra);
+        let v = json(&hgp(&args));
+        v["rows"][0]["outer_loss"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let still = losses(&["--hyper-lr", "1e-9"]);
+    let moved = losses(&[]);
+    assert_eq!(still.len(), 3);
+    for f in &still[1..] {
+        assert!((f - still[0]).abs() <= 1e-6 * still[0].abs(), "{still:?}");
+    }
+    assert!(
+        moved[1..]
+            .iter()
+            .any(|f| (f - moved[0]).abs() > 1e-4 * moved[0].abs()),
+        "{moved:?}"
+    );
 }
 
 /// `--seeds N` runs the table once per seed into DIR/seed-K and reports the mean ± sd of
