@@ -206,7 +206,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         Job::new(
             "influence-cnn",
             &["influence", "--model", "cnn"],
-            minutes(1.5, 600.0),
+            minutes(1.0, 600.0),
         )
         .with(&pick(&cnn_cpu, &[], &cnn_smoke))
         .figure("influence.svg")
@@ -218,7 +218,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         Job::new(
             "influence-cnn-minibatch",
             &["influence", "--model", "cnn"],
-            minutes(1.5, 600.0),
+            minutes(1.0, 600.0),
         )
         .with(&pick(
             &[&cnn_cpu[..], &["--batch", "32"]].concat(),
@@ -230,7 +230,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     );
     // HGP Table 2.
     jobs.push(
-        Job::new("personalize", &["personalize"], minutes(10.0, 1440.0))
+        Job::new("personalize", &["personalize"], minutes(9.5, 1440.0))
             .with(&pick(
                 &["--preset", "cpu", "--seeds", "1"],
                 &[],
@@ -281,7 +281,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             Smoke => vec!["--quick", "--sgp-steps", "2", "--outer-steps", "1"],
         }
     };
-    let mut digits = Job::new("pdbo-emnist", &pdbo, minutes(6.0, 1440.0))
+    let mut digits = Job::new("pdbo-emnist", &pdbo, minutes(2.0, 1440.0))
         .with(&pdbo_size(preset))
         .figure("curves.svg")
         .resumable();
