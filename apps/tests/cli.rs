@@ -341,7 +341,7 @@ fn help_states_each_commands_own_defaults() {
     );
     let fbo = help("fbo");
     assert!(
-        fbo.contains("(--quick: 400)") && fbo.contains("[default: 1,5]"),
+        fbo.contains("(--quick: 400)") && fbo.contains("[default: 1,5; 5 with"),
         "{fbo}"
     );
 }
