@@ -106,7 +106,7 @@ pub struct FedHyperCmd {
     #[arg(long, value_name = "ACC", help = with_default(&format!("Test accuracy whose first crossing is reported, in (0, 1] (with text {TEXT_TARGET})."), TARGET))]
     target: Option<f64>,
     /// The MLP instead of the small CNN, and 50 rounds instead of 25: every method and split
-    /// in about 6 minutes on 2 cores (the default, the CNN, takes about an hour). With colour
+    /// in about a minute on 2 cores (the default, the CNN, takes about an hour). With colour
     /// images the CIFAR CNN for 8 rounds (about 7 minutes; a first look, far from trained).
     /// With text: 24 speaking characters (6 a round), each training on its first 100 training
     /// and 40 validation windows of 20 symbols, an LSTM of 2 × 32 units, 20 rounds.

@@ -49,7 +49,7 @@ pub struct Reproduce {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     paper: Vec<Paper>,
     /// The sizes: `cpu` (every experiment at its command's `--preset cpu` or `--quick` size:
-    /// about 1 h 40 min on 2 cores for --paper all and 3 seeds), `paper` (the papers'
+    /// 1 h 16 min measured on 2 cores for --paper all and 3 seeds), `paper` (the papers'
     /// settings: days on a CPU; for a cluster with --mpirun, or a GPU build) or `smoke`
     /// (seconds an experiment: checks the pipeline, its verdicts say nothing of the papers).
     #[arg(long, value_enum, default_value_t = Preset::Cpu)]

@@ -56,7 +56,7 @@ impl Paper {
 /// The sizes of `hgp reproduce`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// Every experiment at a size a 2-core machine finishes in about two hours for
+    /// Every experiment at a size a 2-core machine finishes in well under two hours for
     /// `--paper all` with 3 seeds (the commands' `--preset cpu` and `--quick` sizes).
     Cpu,
     /// The papers' settings (each command's default): days on a CPU, for a cluster
@@ -336,7 +336,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         Job::new(
             "fbo",
             &["fbo", "--methods", "fbo-aggitd,fednest"],
-            minutes(6.0, 6.0),
+            minutes(4.0, 4.0),
         )
         .with(&pick(
             &[],
@@ -369,7 +369,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
                 "--l2",
                 "0.001",
             ],
-            minutes(12.0, 60.0),
+            minutes(8.0, 60.0),
         )
         .with(&pick(
             &["--rounds", "800", "--split", "noniid"],
@@ -429,7 +429,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
 
     // FedHyper: every scheduler, iid and Dirichlet splits.
     jobs.push(
-        Job::new("fedhyper", &["fedhyper"], minutes(6.0, 60.0))
+        Job::new("fedhyper", &["fedhyper"], minutes(1.0, 60.0))
             .with(&pick(&["--quick"], &[], &["--quick", "--rounds", "3"]))
             .figure("accuracy.svg")
             .resumable(),
