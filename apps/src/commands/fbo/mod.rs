@@ -182,6 +182,16 @@ impl Fbo {
         }
     }
 
+    /// The paper's figures this run draws: Fig. 5 on colour images, Fig. 6 for LeNet-5 on
+    /// grey digits, Figs. 2–4 for the MLP on them.
+    fn figures(&self) -> &'static str {
+        match (self.dataset.colour(), self.lenet()) {
+            (true, _) => "Fig. 5",
+            (false, true) => "Fig. 6",
+            (false, false) => "Figs. 2–4",
+        }
+    }
+
     /// `--inner-lr`, or the model's default.
     fn inner_lr(&self) -> f64 {
         let default = if self.lenet() {
@@ -630,6 +640,14 @@ mod tests {
         assert_eq!(
             parse(&["--model", "lenet", "--quick"]).rounds(),
             QUICK_ROUNDS
+        );
+        // The figure each draws: Figs. 2–4 (the MLP), Fig. 6 (LeNet-5 on digits), Fig. 5
+        // (CIFAR-10).
+        assert_eq!(mlp.figures(), "Figs. 2–4");
+        assert_eq!(lenet.figures(), "Fig. 6");
+        assert_eq!(
+            parse(&["--model", "lenet", "--dataset", "cifar10"]).figures(),
+            "Fig. 5"
         );
         let given = parse(&[
             "--model",

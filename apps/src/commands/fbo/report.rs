@@ -98,7 +98,10 @@ impl Fbo {
         crate::report::write_whole(&md_path, table.markdown().as_bytes())?;
 
         let mut figure = Figure::new()
-            .with_title("Test accuracy against communication rounds (paper 003, Figs. 2–4)")
+            .with_title(format!(
+                "Test accuracy against communication rounds (paper 003, {})",
+                self.figures()
+            ))
             .shared_y();
         for &split in &self.split {
             let mut panel = Panel::new(split.name(), "communication rounds", "test accuracy")
