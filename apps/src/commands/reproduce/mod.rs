@@ -232,6 +232,12 @@ impl Experiment for Reproduce {
                 if parts.is_empty() {
                     bail!("--mpirun is empty: give the launcher, e.g. \"mpirun -n 4\"");
                 }
+                if !runnable(&parts[0]) {
+                    bail!(
+                        "--mpirun {l}: no program {} to run (install OpenMPI, or give the launcher's path)",
+                        parts[0]
+                    );
+                }
                 Some(parts)
             }
             None => None,
@@ -381,7 +387,7 @@ impl Experiment for Reproduce {
 /// What a running experiment's log passes on: the bytes read and when a line was last
 /// passed to this run's log.
 struct Follow {
-    seen: usize,
+    seen: u64,
     passed: Option<Instant>,
 }
 
@@ -392,19 +398,24 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 /// Passes on the lines a running experiment added to its log: the last on the progress
 /// bar, and one every [`FOLLOW_EVERY`] to this run's log, prefixed with `who`.
 fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &Stage<'_>) {
-    let seen = &mut f.seen;
-    let Ok(bytes) = std::fs::read(log) else {
+    use std::io::{Read, Seek, SeekFrom};
+    // Only what was added since the last look is read.
+    let Ok(mut file) = std::fs::File::open(log) else {
         return;
     };
     // A log that shrank was started again (a fresh run of the child): read it from the top.
-    if bytes.len() < *seen {
-        *seen = 0;
+    if file.metadata().map_or(0, |m| m.len()) < f.seen {
+        f.seen = 0;
     }
-    let Some(end) = bytes[*seen..].iter().rposition(|&b| b == b'\n') else {
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(f.seen)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return;
+    }
+    let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
         return;
     };
-    let new = String::from_utf8_lossy(&bytes[*seen..*seen + end + 1]).into_owned();
-    *seen += end + 1;
+    f.seen += end as u64 + 1;
+    let new = String::from_utf8_lossy(&bytes[..=end]);
     // Each line is "[   12.3 s] text": the child's own clock is dropped.
     let Some(last) = new.lines().rev().find(|l| !l.trim().is_empty()) else {
         return;
@@ -416,6 +427,16 @@ fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &St
         reporter.line(&format!("  {who}: {text}"));
         f.passed = Some(Instant::now());
     }
+}
+
+/// Whether `program` names a file to run: a path, or a name found on `PATH`.
+fn runnable(program: &str) -> bool {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| d.join(program).is_file()))
 }
 
 /// The folder of one experiment seed.
@@ -522,7 +543,7 @@ fn run_seed(
     let log = folder.join("hgp.log");
     let who = format!("{} seed {seed}", job.id);
     let mut seen = Follow {
-        seen: std::fs::metadata(&log).map_or(0, |m| m.len() as usize),
+        seen: std::fs::metadata(&log).map_or(0, |m| m.len()),
         // The first line passes after the first interval: a short experiment adds none.
         passed: Some(Instant::now()),
     };
@@ -551,13 +572,17 @@ fn run_seed(
         std::fs::read_to_string(folder.join("stderr.txt"))
             .ok()
             .and_then(|t| {
-                // The command's error line, or its last word.
-                let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
+                // The command's error line, or the first line that says something (a
+                // launcher's banner is framed by rules of dashes).
+                let lines: Vec<&str> = t
+                    .lines()
+                    .filter(|l| l.chars().any(char::is_alphanumeric))
+                    .collect();
                 lines
                     .iter()
                     .find(|l| l.starts_with("error:"))
-                    .or(lines.last())
-                    .map(|l| l.to_string())
+                    .or(lines.first())
+                    .map(|l| l.trim().to_string())
             })
             .unwrap_or_else(|| format!("exit status {}", done.status))
     };
