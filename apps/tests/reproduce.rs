@@ -221,6 +221,18 @@ fn reproduce_checks_its_flags_first() {
     assert!(!out.exists(), "a refused run leaves no folder");
     let err = fails(&["reproduce", "--seeds", "0", "--out", out.to_str().unwrap()]);
     assert!(err.contains("--seeds"), "{err}");
+    let err = fails(&[
+        "reproduce",
+        "--mpirun",
+        "no-such-launcher -n 2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--mpirun") && err.contains("no-such-launcher"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a refused run leaves no folder");
     let o = hgp(&[
         "reproduce",
         "--paper",
