@@ -15,15 +15,17 @@ macro_rules! println {
 }
 
 mod advice;
+mod cli;
 mod commands;
 mod engine;
 mod lifecycle;
-mod memory;
 mod output;
 mod plot;
 mod progress;
 mod report;
 mod setup;
+
+use hgp_experiments::memory;
 
 use std::process::ExitCode;
 

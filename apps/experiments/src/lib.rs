@@ -1,0 +1,64 @@
+//! The experiments of the `hgp` program as a library: for each, a [`Config`] (a plain serde
+//! struct with every default in one place), a `check` that turns it into a checked config or
+//! an error naming the field, and a `run` that returns a typed outcome (what `hgp … --json`
+//! prints). An experiment never prints, never opens a file to write and never parses a flag:
+//! what it reports while it runs goes through an [`Observer`](observe::Observer), and the
+//! rows it finishes one by one through small sinks the runner implements.
+
+pub mod memory;
+pub mod network;
+pub mod numbers;
+pub mod observe;
+pub mod ranks;
+pub mod setup;
+
+use serde::{Deserialize, Serialize};
+
+/// The one list of experiments: [`ExperimentConfig`]'s variants, their names, and the
+/// conversions between each config and the enum.
+macro_rules! experiments {
+    ($($(#[$doc:meta])* $variant:ident($module:ident) = $name:literal),* $(,)?) => {
+        /// Any experiment's config, tagged by the experiment's name: what a run's
+        /// `hgp-settings.json` holds (`{"command": "error", "options": {…}}`), what
+        /// `--config FILE` reads, and what `reproduce` hands each experiment it runs.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "command", content = "options", rename_all = "kebab-case")]
+        pub enum ExperimentConfig {
+            $($(#[$doc])* $variant($module::Config),)*
+        }
+
+        impl ExperimentConfig {
+            /// The experiment's name (the `hgp` subcommand that runs it).
+            pub fn command(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                }
+            }
+        }
+
+        $(
+            impl From<$module::Config> for ExperimentConfig {
+                fn from(config: $module::Config) -> Self {
+                    Self::$variant(config)
+                }
+            }
+
+            impl TryFrom<ExperimentConfig> for $module::Config {
+                type Error = ExperimentConfig;
+
+                fn try_from(config: ExperimentConfig) -> Result<Self, ExperimentConfig> {
+                    match config {
+                        ExperimentConfig::$variant(c) => Ok(c),
+                        #[allow(unreachable_patterns)]
+                        other => Err(other),
+                    }
+                }
+            }
+        )*
+    };
+}
+
+experiments! {
+    /// `hgp network`.
+    Network(network) = "network",
+}

@@ -1,0 +1,63 @@
+//! `--config FILE` and the flags every experiment command shares (`--seed`, `--json`, the
+//! progress options, `--engine`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use hgp_experiments::ExperimentConfig;
+
+use crate::engine::EngineArgs;
+use crate::progress::ReportArgs;
+
+/// The flags every experiment command shares. Each command words `--seed` and `--json` for
+/// itself (what its seed draws, the fields of its JSON) with `mut_arg`; `--out` is each
+/// command's own (its default folder names the command).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RunFlags {
+    /// Run the experiment a config file describes: a run's hgp-settings.json (re-runs exactly
+    /// that experiment), or one you wrote (`{"command": …, "options": {…}}`, the options named
+    /// as the flags without their dashes; those left out take their defaults). Flags given
+    /// beside it replace its options.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seed of every random choice [default: 0].
+    #[arg(long, value_name = "K")]
+    pub seed: Option<u64>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub report: ReportArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// The config that `--config FILE` gives, or `C`'s defaults without the flag; the file must
+/// hold the settings of `command`.
+///
+/// # Errors
+///
+/// One line naming the file: it cannot be read, is not a config, or is another command's.
+pub fn base_config<C>(file: Option<&Path>, command: &str) -> Result<C>
+where
+    C: Default + TryFrom<ExperimentConfig, Error = ExperimentConfig>,
+{
+    let Some(file) = file else {
+        return Ok(C::default());
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("--config {}: cannot read", file.display()))?;
+    let config: ExperimentConfig = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--config {}: not the settings of an hgp experiment ({e})",
+            file.display()
+        )
+    })?;
+    C::try_from(config).map_err(|other| {
+        anyhow::anyhow!(
+            "--config {}: it holds the settings of `hgp {}`, not of `hgp {command}`",
+            file.display(),
+            other.command()
+        )
+    })
+}
