@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use hgp_experiments::observe::{Observer, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// How a command shows what it is doing.
@@ -69,6 +70,8 @@ pub struct Reporter {
     _lock: Option<File>,
     sink: Arc<Sink>,
     bars: bool,
+    /// Who hears the experiment's notes and warnings (stderr, rank 0).
+    speaker: Speaker,
 }
 
 impl Reporter {
@@ -78,7 +81,9 @@ impl Reporter {
             log: false,
             quiet: true,
         };
-        Self::new(&quiet, None, true, false)
+        let mut silent = Self::new(&quiet, None, true, false)?;
+        silent.speaker = Speaker::silent();
+        Ok(silent)
     }
 
     /// A reporter writing `hgp.log` in `out` (appending when `append`, e.g. on resume);
@@ -106,6 +111,7 @@ impl Reporter {
                 to_stderr: args.log,
             }),
             bars: !(args.log || args.quiet || json),
+            speaker: Speaker::new(true, json),
         })
     }
 
@@ -159,6 +165,90 @@ impl Reporter {
             heartbeat,
             _reporter: PhantomData,
         }
+    }
+}
+
+/// Notes and warnings on stderr, as the `hgp` program says them: only on the rank that
+/// speaks, and notes not under `--json` (a machine reads stdout; a note is for a person).
+#[derive(Clone, Copy, Debug)]
+pub struct Speaker {
+    notes: bool,
+    warnings: bool,
+}
+
+impl Speaker {
+    /// On the rank that speaks (`root`), with or without `--json`.
+    pub fn new(root: bool, json: bool) -> Self {
+        Self {
+            notes: root && !json,
+            warnings: root,
+        }
+    }
+
+    /// One that says nothing.
+    pub fn silent() -> Self {
+        Self::new(false, false)
+    }
+}
+
+impl Observer for Speaker {
+    fn line(&self, _: &str) {}
+
+    fn note(&self, text: &str) {
+        if self.notes {
+            eprintln!("{text}");
+        }
+    }
+
+    fn warn(&self, text: &str) {
+        if self.warnings {
+            eprintln!("{text}");
+        }
+    }
+
+    fn stage(&self, _: &str, _: u64, _: &'static str) -> Box<dyn Progress + '_> {
+        Box::new(hgp_experiments::observe::Silent)
+    }
+}
+
+/// The experiments report through the run log, its stages and the speaker.
+impl Observer for Reporter {
+    fn line(&self, text: &str) {
+        Reporter::line(self, text);
+    }
+
+    fn note(&self, text: &str) {
+        self.speaker.note(text);
+    }
+
+    fn warn(&self, text: &str) {
+        self.speaker.warn(text);
+    }
+
+    fn stage(&self, name: &str, total: u64, unit: &'static str) -> Box<dyn Progress + '_> {
+        Box::new(Reporter::stage(self, name, total, unit))
+    }
+}
+
+impl Progress for Stage<'_> {
+    fn inc(&self, k: u64) {
+        Stage::inc(self, k);
+    }
+
+    fn set(&self, done: u64, total: u64) {
+        Stage::set(self, done, total);
+    }
+
+    fn tick(&self, done: u64, total: u64) {
+        Stage::tick(self, done, total);
+    }
+
+    fn set_label(&self, label: &str) {
+        Stage::set_label(self, label);
+    }
+
+    fn finish(self: Box<Self>, summary: &str) {
+        Stage::finish(*self, summary);
     }
 }
 

@@ -5,10 +5,12 @@
 //! what it reports while it runs goes through an [`Observer`](observe::Observer), and the
 //! rows it finishes one by one through small sinks the runner implements.
 
+pub mod hypergrad;
 pub mod memory;
 pub mod network;
 pub mod numbers;
 pub mod observe;
+pub mod outcome;
 pub mod ranks;
 pub mod setup;
 
@@ -59,6 +61,8 @@ macro_rules! experiments {
 }
 
 experiments! {
+    /// `hgp hypergrad`.
+    Hypergrad(hypergrad) = "hypergrad",
     /// `hgp network`.
     Network(network) = "network",
 }

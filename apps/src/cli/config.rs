@@ -61,3 +61,16 @@ where
         )
     })
 }
+
+impl RunFlags {
+    /// Where an experiment with these flags runs and writes: `out`, the command's folder
+    /// (none for a command that writes no files).
+    pub fn output<'a>(&'a self, out: Option<&'a Path>) -> crate::lifecycle::Output<'a> {
+        crate::lifecycle::Output {
+            engine: self.engine.engine,
+            json: self.json,
+            report: &self.report,
+            out,
+        }
+    }
+}

@@ -1,29 +1,24 @@
-//! `hgp hypergrad`: x(λ) by an inner solver, then each client's hyper-gradient d_{λ_i} F.
+//! `hgp hypergrad`: x(λ) by an inner solver, then each client's hyper-gradient d_{λ_i} F
+//! ([`hgp_experiments::hypergrad`]), printed as text or JSON.
 
-use hgp_graphs::Short;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use clap::Args;
-use hgp_averaging::ClientBuffer;
-use hgp_models::{InnerCost, L2Logistic, PerClient};
-use serde_json::json;
+use anyhow::Result;
+use hgp_experiments::hypergrad::{Checked, Config, DEFAULTS, Outcome, Problem, run};
+use hgp_experiments::setup::L2_LAMBDA;
+use hgp_graphs::Short;
 
+use crate::cli::{DataFlags, PipelineFlags, RunFlags, base_config};
 use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, RunArgs, execute};
-use crate::report::{Reporter, Table, comm_json, sci};
-use crate::setup::{
-    DataArgs, Defaults, EstimatorKind, L2_LAMBDA, Pipeline, PipelineArgs, Solved, l2_lambda,
-    newton_step_json, total_outer_loss_on,
-};
-use hgp_hypergrad::Diagnostics;
-use hgp_inner_solvers::ConvergenceTest;
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::progress::Speaker;
+use crate::report::{Reporter, Table, sci};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
     format!(
         "Defaults (the logistic problem of the HGP paper, eq. 11, Fig. 1 settings):\n{}",
-        Defaults::LOGISTIC.help("hypergrad")
+        DEFAULTS.help("hypergrad")
     )
 }
 
@@ -31,57 +26,61 @@ pub fn after_help() -> String {
 const SHOWN_COORDINATES: usize = 8;
 
 /// Options of `hgp hypergrad`.
-#[derive(Args, Debug)]
-#[command(mut_arg("seed", |a| a.help("Seed of every random choice (data, network, batches)")))]
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (data, network, batches) [default: 0]")))]
 #[command(mut_arg("json", |a| a.help("Print one JSON object {\"x\", \"outer_loss\", \"hypergrad\", \"comm\", \"inner\", \"estimator\", \"eta\", \"curvature\"} instead of text (\"inner\": {\"solver\", \"steps\", \"consensus_error\", \"stationarity\", \"initial_stationarity\", \"newton_step\", \"converged\", \"comm\"}; with --averager central --fraction C < 1 also \"central\": {\"fraction\", \"mean\", \"spread\"}: the mean over participation draws and this draw's relative distance from it; \"note\" where the estimate is identically 0 for a reason worth saying) (with --engine mpi also \"mpi\": {\"ranks\", \"messages\", \"bytes\", \"local_links\", \"collectives\", \"collective_bytes\"}, summed over ranks)")))]
 pub struct Hypergrad {
     #[command(flatten)]
-    data: DataArgs,
+    data: DataFlags,
     #[arg(long, value_name = "FILE", help = format!(
         "λ, one row per client with one L2 weight (≥ 0) per coordinate of x (comma separated) \
          [default: {L2_LAMBDA} everywhere]"
     ))]
     lambda: Option<PathBuf>,
     #[command(flatten)]
-    pipeline: PipelineArgs,
+    pipeline: PipelineFlags,
     #[command(flatten)]
-    run: RunArgs,
+    run: RunFlags,
 }
 
 impl Hypergrad {
-    fn pipeline(&self) -> Pipeline<'_> {
-        Pipeline::new(&self.pipeline, self.run.seed)
+    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
+    pub fn config(&self) -> Result<Config> {
+        let mut config: Config = base_config(self.run.config.as_deref(), "hypergrad")?;
+        self.data.apply(&mut config.data);
+        self.pipeline.apply(&mut config.pipeline);
+        if let Some(lambda) = &self.lambda {
+            config.lambda = Some(lambda.clone());
+        }
+        if let Some(seed) = self.run.seed {
+            config.seed = seed;
+        }
+        Ok(config)
     }
 
     /// Runs the command.
     pub fn run(&self) -> Result<()> {
-        execute(self)
+        execute(&Command {
+            flags: self,
+            checked: self.config()?.check()?,
+        })
     }
 }
 
-/// The checked data of a run: its description, the clients and λ.
-pub struct Setup {
-    description: String,
-    clients: Vec<L2Logistic<f64>>,
-    lambda: PerClient<f64>,
+/// The checked experiment with the flags that say how to run and show it.
+struct Command<'a> {
+    flags: &'a Hypergrad,
+    checked: Checked,
 }
 
-/// What a run computed.
-pub struct Outcome {
-    description: String,
-    solved: Solved<f64>,
-    central_mean: Option<PerClient<f64>>,
-    outer_loss: f64,
-}
-
-impl Experiment for Hypergrad {
+impl Experiment for Command<'_> {
     const COMMAND: &'static str = "hypergrad";
 
-    type Setup = Setup;
+    type Setup = Problem;
     type Outcome = Outcome;
 
     fn output(&self) -> Output<'_> {
-        self.run.output(None)
+        self.flags.run.output(None)
     }
 
     /// Its text has the engine in its aligned block.
@@ -89,223 +88,107 @@ impl Experiment for Hypergrad {
         false
     }
 
-    fn setup(&self, engine: &Engine) -> Result<Setup> {
-        let defaults = Defaults::LOGISTIC;
-        let pipeline = self.pipeline().with_placement(engine.placement().clone());
-        {
-            self.data.validate()?;
-            pipeline.validate(&defaults)?;
-            pipeline.validate_engine()?;
-            pipeline.memory_plan(self.data.shape()).check()?;
-            let (data, description) = self.data.load(self.run.seed)?;
-            let clients: Vec<L2Logistic<f64>> = data
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    L2Logistic::new(c, self.data.bias).with_context(|| format!("client {i}"))
-                })
-                .collect::<Result<_>>()?;
-            let n = clients.len();
-            let d = clients[0].dim_x();
-            let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
-            engine.placement().check_clients(n)?;
-            pipeline.validate_clients::<f64, _>(
-                &clients,
-                &defaults,
-                self.run.json || !engine.is_root(),
-            )?;
-            Ok(Setup {
-                description,
-                clients,
-                lambda,
-            })
-        }
+    fn setup(&self, engine: &Engine) -> Result<Problem> {
+        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
+        self.checked.prepare(engine.placement(), &speaker)
     }
 
-    fn run(&self, setup: Setup, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        let defaults = Defaults::LOGISTIC;
-        let pipeline = self.pipeline().with_placement(engine.placement().clone());
-        let Setup {
-            description,
-            clients,
-            lambda,
-        } = setup;
-        let n = clients.len();
-        let d = clients[0].dim_x();
-        let solved = pipeline.solve_and_estimate(
-            (&clients, &lambda, &ClientBuffer::zeros(n, d)),
-            &defaults,
-            reporter,
-            engine.is_root(),
-        )?;
-        let (x, eta) = (&solved.solution.x, solved.estimate.eta);
-        let central_mean = pipeline.central_mean((&clients, &lambda, x), eta, &defaults)?;
-        let outer_loss = total_outer_loss_on(engine.placement(), &clients, x, &lambda);
-        Ok(Outcome {
-            description,
-            solved,
-            central_mean,
-            outer_loss,
-        })
+    fn run(&self, problem: Problem, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
+        run(&self.checked, problem, engine.placement(), reporter)
     }
 
-    fn report(&self, outcome: &Outcome, mpi_traffic: Option<serde_json::Value>) -> Result<()> {
-        let pipeline = self.pipeline();
-        let Outcome {
-            description,
-            solved,
-            central_mean,
-            outer_loss,
-        } = outcome;
-        let Solved {
-            lower,
-            estimator,
-            solution,
-            convergence,
-            estimate,
-            diagnostics,
-        } = solved;
-        let outer_loss = *outer_loss;
-        let xbar = solution.mean();
-        let (index, q_mean) = match diagnostics {
-            Some(Diagnostics::AggItd { index, q_mean }) => (Some(*index), q_mean.as_ref()),
-            _ => (None, None),
-        };
-        let central_spread = central_mean
-            .as_ref()
-            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
-            .filter(|s| s.is_finite());
-        // An estimate that is identically 0 because the model's outer cost does not depend
-        // on λ (the logistic model's f_i with --estimator local): correct, and useless.
-        let note = (pipeline.estimator.estimator == EstimatorKind::Local
-            && estimate.v.as_slice().iter().all(|&v| v == 0.0))
-        .then_some(
-            "--estimator local is ∂_λ f_i, each client's outer gradient without cooperation; this model's f_i does not depend on λ, so it is identically 0 here: the dependence of F on λ runs through x*(λ), which only the cooperative estimators see",
-        );
-        // AggITD: how far this single-Q estimate is from its mean over Q (relative); None
-        // where it is not a number (a mean over Q that overflowed is no diagnostic).
-        let spread = q_mean
-            .as_ref()
-            .map(|m| estimate.v.distance(m) / m.norm().max(f64::MIN_POSITIVE))
-            .filter(|s| s.is_finite());
-        if self.run.json {
-            let out = json!({
-                "x": xbar,
-                "outer_loss": outer_loss,
-                "hypergrad": estimate.v.to_rows(),
-                "comm": comm_json(&estimate.comm),
-                "inner": {
-                    "solver": lower,
-                    "steps": solution.steps,
-                    "consensus_error": solution.consensus_error,
-                    "stationarity": solution.stationarity,
-                    "initial_stationarity": convergence.initial_stationarity,
-                    "newton_step": newton_step_json(convergence),
-                    "converged": convergence.verdict(&ConvergenceTest::default()).is_ok(),
-                    "comm": comm_json(&solution.comm),
-                },
-                "estimator": estimator,
-                "eta": estimate.eta,
-                "curvature": estimate.curvature,
-            });
-            let mut out = out;
-            if let Some(traffic) = mpi_traffic {
+    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        if self.flags.run.json {
+            let mut out = serde_json::to_value(outcome)?;
+            if let Some(traffic) = mpi {
                 out["mpi"] = traffic;
-            }
-            if let Some(mean) = &central_mean {
-                out["central"] = json!({
-                    "fraction": pipeline.averager.fraction,
-                    "mean": mean.to_rows(),
-                    "spread": central_spread,
-                });
-            }
-            if let Some(note) = note {
-                out["note"] = json!(note);
-            }
-            if let Some(q) = index {
-                out["aggitd"] = json!({
-                    "q": q,
-                    "q_mean": q_mean.map(PerClient::to_rows),
-                    "q_spread": spread,
-                });
             }
             println!("{}", serde_json::to_string(&out)?);
             return Ok(());
         }
-        println!("data:       {description}");
-        println!("inner:      {lower}");
-        println!(
-            "            consensus error {}, stationarity ‖Σ∂g_i(x̄)‖ {} ({} at the start), {} steps",
-            sci(solution.consensus_error),
-            sci(solution.stationarity),
-            sci(convergence.initial_stationarity),
-            solution.steps
-        );
-        if let Some(step) = newton_step_json(convergence).as_f64() {
-            println!(
-                "            distance to the solution ‖H⁻¹∇G(x̄)‖ {} ({:.2} % of ‖x̄‖)",
-                sci(step),
-                100.0 * step / convergence.scale.max(f64::MIN_POSITIVE)
-            );
-        }
-        println!(
-            "x̄:          [{}]",
-            xbar.iter()
-                .map(|v| format!("{v:.6}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!("outer loss: F = Σ_i f_i(x_i) = {outer_loss:.6}");
-        println!("estimator:  {estimator}");
-        if let (Some(q), Some(spread)) = (index, spread) {
-            println!(
-                "            Q = {q}; this single-Q estimate differs from its mean over Q ∈ {{0, …, N}} by {:.1} % (relative): AggITD is unbiased only over Q",
-                100.0 * spread
-            );
-        }
-        if let Some(spread) = central_spread {
-            println!(
-                "            each average is over a random fraction C = {} of the clients: this estimate differs by {:.1} % (relative) from its mean over the draws (HGP with the exact average); it is unbiased, not precise",
-                Short(pipeline.averager.fraction.unwrap_or(1.0)),
-                100.0 * spread
-            );
-        }
-        if let (Some(eta), Some(l)) = (estimate.eta, estimate.curvature) {
-            println!(
-                "            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)"
-            );
-        }
-        println!("            {}", estimate.comm);
-        if let Some(t) = &mpi_traffic {
-            println!(
-                "engine:     MPI, {} ranks: {} messages ({} bytes) between ranks, {} links within a rank, {} collectives",
-                t["ranks"], t["messages"], t["bytes"], t["local_links"], t["collectives"]
-            );
-            println!("            {}", crate::engine::per_rank_line(t));
-        }
-        println!(
-            "            lower level and estimate together: {} rounds",
-            solution.comm.rounds + estimate.comm.rounds
-        );
-        println!();
-        let d = estimate.v.rows().map(<[f64]>::len).max().unwrap_or(0);
-        let shown = d.min(SHOWN_COORDINATES);
-        let mut table = Table::new(
-            std::iter::once("client".to_string()).chain((0..shown).map(|j| format!("d_λF[{j}]"))),
-        );
-        for (i, row) in estimate.v.rows().enumerate() {
-            table.row(
-                std::iter::once(i.to_string())
-                    .chain(row.iter().take(shown).map(|v| format!("{v:.4e}"))),
-            );
-        }
-        println!("{}", table.terminal());
-        if let Some(note) = note {
-            println!("note: {note}");
-        }
-        if shown < d {
-            println!("(the first {shown} of {d} coordinates; --json prints all)");
-        }
+        print_text(outcome, mpi.as_ref());
         Ok(())
+    }
+}
+
+/// The estimate in words: the inner solve, x̄, F, the estimator and a table of d_λF.
+fn print_text(o: &Outcome, mpi: Option<&serde_json::Value>) {
+    let inner = &o.inner;
+    println!("data:       {}", o.details.description);
+    println!("inner:      {}", inner.solver);
+    println!(
+        "            consensus error {}, stationarity ‖Σ∂g_i(x̄)‖ {} ({} at the start), {} steps",
+        sci(inner.consensus_error),
+        sci(inner.stationarity),
+        sci(inner.initial_stationarity),
+        inner.steps
+    );
+    if let Some(step) = inner.newton_step {
+        println!(
+            "            distance to the solution ‖H⁻¹∇G(x̄)‖ {} ({:.2} % of ‖x̄‖)",
+            sci(step),
+            100.0 * step / o.details.scale.max(f64::MIN_POSITIVE)
+        );
+    }
+    println!(
+        "x̄:          [{}]",
+        o.x.iter()
+            .map(|v| format!("{v:.6}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("outer loss: F = Σ_i f_i(x_i) = {:.6}", o.outer_loss);
+    println!("estimator:  {}", o.estimator);
+    if let Some(a) = &o.aggitd
+        && let Some(spread) = a.q_spread
+    {
+        println!(
+            "            Q = {}; this single-Q estimate differs from its mean over Q ∈ {{0, …, N}} by {:.1} % (relative): AggITD is unbiased only over Q",
+            a.q,
+            100.0 * spread
+        );
+    }
+    if let Some(c) = &o.central
+        && let Some(spread) = c.spread
+    {
+        println!(
+            "            each average is over a random fraction C = {} of the clients: this estimate differs by {:.1} % (relative) from its mean over the draws (HGP with the exact average); it is unbiased, not precise",
+            Short(c.fraction.unwrap_or(1.0)),
+            100.0 * spread
+        );
+    }
+    if let (Some(eta), Some(l)) = (o.eta, o.curvature) {
+        println!("            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)");
+    }
+    println!("            {}", o.comm.text);
+    if let Some(t) = mpi {
+        println!(
+            "engine:     MPI, {} ranks: {} messages ({} bytes) between ranks, {} links within a rank, {} collectives",
+            t["ranks"], t["messages"], t["bytes"], t["local_links"], t["collectives"]
+        );
+        println!("            {}", crate::engine::per_rank_line(t));
+    }
+    println!(
+        "            lower level and estimate together: {} rounds",
+        inner.comm.rounds + o.comm.rounds
+    );
+    println!();
+    let d = o.hypergrad.iter().map(Vec::len).max().unwrap_or(0);
+    let shown = d.min(SHOWN_COORDINATES);
+    let mut table = Table::new(
+        std::iter::once("client".to_string()).chain((0..shown).map(|j| format!("d_λF[{j}]"))),
+    );
+    for (i, row) in o.hypergrad.iter().enumerate() {
+        table.row(
+            std::iter::once(i.to_string())
+                .chain(row.iter().take(shown).map(|v| format!("{v:.4e}"))),
+        );
+    }
+    println!("{}", table.terminal());
+    if let Some(note) = &o.note {
+        println!("note: {note}");
+    }
+    if shown < d {
+        println!("(the first {shown} of {d} coordinates; --json prints all)");
     }
 }
