@@ -3,7 +3,9 @@ time or memory (it differs between any two runs).
 
 Left out: JSON keys named in MEASURED (at any depth), CSV columns of those names, the
 columns of Markdown tables whose header names seconds or memory, and stderr (progress lines
-carry times), and in `*.log` the time stamps, the progress lines and every duration and size. Everything else, stdout and every written file, must be identical.
+carry times), and in `*.log` the time stamps, the progress lines and every duration and size. Everything else, stdout and every written file, must be identical, but for
+hgp-settings.json, which records the run's config: the second may add fields to the first
+(a config that gained options), never change or drop one.
 """
 
 import csv
@@ -105,6 +107,23 @@ def normal(path):
     return data
 
 
+def within(old, new):
+    """Whether every field of `old` is in `new` with the same value (objects compared key by
+    key; anything else exactly)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(k in new and within(v, new[k]) for k, v in old.items())
+    return old == new
+
+
+def settings_kept(a, b):
+    """hgp-settings.json records a run's config: a record may add fields to an older one (a
+    config that gained options), never change or drop one."""
+    try:
+        return within(json.load(open(a)), json.load(open(b)))
+    except ValueError:
+        return False
+
+
 def files(root):
     found = set()
     for base, _, names in os.walk(root):
@@ -122,6 +141,11 @@ def main(a, b):
         print(f"only in {'the first' if rel in fa else 'the second'}: {rel}")
         bad += 1
     for rel in sorted(fa & fb):
+        if os.path.basename(rel) == "hgp-settings.json":
+            if not settings_kept(os.path.join(a, rel), os.path.join(b, rel)):
+                print(f"differs: {rel} (a field of the first changed or went)")
+                bad += 1
+            continue
         if normal(os.path.join(a, rel)) != normal(os.path.join(b, rel)):
             print(f"differs: {rel}")
             bad += 1

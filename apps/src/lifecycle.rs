@@ -105,6 +105,16 @@ pub trait Experiment: Sync {
     }
 }
 
+/// The settings an experiment's folder records: its config, tagged by its command
+/// (`{"command", "options"}`, what `--config` reads back), and whether the run resumes.
+pub fn config_settings<C>(config: &C, resume: bool) -> Result<Option<(Value, bool)>>
+where
+    C: Clone + Into<hgp_experiments::ExperimentConfig>,
+{
+    let tagged: hgp_experiments::ExperimentConfig = config.clone().into();
+    Ok(Some((serde_json::to_value(tagged)?, resume)))
+}
+
 /// Runs `experiment` through the whole lifecycle.
 pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     let output = experiment.output();

@@ -5,6 +5,7 @@
 //! what it reports while it runs goes through an [`Observer`](observe::Observer), and the
 //! rows it finishes one by one through small sinks the runner implements.
 
+pub mod error;
 pub mod hypergrad;
 pub mod memory;
 pub mod network;
@@ -61,6 +62,8 @@ macro_rules! experiments {
 }
 
 experiments! {
+    /// `hgp error`.
+    Error(error) = "error",
     /// `hgp hypergrad`.
     Hypergrad(hypergrad) = "hypergrad",
     /// `hgp network`.

@@ -11,6 +11,15 @@ pub use choice::*;
 pub use config::*;
 pub use pipeline::*;
 
+/// Comma-separated values, as `--help` shows a list default.
+pub fn comma_list<T: std::fmt::Display>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Declares a flag group: a clap struct whose fields are the flags, and `apply`, which
 /// writes the flags given into a config of the library. Each field says how: `set` (an
 /// `Option<T>` flag for a field of type `T`), `some` (an `Option<T>` flag for an `Option<T>`

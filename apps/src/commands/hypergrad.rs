@@ -158,7 +158,9 @@ fn print_text(o: &Outcome, mpi: Option<&serde_json::Value>) {
         );
     }
     if let (Some(eta), Some(l)) = (o.eta, o.curvature) {
-        println!("            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)");
+        println!(
+            "            η = 1/L̂ = {eta:.6} (L̂ = {l:.6}, the mean Hessian's largest curvature)"
+        );
     }
     println!("            {}", o.comm.text);
     if let Some(t) = mpi {
