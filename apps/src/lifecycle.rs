@@ -22,7 +22,9 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineKind, print_engine_line};
-use crate::report::{ReportArgs, Reporter, SETTINGS_FILE, lock_out, record_settings};
+use crate::report::{
+    ReportArgs, Reporter, SETTINGS_FILE, lock_out, record_settings, record_settings_ignoring,
+};
 
 /// Where an experiment runs and where its results go.
 pub struct Output<'a> {
@@ -62,6 +64,12 @@ pub trait Experiment: Sync {
     /// they are kept, and refused when the settings file that says whose they are is gone.
     fn files(&self) -> Vec<&'static str> {
         Vec::new()
+    }
+
+    /// The settings (dotted paths, e.g. `options.top`) in which a resumed run may differ
+    /// from the one it continues: they select what is computed, not its numbers.
+    fn resume_ignores(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// Whether this run continues the one in its `--out` folder (`--resume`).
@@ -219,7 +227,7 @@ fn open<E: Experiment>(
     let mut append = false;
     match (output.out, experiment.settings()?) {
         (Some(out), Some((settings, resume))) => {
-            record_settings(out, &settings, resume)?;
+            record_settings_ignoring(out, &settings, resume, experiment.resume_ignores())?;
             append = resume;
         }
         // A command that records no settings (or records them later, per seed) still says

@@ -156,6 +156,66 @@ impl RowWriter {
     }
 }
 
+/// The rows an experiment finishes one by one, kept in a CSV file of the `--out` folder
+/// (`R` the file's row, `C` the experiment's): a fresh run starts the file at its first
+/// row; under `--resume` the rows already there are read first and the file grows from
+/// them.
+pub struct CsvCells<C, R> {
+    path: PathBuf,
+    header: &'static [&'static str],
+    resume: bool,
+    writer: Mutex<Option<RowWriter>>,
+    _rows: std::marker::PhantomData<fn(C) -> R>,
+}
+
+impl<C, R> CsvCells<C, R> {
+    /// The rows in `path` under `header`, continued when `resume`.
+    pub fn new(path: PathBuf, header: &'static [&'static str], resume: bool) -> Self {
+        Self {
+            path,
+            header,
+            resume,
+            writer: Mutex::new(None),
+            _rows: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<C, R> hgp_experiments::cells::CellSink<C> for CsvCells<C, R>
+where
+    R: Serialize + DeserializeOwned + for<'a> From<&'a C>,
+    C: TryFrom<R, Error = anyhow::Error>,
+{
+    fn source(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn finished(&self) -> Result<Vec<C>> {
+        if !self.resume {
+            return Ok(Vec::new());
+        }
+        read_rows::<R>(&self.path, self.header)
+            .context("--resume")?
+            .into_iter()
+            .map(|r| {
+                C::try_from(r).with_context(|| format!("--resume: {}", self.path.display()))
+            })
+            .collect()
+    }
+
+    fn put(&self, cell: &C) -> Result<()> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| anyhow::anyhow!("cannot write {}", self.path.display()))?;
+        let writer = match writer.as_mut() {
+            Some(w) => w,
+            None => writer.insert(RowWriter::open(&self.path, self.header, self.resume)?),
+        };
+        writer.write(&R::from(cell))
+    }
+}
+
 /// Refuses a CSV file whose header is not `header`.
 fn check_header(path: &Path, header: &[&str]) -> Result<()> {
     let mut reader =
@@ -181,6 +241,18 @@ pub const SETTINGS_FILE: &str = "hgp-settings.json";
 /// directory whose recorded settings differ (its rows would not belong to this run), naming
 /// the options that differ.
 pub fn record_settings(out: &Path, settings: &Value, resume: bool) -> Result<()> {
+    record_settings_ignoring(out, settings, resume, &[])
+}
+
+/// [`record_settings`], where a resumed run may differ from the earlier one in the fields
+/// `ignored` (dotted paths of options that only select what is computed, e.g.
+/// `options.top`).
+pub fn record_settings_ignoring(
+    out: &Path,
+    settings: &Value,
+    resume: bool,
+    ignored: &[&str],
+) -> Result<()> {
     let path = out.join(SETTINGS_FILE);
     if resume && path.exists() {
         let text = std::fs::read_to_string(&path)
@@ -191,8 +263,11 @@ pub fn record_settings(out: &Path, settings: &Value, resume: bool) -> Result<()>
                 path.display()
             )
         })?;
-        if &before != settings {
-            let differ = differing_keys(&before, settings);
+        let differ: Vec<String> = differing_keys(&before, settings)
+            .into_iter()
+            .filter(|k| !ignored.contains(&k.as_str()))
+            .collect();
+        if before != *settings && (ignored.is_empty() || !differ.is_empty()) {
             bail!(
                 "--resume: {} was written with other settings ({}; see {}): use another --out, or run without --resume",
                 out.display(),
@@ -333,11 +408,7 @@ pub fn read_rows<R: DeserializeOwned>(path: &Path, header: &[&str]) -> Result<Ve
     Ok(rows)
 }
 
-/// Serializes a number in Rust's shortest round-trip scientific form (`1.5e-3`), the form
-/// of every number in the CSV files.
-pub fn sci_exact<S: Serializer>(x: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_str(&format_args!("{x:e}"))
-}
+pub use hgp_experiments::numbers::sci_exact;
 
 /// Serializes numbers as one `;`-separated field (`1e0;5e-1`).
 pub fn sci_list<S: Serializer>(v: &[f64], s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -5,8 +5,10 @@
 //! what it reports while it runs goes through an [`Observer`](observe::Observer), and the
 //! rows it finishes one by one through small sinks the runner implements.
 
+pub mod cells;
 pub mod error;
 pub mod hypergrad;
+pub mod influence;
 pub mod memory;
 pub mod network;
 pub mod numbers;
@@ -66,6 +68,8 @@ experiments! {
     Error(error) = "error",
     /// `hgp hypergrad`.
     Hypergrad(hypergrad) = "hypergrad",
+    /// `hgp influence`.
+    Influence(influence) = "influence",
     /// `hgp network`.
     Network(network) = "network",
 }

@@ -55,6 +55,12 @@ pub fn std_dev(v: &[f64]) -> Option<f64> {
     })
 }
 
+/// Serializes a number in Rust's shortest round-trip scientific form (`1.5e-3`), the form
+/// of every number in the `hgp` program's CSV files.
+pub fn sci_exact<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{x:e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
-//! The protocol of `hgp influence` (HGP Sec. 5.2, Fig. 1c, Table 4), apart from the
-//! command line: rank the instances by their predicted influence −d_{λ_ik}F, retrain
-//! without one, and score predictions against the actual changes.
+//! The protocol of the influence experiment (HGP Sec. 5.2, Fig. 1c, Table 4): rank the
+//! instances by their predicted influence −d_{λ_ik}F, retrain without one, and score
+//! predictions against the actual changes.
 
 use anyhow::{Context, Result};
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
@@ -8,10 +8,9 @@ use hgp_inner_solvers::{InnerSolution, InnerSolver};
 use hgp_models::{ClientObjective, PerClient};
 use serde::{Deserialize, Serialize};
 
-use crate::report::sci_exact;
 use crate::setup::total_outer_loss_on;
 
-/// One removed instance: a row of influence.csv (the names are the CSV header).
+/// One removed instance and what its removal did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Removal {
     /// The client.
@@ -19,13 +18,10 @@ pub struct Removal {
     /// The instance within the client's training set.
     pub instance: usize,
     /// Predicted change of F, −d_{λ_ik}F.
-    #[serde(serialize_with = "sci_exact")]
     pub predicted: f64,
     /// Actual change: F retrained without the instance minus F of the control retraining.
-    #[serde(serialize_with = "sci_exact")]
     pub actual: f64,
     /// Stationarity of the retraining without the instance.
-    #[serde(serialize_with = "sci_exact")]
     pub stationarity: f64,
 }
 
@@ -172,8 +168,6 @@ pub fn f1_lowers(predicted: &[f64], actual: &[f64]) -> (Option<f64>, [usize; 3])
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::influence::report::HEADER;
-    use crate::report::{read_rows, write_csv};
 
     #[test]
     fn scores() {
@@ -221,25 +215,5 @@ mod tests {
         let order: Vec<(usize, usize)> = ranked.iter().map(|r| (r.0, r.1)).collect();
         assert_eq!(order, [(0, 1), (1, 0), (0, 0), (1, 1)]);
         assert_eq!(ranked[0].2, 0.3);
-    }
-
-    #[test]
-    fn rows_round_trip() {
-        let r = Removal {
-            client: 2,
-            instance: 17,
-            predicted: -1.2345678901234567e-3,
-            actual: 4.0e-5,
-            stationarity: 1e-9,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rows.csv");
-        write_csv(&path, HEADER, [&r]).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            text,
-            "client,instance,predicted,actual,stationarity\n2,17,-1.2345678901234567e-3,4e-5,1e-9\n"
-        );
-        assert_eq!(read_rows::<Removal>(&path, HEADER).unwrap(), [r]);
     }
 }
