@@ -197,9 +197,7 @@ where
         read_rows::<R>(&self.path, self.header)
             .context("--resume")?
             .into_iter()
-            .map(|r| {
-                C::try_from(r).with_context(|| format!("--resume: {}", self.path.display()))
-            })
+            .map(|r| C::try_from(r).with_context(|| format!("--resume: {}", self.path.display())))
             .collect()
     }
 

@@ -7,6 +7,7 @@
 
 pub mod cells;
 pub mod error;
+pub mod faults;
 pub mod hypergrad;
 pub mod influence;
 pub mod memory;
@@ -66,6 +67,8 @@ macro_rules! experiments {
 experiments! {
     /// `hgp error`.
     Error(error) = "error",
+    /// `hgp faults`.
+    Faults(faults) = "faults",
     /// `hgp hypergrad`.
     Hypergrad(hypergrad) = "hypergrad",
     /// `hgp influence`.

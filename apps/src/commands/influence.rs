@@ -259,7 +259,10 @@ fn figure(o: &Outcome) -> Figure {
         _ => format!("R² undefined, F1 = {}", score(o.f1, 2)),
     };
     Figure::new()
-        .with_title(format!("Removing the top {} training instances", o.top.len()))
+        .with_title(format!(
+            "Removing the top {} training instances",
+            o.top.len()
+        ))
         .with_panel(
             Panel::new(
                 stats,
@@ -278,7 +281,11 @@ impl Command<'_> {
         let csv = self.flags.out.join("influence.csv");
         let svg = self.flags.out.join("influence.svg");
         let top = d.removals.len();
-        let worst_retrain = d.removals.iter().map(|r| r.stationarity).fold(0.0, f64::max);
+        let worst_retrain = d
+            .removals
+            .iter()
+            .map(|r| r.stationarity)
+            .fold(0.0, f64::max);
         println!("data:       {}", d.description);
         println!("inner:      {}", d.lower);
         println!(

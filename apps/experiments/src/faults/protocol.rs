@@ -1,4 +1,4 @@
-//! The protocol of `hgp faults`: SGP and HGP on the logistic problem when messages are lost
+//! The protocol of the faults experiment: SGP and HGP on the logistic problem when messages are lost
 //! and a client crashes, with plain Push-Sum and with running sums.
 //!
 //! Each row is one (exchange, loss p, crashed clients) setting and two independent runs:
@@ -21,16 +21,16 @@ use hgp_graphs::Network;
 use hgp_hypergrad::{Exact, HyperGradient};
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LrSchedule, SgpOrder};
 use hgp_models::{BatchSize, L2Logistic, PerClient};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::setup::{
-    AveragerArgs, AveragerKind, Built, BuiltNetwork, Defaults, EstimatorArgs, EstimatorKind,
+    AveragerConfig, AveragerKind, Built, BuiltNetwork, Defaults, EstimatorConfig, EstimatorKind,
     FRACTION, InnerKind, InnerParts, Parts,
 };
 
-/// The settings shared by every row.
+/// The settings shared by every row, resolved from the config.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub struct Settings {
     /// SGP steps T.
     pub sgp_steps: usize,
     /// SGP's learning-rate schedule.
@@ -130,10 +130,10 @@ fn relative(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// One row of the experiment (the CSV and JSON fields).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Row {
     /// `push-sum` or `robust-push-sum`.
-    pub averager: &'static str,
+    pub averager: String,
     /// Message loss probability p.
     pub loss: f64,
     /// Crashed clients.
@@ -169,7 +169,7 @@ pub fn exchange_name(exchange: MassExchange) -> &'static str {
 pub fn run_row(
     problem: &Problem<'_>,
     reference: &Reference,
-    config: &Config,
+    config: &Settings,
     exchange: MassExchange,
     loss: f64,
 ) -> Result<Row> {
@@ -192,7 +192,7 @@ pub fn run_row(
     };
     // Both Push-Sums come from the one registry of averagers: plain shares or running sums
     // (`exchange`), under the faults.
-    let averager = AveragerArgs {
+    let averager = AveragerConfig {
         averager: Some(match exchange {
             MassExchange::Plain => AveragerKind::PushSum,
             MassExchange::RunningSums => AveragerKind::RobustPushSum,
@@ -206,7 +206,7 @@ pub fn run_row(
         fixed: None,
     };
     let mut row = Row {
-        averager: exchange_name(exchange),
+        averager: exchange_name(exchange).to_string(),
         loss,
         crashed,
         hypergrad_error: None,
@@ -258,9 +258,9 @@ pub fn run_row(
     let hgp_faults = faults(1, 1)?;
     let build =
         || averager.build_under::<f64>(&network, (0, &problem.placement), hgp_faults.clone());
-    let estimator = EstimatorArgs {
+    let estimator = EstimatorConfig {
         neumann_terms: Some(config.neumann_terms),
-        ..EstimatorArgs::of(EstimatorKind::Hgp)
+        ..EstimatorConfig::of(EstimatorKind::Hgp)
     };
     let parts = Parts {
         averager: &build,
@@ -333,8 +333,8 @@ mod tests {
         (clients, lambda, net, x_star)
     }
 
-    fn config() -> Config {
-        Config {
+    fn config() -> Settings {
+        Settings {
             sgp_steps: 3000,
             schedule: LrSchedule::multi_step(2.0, vec![1500, 2000, 2500], 0.1).unwrap(),
             push_steps: 100,
