@@ -181,10 +181,33 @@ impl<C, R> CsvCells<C, R> {
     }
 }
 
+/// A row of a CSV file that keeps an experiment's row `C` (the same type, or one that writes
+/// its numbers in another form).
+pub trait CsvRow<C>: Serialize + DeserializeOwned {
+    /// The file's row of `cell`.
+    fn from_cell(cell: &C) -> Self;
+    /// The experiment's row this row keeps.
+    ///
+    /// # Errors
+    ///
+    /// A row that does not make a cell (a name the experiment does not know).
+    fn into_cell(self) -> Result<C>;
+}
+
+impl<C: Clone + Serialize + DeserializeOwned> CsvRow<C> for C {
+    fn from_cell(cell: &C) -> Self {
+        cell.clone()
+    }
+
+    fn into_cell(self) -> Result<C> {
+        Ok(self)
+    }
+}
+
 impl<C, R> hgp_experiments::cells::CellSink<C> for CsvCells<C, R>
 where
-    R: Serialize + DeserializeOwned + for<'a> From<&'a C>,
-    C: TryFrom<R, Error = anyhow::Error>,
+    R: CsvRow<C>,
+    C: Sync,
 {
     fn source(&self) -> String {
         self.path.display().to_string()
@@ -197,7 +220,10 @@ where
         read_rows::<R>(&self.path, self.header)
             .context("--resume")?
             .into_iter()
-            .map(|r| C::try_from(r).with_context(|| format!("--resume: {}", self.path.display())))
+            .map(|r| {
+                r.into_cell()
+                    .with_context(|| format!("--resume: {}", self.path.display()))
+            })
             .collect()
     }
 
@@ -210,7 +236,11 @@ where
             Some(w) => w,
             None => writer.insert(RowWriter::open(&self.path, self.header, self.resume)?),
         };
-        writer.write(&R::from(cell))
+        writer.write(&R::from_cell(cell))
+    }
+
+    fn replace(&self, cells: &[C]) -> Result<()> {
+        write_csv(&self.path, self.header, cells.iter().map(R::from_cell))
     }
 }
 

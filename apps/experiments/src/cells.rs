@@ -29,6 +29,14 @@ pub trait CellSink<R>: Sync {
     ///
     /// The row cannot be kept (a full disk).
     fn put(&self, row: &R) -> Result<()>;
+    /// Keeps only `rows` of the earlier ones (those of work that finished; the rest is done
+    /// again). Called on rank 0, after [`CellSink::finished`] and before any
+    /// [`CellSink::put`].
+    ///
+    /// # Errors
+    ///
+    /// The rows cannot be rewritten.
+    fn replace(&self, rows: &[R]) -> Result<()>;
 }
 
 /// A sink that keeps nothing and has no earlier rows: for runs from code that need no
@@ -46,6 +54,10 @@ impl<R> CellSink<R> for NoRows {
     }
 
     fn put(&self, _: &R) -> Result<()> {
+        Ok(())
+    }
+
+    fn replace(&self, _: &[R]) -> Result<()> {
         Ok(())
     }
 }

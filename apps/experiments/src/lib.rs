@@ -8,6 +8,7 @@
 pub mod cells;
 pub mod error;
 pub mod faults;
+pub mod fedhyper;
 pub mod hypergrad;
 pub mod influence;
 pub mod memory;
@@ -69,6 +70,8 @@ experiments! {
     Error(error) = "error",
     /// `hgp faults`.
     Faults(faults) = "faults",
+    /// `hgp fedhyper`.
+    Fedhyper(fedhyper) = "fedhyper",
     /// `hgp hypergrad`.
     Hypergrad(hypergrad) = "hypergrad",
     /// `hgp influence`.

@@ -53,6 +53,17 @@ where
             file.display()
         )
     })?;
+    // Every field the file gives must be one the config has: a misspelt option would
+    // otherwise be silently left at its default.
+    let given: serde_json::Value = serde_json::from_str(&text)?;
+    let known = serde_json::to_value(&config)?;
+    if let Some(field) = unknown_field(&given, &known, "") {
+        anyhow::bail!(
+            "--config {}: {field} is not an option of `hgp {}`",
+            file.display(),
+            config.command()
+        );
+    }
     C::try_from(config).map_err(|other| {
         anyhow::anyhow!(
             "--config {}: it holds the settings of `hgp {}`, not of `hgp {command}`",
@@ -73,4 +84,23 @@ impl RunFlags {
             out,
         }
     }
+}
+
+/// The first field of `given` (a dotted path) that `known` does not have.
+fn unknown_field(given: &serde_json::Value, known: &serde_json::Value, at: &str) -> Option<String> {
+    let (serde_json::Value::Object(given), serde_json::Value::Object(known)) = (given, known)
+    else {
+        return None;
+    };
+    given.iter().find_map(|(key, value)| {
+        let path = if at.is_empty() {
+            key.clone()
+        } else {
+            format!("{at}.{key}")
+        };
+        match known.get(key) {
+            None => Some(path),
+            Some(k) => unknown_field(value, k, &path),
+        }
+    })
 }

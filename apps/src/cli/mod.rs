@@ -5,10 +5,12 @@
 
 mod choice;
 mod config;
+mod data;
 mod pipeline;
 
 pub use choice::*;
 pub use config::*;
+pub use data::*;
 pub use pipeline::*;
 
 /// Comma-separated values, as `--help` shows a list default.

@@ -19,7 +19,7 @@ use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
 use crate::progress::Speaker;
-use crate::report::{CsvCells, Reporter, Table, prepare_out, sci, write_csv};
+use crate::report::{CsvCells, CsvRow, Reporter, Table, prepare_out, sci, write_csv};
 
 /// The help text of `--quick`, from the sizes it selects.
 fn quick_help() -> String {
@@ -148,8 +148,8 @@ struct Row {
     stationarity: f64,
 }
 
-impl From<&Removal> for Row {
-    fn from(r: &Removal) -> Self {
+impl CsvRow<Removal> for Row {
+    fn from_cell(r: &Removal) -> Self {
         Self {
             client: r.client,
             instance: r.instance,
@@ -158,13 +158,10 @@ impl From<&Removal> for Row {
             stationarity: r.stationarity,
         }
     }
-}
 
-impl TryFrom<Row> for Removal {
-    type Error = anyhow::Error;
-
-    fn try_from(r: Row) -> Result<Self> {
-        Ok(Self {
+    fn into_cell(self) -> Result<Removal> {
+        let r = self;
+        Ok(Removal {
             client: r.client,
             instance: r.instance,
             predicted: r.predicted,
@@ -225,7 +222,7 @@ impl Experiment for Command<'_> {
     fn report(&self, o: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
         let csv = self.flags.out.join("influence.csv");
         let removals = &o.details.removals;
-        write_csv(&csv, HEADER, removals.iter().map(Row::from))?;
+        write_csv(&csv, HEADER, removals.iter().map(Row::from_cell))?;
         figure(o).write(&self.flags.out.join("influence.svg"))?;
         if self.flags.run.json {
             let mut out = serde_json::to_value(o)?;
@@ -357,14 +354,14 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.csv");
-        write_csv(&path, HEADER, [Row::from(&r)]).unwrap();
+        write_csv(&path, HEADER, [Row::from_cell(&r)]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,
             "client,instance,predicted,actual,stationarity\n2,17,-1.2345678901234567e-3,4e-5,1e-9\n"
         );
         let back: Vec<Row> = read_rows(&path, HEADER).unwrap();
-        let back: Vec<Removal> = back.into_iter().map(|r| r.try_into().unwrap()).collect();
+        let back: Vec<Removal> = back.into_iter().map(|r| r.into_cell().unwrap()).collect();
         assert_eq!(back, [r]);
     }
 }

@@ -1,7 +1,7 @@
 //! The images of the image experiments: loading, the held-out test set, the split over the
 //! clients, and the counts checked before any image is read.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,35 @@ impl Dataset {
     pub fn text(self) -> bool {
         self == Self::Shakespeare
     }
+}
+
+/// Where an image (or text) experiment's data come from and how much of it is used: the
+/// group every experiment on images or text shares (`personalize`, `fbo`, `fedhyper`).
+/// Each experiment resolves what is left out to its own defaults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct ImageData {
+    /// The data set.
+    pub dataset: Dataset,
+    /// Directory with the data set's files (IDX files, the CIFAR binaries or their
+    /// `.tar.gz`, LEAF's folders or the complete works) [default: the embedded 10,000-digit
+    /// MNIST subset, for mnist].
+    pub data_dir: Option<PathBuf>,
+    /// Images used: the first N of the data [default: the experiment's].
+    pub images: Option<usize>,
+    /// Images held out as the test set [default: the experiment's].
+    pub test_images: Option<usize>,
+    /// Clients the data are split over [default: the experiment's].
+    pub clients: Option<usize>,
+}
+
+/// The windows of text (`dataset: shakespeare`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct TextData {
+    /// Symbols per window (the LSTM reads them and predicts the next one) [default: the
+    /// experiment's].
+    pub seq: Option<usize>,
 }
 
 /// A data set as loaded: every image pooled (training files first), CIFAR-100's coarse

@@ -1,4 +1,4 @@
-//! The protocol of `hgp fedhyper`: federated image classification with learning-rate
+//! The protocol of the fedhyper experiment: federated image classification with learning-rate
 //! schedulers (paper 001, App. B: Tables 1–2, Figs. 6–7). One run is one method on one split
 //! with one seed: `rounds` rounds of [`FedAvg`] with the method's schedulers, the test
 //! accuracy after every round, the rates the schedulers chose and the time each round took.
@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::ValueEnum;
 use hgp_data::images::{ImageSet, LabelSplit, label_split};
 use hgp_inner_solvers::schedulers::{
     Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperG, FedHyperSl, ServerDecay,
@@ -15,15 +14,30 @@ use hgp_inner_solvers::{FedAvg, InnerError, LrSchedule, LrScheduler};
 use hgp_models::{BatchSize, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 
-use crate::engine::agree_on;
+use crate::ranks::agree as agree_on;
 use crate::setup::{derive, domain};
 use hgp_averaging::Placement;
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 /// The scalar of the networks: f32, as the papers' PyTorch code.
 pub type Real = f32;
 
 /// The methods of paper 001's experiments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Method {
     /// FedAvg: constant local rate β^0, global step Δ^t.
     Fedavg,
@@ -36,16 +50,20 @@ pub enum Method {
     /// FedAdagrad (Reddi et al., 2021) on the server.
     Fedadagrad,
     /// FedHyper-G: the global rate by hyper-gradient descent (Alg. 1 lines 12–15).
-    #[value(name = "fedhyper-g")]
+    #[serde(rename = "fedhyper-g")]
+    #[strum(serialize = "fedhyper-g")]
     FedhyperG,
     /// FedHyper-SL: the broadcast local rate by the global hyper-gradient.
-    #[value(name = "fedhyper-sl")]
+    #[serde(rename = "fedhyper-sl")]
+    #[strum(serialize = "fedhyper-sl")]
     FedhyperSl,
     /// FedHyper-CL: each client's local rate by hyper-gradient descent (Alg. 1 lines 3–9).
-    #[value(name = "fedhyper-cl")]
+    #[serde(rename = "fedhyper-cl")]
+    #[strum(serialize = "fedhyper-cl")]
     FedhyperCl,
     /// FedHyper-G on the server and FedHyper-CL on the clients (Fig. 7).
-    #[value(name = "fedhyper-g+cl")]
+    #[serde(rename = "fedhyper-g+cl")]
+    #[strum(serialize = "fedhyper-g+cl")]
     FedhyperGCl,
 }
 
@@ -157,6 +175,28 @@ impl Split {
             Self::Labels(LabelSplit::Dirichlet { alpha }) => format!("Dirichlet α = {alpha}"),
             Self::Natural => "by speaking character".to_string(),
         }
+    }
+}
+
+impl Serialize for Split {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Split {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Alpha(f64),
+            Name(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Alpha(a) => a.to_string().parse(),
+            Raw::Name(n) => n.parse(),
+        }
+        .map_err(serde::de::Error::custom)
     }
 }
 

@@ -1,16 +1,65 @@
-//! `hgp fedhyper --resume`: the runs an earlier, interrupted run finished, read back from its
-//! rounds.csv. A run is kept when the file holds every one of its rounds; a run with fewer
-//! (stopped while its rows were written, or diverged: the file does not say which) is run
-//! again, from its seed, and gives the same rounds.
-
-use std::path::Path;
+//! Resuming the fedhyper experiment: the runs an earlier, interrupted run finished, from
+//! the rounds it kept (rounds.csv). A run is kept when every one of its rounds is there; a
+//! run with fewer (stopped while its rows were written, or diverged: the rows do not say
+//! which) is run again, from its seed, and gives the same rounds.
 
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 
-use super::FedHyperCmd;
-use super::protocol::{Method, Run, Split};
-use super::report::{ROUND_HEADER, RoundRow};
-use crate::report::{read_rows, write_csv};
+use super::Checked;
+use super::protocol::{Method, RoundRecord, Run, Split};
+
+/// One round of one run (a row of rounds.csv, the names its header); read back on resume.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundRow {
+    /// The method's name.
+    pub method: String,
+    /// The split's name.
+    pub split: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// Rounds done (from 1).
+    pub round: usize,
+    /// Test accuracy after the round.
+    pub test_accuracy: f64,
+    /// Global rate reported by the server's scheduler.
+    pub global_rate: f64,
+    /// Local rate broadcast in the round.
+    pub broadcast_rate: f64,
+    /// Mean local rate of the participants' steps.
+    pub mean_local_rate: f64,
+    /// Wall-clock seconds of the round's training.
+    pub seconds: f64,
+}
+
+impl RoundRow {
+    /// The row of `record` in `run`.
+    pub fn new(run: &Run, record: &RoundRecord) -> Self {
+        Self {
+            method: run.method.name().to_string(),
+            split: run.split.name(),
+            seed: run.seed,
+            round: record.round,
+            test_accuracy: record.accuracy,
+            global_rate: record.global_rate,
+            broadcast_rate: record.broadcast_rate,
+            mean_local_rate: record.mean_local_rate,
+            seconds: record.seconds,
+        }
+    }
+
+    /// The round this row records.
+    pub fn record(&self) -> RoundRecord {
+        RoundRecord {
+            round: self.round,
+            accuracy: self.test_accuracy,
+            global_rate: self.global_rate,
+            broadcast_rate: self.broadcast_rate,
+            mean_local_rate: self.mean_local_rate,
+            seconds: self.seconds,
+        }
+    }
+}
 
 /// The runs of an earlier run's rounds.csv.
 pub struct Resumed {
@@ -39,12 +88,12 @@ impl Resumed {
     }
 }
 
-impl FedHyperCmd {
-    /// Groups `rows` (as rounds.csv at `csv` holds them) into runs of `rounds` rounds each,
-    /// refusing a row this run would not write: another method, split or seed, a round out of
-    /// order or past `rounds`, a run whose rows are not together.
-    pub(super) fn resumed(&self, rows: &[RoundRow], rounds: usize, csv: &Path) -> Result<Resumed> {
-        let seeds = self.run.seed..self.run.seed + self.seeds;
+impl Checked {
+    /// Groups `rows` (as `csv` holds them) into runs of `rounds` rounds each, refusing a row
+    /// this run would not write: another method, split or seed, a round out of order or past
+    /// `rounds`, a run whose rows are not together.
+    pub(super) fn resumed(&self, rows: &[RoundRow], rounds: usize, csv: &str) -> Result<Resumed> {
+        let seeds = self.seed..self.seed + self.seeds;
         let splits = self.splits();
         let mut runs: Vec<Run> = Vec::new();
         let mut partial = 0;
@@ -65,7 +114,7 @@ impl FedHyperCmd {
             else {
                 bail!(
                     "--resume: {} line {line} is a round of {} on split {} with seed {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
-                    csv.display(),
+                    csv,
                     row.method.escape_debug(),
                     row.split.escape_debug(),
                     row.seed
@@ -85,7 +134,7 @@ impl FedHyperCmd {
                 if seen {
                     bail!(
                         "--resume: {} line {line}: {} on split {} with seed {} appears twice: the file is damaged (remove it, or run without --resume)",
-                        csv.display(),
+                        csv,
                         row.method.escape_debug(),
                         row.split.escape_debug(),
                         row.seed
@@ -104,7 +153,7 @@ impl FedHyperCmd {
             if record.round != expected || expected > rounds {
                 bail!(
                     "--resume: {} line {line}: round {} of {} on split {} with seed {}, where round {expected} of {rounds} comes next: the file is damaged or was written with other settings (remove it, or run without --resume)",
-                    csv.display(),
+                    csv,
                     record.round,
                     row.method.escape_debug(),
                     row.split.escape_debug(),
@@ -117,22 +166,5 @@ impl FedHyperCmd {
             close(run, &mut runs, &mut partial);
         }
         Ok(Resumed { runs, partial })
-    }
-
-    /// On rank 0: the finished runs of the rounds.csv at `csv` (none without `--resume`),
-    /// the file rewritten without the rows of unfinished runs, which are run again.
-    pub(super) fn read_resumed(&self, csv: &Path, rounds: usize) -> Result<Resumed> {
-        if !self.resume {
-            return Ok(Resumed {
-                runs: Vec::new(),
-                partial: 0,
-            });
-        }
-        let rows = read_rows::<RoundRow>(csv, ROUND_HEADER).context("--resume")?;
-        let resumed = self.resumed(&rows, rounds, csv)?;
-        if resumed.partial > 0 {
-            write_csv(csv, ROUND_HEADER, resumed.rows())?;
-        }
-        Ok(resumed)
     }
 }

@@ -1,23 +1,23 @@
-//! The data of `hgp fedhyper`: images standardized and held out, or the windows of text of
-//! speaking characters, described in words, and the memory plan of a run on them.
+//! The data of the fedhyper experiment: images standardized and held out, or the windows of
+//! text of speaking characters, described in words, and the memory plan of a run on them.
 
 use anyhow::{Result, bail};
 use hgp_data::images::ImageSet;
 
-use super::FedHyperCmd;
+use super::Config;
 use super::protocol::Pool;
 use crate::memory::MemoryPlan;
 use crate::setup::load_image_experiment;
 
-impl FedHyperCmd {
+impl Config {
     /// The images (standardized by the clients' pixel mean and deviation, per channel for
     /// colour images), the held-out test set and a description.
     pub(super) fn images(&self) -> Result<(ImageSet, ImageSet, String, usize)> {
         let (mut rest, mut test, source, classes) = load_image_experiment(
-            (self.dataset, self.data_dir.as_deref()),
-            self.images,
-            self.test_images,
-            self.run.seed,
+            (self.data.dataset, self.data.data_dir.as_deref()),
+            self.data.images,
+            self.test_images(),
+            self.seed,
         )?;
         let wanted = self.arch(10).inputs();
         if rest.pixels() != wanted {
@@ -61,13 +61,13 @@ impl FedHyperCmd {
     /// and validation of paper 004's split, in order); the test windows of the last 20 %,
     /// pooled over the clients and evenly thinned to `--test-images`.
     pub(super) fn text(&self) -> Result<(Pool, ImageSet, String)> {
-        let corpus = crate::setup::load_text(self.data_dir.as_deref(), self.seq())?;
+        let corpus = crate::setup::load_text(self.data.data_dir.as_deref(), self.seq())?;
         let source = corpus.description.clone();
         let (chosen, how) = corpus.choose(
             (self.clients(), "--clients"),
             self.quick,
             self.batch,
-            crate::setup::derive(self.run.seed, crate::setup::domain::DATA),
+            crate::setup::derive(self.seed, crate::setup::domain::DATA),
         )?;
         let mut parts = Vec::with_capacity(chosen.len());
         let mut test = ImageSet {
@@ -86,10 +86,10 @@ impl FedHyperCmd {
             test.labels.extend(t.labels);
         }
         let pooled = test.len();
-        if pooled > self.test_images {
+        if pooled > self.test_images() {
             // Evenly spaced: every client's held-out lines keep their share.
-            let keep: Vec<usize> = (0..self.test_images)
-                .map(|k| k * pooled / self.test_images)
+            let keep: Vec<usize> = (0..self.test_images())
+                .map(|k| k * pooled / self.test_images())
                 .collect();
             test = test.subset(&keep);
         }

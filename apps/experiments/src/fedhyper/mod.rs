@@ -1,0 +1,568 @@
+//! Paper 001 (FedHyper) App. B / Tables 1–2 / Figs. 6–7: hyper-gradient learning-rate
+//! schedulers (FedHyper-G, -SL, -CL, G + CL) against FedAvg, server decay, FedExP, FedAdam
+//! and FedAdagrad on federated image classification with iid and Dirichlet label splits, or
+//! next-character prediction on Shakespeare's speaking characters.
+
+mod data;
+mod protocol;
+mod resume;
+mod run;
+
+use anyhow::{Result, bail};
+use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
+use hgp_nn::Architecture;
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
+
+use crate::numbers::{mean, std_dev};
+use crate::setup::{
+    Dataset, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
+    check_seed_range, fraction, l2_step, num, positive, text_lstm, text_seq,
+};
+
+pub use protocol::{Federation, Method, Pool, RoundRecord, Run, SchedulerParams, Settings, Split};
+pub use resume::RoundRow;
+pub use run::{Prepared, run};
+
+/// Clients by default (paper 001).
+pub const CLIENTS: usize = 100;
+/// Participation fraction C by default (10 of 100 a round).
+pub const FRACTION: f64 = 0.1;
+/// Local mini-batch by default.
+pub const BATCH: usize = 64;
+/// Local SGD steps K per round by default.
+pub const LOCAL_STEPS: usize = 5;
+/// Base local learning rate β^0 by default.
+pub const LR: f64 = 0.05;
+/// Rounds of every run by default.
+pub const ROUNDS: usize = 25;
+/// Rounds with `quick`.
+pub const QUICK_ROUNDS: usize = 50;
+/// Rounds with `quick` on colour images (the CIFAR CNN: a first look, far from trained).
+pub const QUICK_COLOUR_ROUNDS: usize = 8;
+/// Images held out as the test set by default.
+pub const TEST_IMAGES: usize = 1000;
+/// Speaking characters with `quick` on text.
+pub const TEXT_QUICK_CLIENTS: usize = 24;
+/// Participation fraction with `quick` on text (6 characters a round).
+pub const TEXT_QUICK_FRACTION: f64 = 0.25;
+/// Rounds with `quick` on text.
+pub const TEXT_QUICK_ROUNDS: usize = 20;
+/// Base local rate with text (paper 004's Shakespeare rate).
+pub const TEXT_LR: f64 = 10.0;
+/// Target test accuracy with text (next characters: personalized LSTMs reach about 0.4).
+pub const TEXT_TARGET: f64 = 0.4;
+/// Default target test accuracy.
+pub const TARGET: f64 = 0.9;
+/// Default splits (paper 001 Table 2).
+pub const SPLITS: &str = "iid,0.75,0.5,0.25";
+/// Server decay factor ρ per round (the public FedHyper code's 0.995).
+pub const DECAY: f64 = 0.995;
+/// FedAdam's server rate η.
+pub const ADAM_LR: f64 = 0.01;
+/// FedAdagrad's server rate η.
+pub const ADAGRAD_LR: f64 = 0.1;
+
+/// The network of a run.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Model {
+    /// The small CNN of HGP Table 3: Conv(1,20,5)–MaxPool–Conv(20,20,5)–MaxPool–Linear(320,C).
+    Cnn,
+    /// MLP 784-200-C.
+    Mlp,
+    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+    /// symbols): 256 units, 32 with --quick; the only model of --dataset shakespeare.
+    Lstm,
+}
+
+/// What to run. Every option is named as its flag (`g-hyper-lr` for `--g-hyper-lr`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct Config {
+    /// Methods to compare.
+    pub methods: Vec<Method>,
+    /// Splits between the clients [default: [`SPLITS`]; natural with text].
+    pub splits: Option<Vec<Split>>,
+    /// Communication rounds of every run [default: [`ROUNDS`], or the `quick` sizes].
+    pub rounds: Option<usize>,
+    /// Test accuracy whose first crossing is reported, in (0, 1] [default: [`TARGET`]; with
+    /// text [`TEXT_TARGET`]].
+    pub target: Option<f64>,
+    /// The MLP and 50 rounds (colour images: the CIFAR CNN for 8; text: 24 characters of
+    /// 100 windows of 20 symbols, an LSTM of 2 × 32 units, 20 rounds).
+    pub quick: bool,
+    /// The network [default: cnn; mlp with `quick`; lstm with text].
+    pub model: Option<Model>,
+    /// The images (or text): data set, folder, how many, the test images, the clients.
+    #[serde(flatten)]
+    pub data: ImageData,
+    /// Fraction C of the clients drawn each round, in (0, 1] [default: [`FRACTION`]].
+    pub fraction: Option<f64>,
+    /// The windows of text.
+    #[serde(flatten)]
+    pub text: TextData,
+    /// Local SGD steps K of every participant per round.
+    pub local_steps: usize,
+    /// Local mini-batch.
+    pub batch: usize,
+    /// Base local learning rate β^0 [default: [`LR`]; with text [`TEXT_LR`]].
+    pub lr: Option<f64>,
+    /// L2 weight (γ/2)‖W‖² in the clients' losses.
+    pub l2: f64,
+    /// FedHyper-G's hyper learning rate η_α.
+    pub g_hyper_lr: f64,
+    /// Bound γ_α ≥ 1 of the global rate.
+    pub gamma_alpha: f64,
+    /// FedHyper-SL's hyper learning rate.
+    pub sl_hyper_lr: f64,
+    /// FedHyper-CL's hyper learning rate η_β.
+    pub cl_hyper_lr: f64,
+    /// Bound γ_β ≥ 1 of the local rates, relative to β^0.
+    pub gamma_beta: f64,
+    /// FedHyper-CL's ε ∈ [0, 1].
+    pub epsilon: f64,
+    /// Server decay ρ ∈ (0, 1].
+    pub decay: f64,
+    /// FedAdam's server rate η.
+    pub adam_lr: f64,
+    /// FedAdagrad's server rate η.
+    pub adagrad_lr: f64,
+    /// Runs of every (method, split) with seeds K, K+1, …, K+N−1.
+    pub seeds: u64,
+    /// Seed of every random choice (test images, split, initial network, participants,
+    /// batches).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            methods: Method::VARIANTS.to_vec(),
+            splits: None,
+            rounds: None,
+            target: None,
+            quick: false,
+            model: None,
+            data: ImageData {
+                test_images: Some(TEST_IMAGES),
+                ..ImageData::default()
+            },
+            fraction: None,
+            text: TextData::default(),
+            local_steps: LOCAL_STEPS,
+            batch: BATCH,
+            lr: None,
+            l2: 0.0,
+            g_hyper_lr: FedHyperG::HYPER_LR,
+            gamma_alpha: FedHyperG::BOUND,
+            sl_hyper_lr: FedHyperSl::HYPER_LR,
+            cl_hyper_lr: FedHyperCl::HYPER_LR,
+            gamma_beta: FedHyperCl::BOUND,
+            epsilon: FedHyperCl::EPSILON,
+            decay: DECAY,
+            adam_lr: ADAM_LR,
+            adagrad_lr: ADAGRAD_LR,
+            seeds: 1,
+            seed: 0,
+        }
+    }
+}
+
+/// A config whose options are in range and fit together, with the schedulers' parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    config: Config,
+    schedulers: SchedulerParams,
+}
+
+impl std::ops::Deref for Checked {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl Config {
+    fn dataset(&self) -> Dataset {
+        self.data.dataset
+    }
+
+    /// The network.
+    pub fn model(&self) -> Model {
+        self.model.unwrap_or(if self.dataset().text() {
+            Model::Lstm
+        } else if self.quick && !self.dataset().colour() {
+            Model::Mlp
+        } else {
+            Model::Cnn
+        })
+    }
+
+    /// The network for `classes` classes.
+    pub fn arch(&self, classes: usize) -> Architecture {
+        match (self.model(), self.dataset().colour()) {
+            (Model::Lstm, _) => text_lstm(self.seq(), self.quick),
+            (Model::Cnn, false) => Architecture::SmallCnn { classes },
+            (Model::Cnn, true) => Architecture::CifarCnn { classes },
+            (Model::Mlp, _) => Architecture::Mlp { classes },
+        }
+    }
+
+    /// The target test accuracy.
+    pub fn target(&self) -> f64 {
+        self.target.unwrap_or(if self.dataset().text() {
+            TEXT_TARGET
+        } else {
+            TARGET
+        })
+    }
+
+    /// Rounds of every run: as given, or the default of the data and `quick`.
+    pub fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(
+            match (self.quick, self.dataset().colour(), self.dataset().text()) {
+                (true, _, true) => TEXT_QUICK_ROUNDS,
+                (true, false, _) => QUICK_ROUNDS,
+                (true, true, _) => QUICK_COLOUR_ROUNDS,
+                (false, ..) => ROUNDS,
+            },
+        )
+    }
+
+    /// Symbols per window of text.
+    pub fn seq(&self) -> usize {
+        self.text.seq.unwrap_or(text_seq(self.quick))
+    }
+
+    /// Clients.
+    pub fn clients(&self) -> usize {
+        self.data
+            .clients
+            .unwrap_or(if self.dataset().text() && self.quick {
+                TEXT_QUICK_CLIENTS
+            } else {
+                CLIENTS
+            })
+    }
+
+    /// Images held out as the test set.
+    pub fn test_images(&self) -> usize {
+        self.data.test_images.unwrap_or(TEST_IMAGES)
+    }
+
+    /// Participation fraction C.
+    pub fn fraction(&self) -> f64 {
+        self.fraction
+            .unwrap_or(if self.dataset().text() && self.quick {
+                TEXT_QUICK_FRACTION
+            } else {
+                FRACTION
+            })
+    }
+
+    /// Base local rate β^0.
+    pub fn lr(&self) -> f64 {
+        self.lr
+            .unwrap_or(if self.dataset().text() { TEXT_LR } else { LR })
+    }
+
+    /// The splits of the table: as given, or paper 001's (natural with text).
+    pub fn splits(&self) -> Vec<Split> {
+        match &self.splits {
+            Some(s) => s.clone(),
+            None if self.dataset().text() => vec![Split::Natural],
+            None => SPLITS.split(',').filter_map(|s| s.parse().ok()).collect(),
+        }
+    }
+
+    /// Participants drawn per round.
+    pub fn per_round(&self) -> usize {
+        ((self.fraction() * self.clients() as f64).round() as usize).clamp(1, self.clients())
+    }
+
+    /// Checks every option before any image is read, each refusal naming its option.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option out of range, or given where nothing reads it.
+    pub fn check(&self) -> Result<Checked> {
+        if self.methods.is_empty() || self.splits().is_empty() {
+            bail!("--methods and --splits need at least one value each");
+        }
+        at_least_one(&[
+            ("--rounds", self.rounds.unwrap_or(1)),
+            ("--clients", self.clients()),
+            ("--local-steps", self.local_steps),
+            ("--batch", self.batch),
+            ("--images", self.data.images.unwrap_or(1)),
+            ("--seeds", usize::try_from(self.seeds).unwrap_or(usize::MAX)),
+        ])?;
+        positive(&[("--lr", self.lr())])?;
+        if !(self.l2.is_finite() && self.l2 >= 0.0) {
+            bail!("--l2 must be a number ≥ 0, got {}", num(self.l2));
+        }
+        l2_step(("--lr", self.lr()), ("--l2", self.l2), "the weights")?;
+        // Every run and its local steps can be counted, and every seed is a u64.
+        check_seed_range(self.seed, self.seeds)?;
+        let steps = self
+            .seeds
+            .checked_mul(self.splits().len() as u64)
+            .and_then(|r| r.checked_mul(self.methods.len() as u64))
+            .and_then(|r| r.checked_mul(self.rounds() as u64))
+            .and_then(|r| r.checked_mul(self.local_steps as u64));
+        if steps.is_none() {
+            bail!(
+                "--seeds {} × {} splits × {} methods × --rounds {} × --local-steps {} are more local steps than can be counted: give fewer",
+                self.seeds,
+                self.splits().len(),
+                self.methods.len(),
+                self.rounds(),
+                self.local_steps
+            );
+        }
+        fraction("--fraction", self.fraction())?;
+        let target = self.target();
+        if !(target > 0.0 && target <= 1.0) {
+            bail!("--target is a test accuracy in (0, 1], got {target} (write 0.9 for 90 %)");
+        }
+        let schedulers = SchedulerParams {
+            g_hyper_lr: self.g_hyper_lr,
+            gamma_alpha: self.gamma_alpha,
+            sl_hyper_lr: self.sl_hyper_lr,
+            cl_hyper_lr: self.cl_hyper_lr,
+            gamma_beta: self.gamma_beta,
+            epsilon: self.epsilon,
+            decay: self.decay,
+            adam_lr: self.adam_lr,
+            adagrad_lr: self.adagrad_lr,
+        };
+        self.check_schedulers(&schedulers)?;
+        check_image_counts(self.data.images, self.test_images(), self.clients())?;
+        self.check_text()?;
+        if self.dataset().colour() && self.model == Some(Model::Mlp) {
+            bail!(
+                "--model mlp is the 784-200-C MLP of 28 × 28 grey images; --dataset {} takes --model cnn (the CIFAR CNN)",
+                self.dataset().name()
+            );
+        }
+        Ok(Checked {
+            config: self.clone(),
+            schedulers,
+        })
+    }
+
+    /// Every method's schedulers, so a bad bound is reported before any work, naming the
+    /// option whose value the scheduler refused.
+    fn check_schedulers(&self, schedulers: &SchedulerParams) -> Result<()> {
+        let g = [
+            ("--g-hyper-lr", self.g_hyper_lr),
+            ("--gamma-alpha", self.gamma_alpha),
+        ];
+        let cl = [
+            ("--cl-hyper-lr", self.cl_hyper_lr),
+            ("--gamma-beta", self.gamma_beta),
+            ("--epsilon", self.epsilon),
+        ];
+        for &m in Method::VARIANTS {
+            // The options of this method's schedulers.
+            let flags: Vec<(&str, f64)> = match m {
+                Method::FedhyperG => g.to_vec(),
+                Method::FedhyperSl => vec![
+                    ("--sl-hyper-lr", self.sl_hyper_lr),
+                    ("--gamma-beta", self.gamma_beta),
+                ],
+                Method::FedhyperCl => cl.to_vec(),
+                Method::FedhyperGCl => g.iter().chain(&cl).copied().collect(),
+                Method::Decay => vec![("--decay", self.decay)],
+                Method::Fedadam => vec![("--adam-lr", self.adam_lr)],
+                Method::Fedadagrad => vec![("--adagrad-lr", self.adagrad_lr)],
+                Method::Fedavg | Method::Fedexp => Vec::new(),
+            };
+            if let Err(e) = schedulers.schedulers(m) {
+                let refused = match &e {
+                    hgp_inner_solvers::InnerError::Parameter { value, .. }
+                    | hgp_inner_solvers::InnerError::Positive { value, .. } => Some(*value),
+                    _ => None,
+                };
+                let named: Vec<String> = flags
+                    .iter()
+                    .filter(|(_, v)| refused.is_some_and(|r| r.to_bits() == v.to_bits()))
+                    .map(|(f, v)| format!("{f} {v}"))
+                    .collect();
+                if named.is_empty() {
+                    bail!("{e} (a parameter of {m})");
+                }
+                bail!("{}: {e}", named.join(", "));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, before any data is read, options that do not go with text or with images.
+    fn check_text(&self) -> Result<()> {
+        let model = self.model.map(<&str>::from);
+        check_data_kind(
+            self.dataset(),
+            model,
+            self.data.images.is_some(),
+            self.text.seq,
+        )?;
+        let splits = self.splits();
+        if self.dataset().text() {
+            if let Some(s) = splits.iter().find(|s| **s != Split::Natural) {
+                bail!(
+                    "--splits {}: text is split by speaking character (--splits natural)",
+                    s.name()
+                );
+            }
+        } else if splits.contains(&Split::Natural) {
+            bail!(
+                "--splits natural is the split of text by speaking character; images take iid or a Dirichlet α"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A method on a split, over the seeds: a row of paper 001's Tables 1–2.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The method's name.
+    pub method: String,
+    /// The split's name.
+    pub split: String,
+    /// Seeds run.
+    pub seeds: usize,
+    /// Mean final test accuracy over the seeds that did not diverge.
+    pub final_accuracy: Option<f64>,
+    /// Its standard deviation over the seeds (0 for one seed).
+    pub final_accuracy_std: Option<f64>,
+    /// Mean rounds to the target, if every seed reached it.
+    pub rounds_to_target: Option<f64>,
+    /// Seeds that reached the target.
+    pub seeds_reaching_target: usize,
+    /// Median wall-clock seconds of a round's training (local steps and server step, not
+    /// the evaluation), mean over the seeds.
+    pub seconds_per_round: f64,
+    /// seconds_per_round relative to FedAvg's on the same split, in percent (if run).
+    pub overhead_vs_fedavg_percent: Option<f64>,
+    /// Seeds that diverged.
+    pub diverged: usize,
+}
+
+/// The summaries of `runs`, in the order methods and splits were given.
+pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64) -> Vec<Summary> {
+    let mut out = Vec::new();
+    for split in splits {
+        let fedavg_seconds = mean(
+            &runs
+                .iter()
+                .filter(|r| r.method == Method::Fedavg && r.split == *split)
+                .map(Run::seconds_per_round)
+                .collect::<Vec<_>>(),
+        );
+        for &method in methods {
+            let mine: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.method == method && r.split == *split)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let finals: Vec<f64> = mine.iter().filter_map(|r| r.final_accuracy()).collect();
+            let reached: Vec<f64> = mine
+                .iter()
+                .filter_map(|r| r.rounds_to_target(target))
+                .map(|k| k as f64)
+                .collect();
+            let seconds = mean(
+                &mine
+                    .iter()
+                    .map(|r| r.seconds_per_round())
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0);
+            out.push(Summary {
+                method: method.name().to_string(),
+                split: split.name(),
+                seeds: mine.len(),
+                final_accuracy: mean(&finals),
+                final_accuracy_std: std_dev(&finals),
+                rounds_to_target: if reached.len() == mine.len() {
+                    mean(&reached)
+                } else {
+                    None
+                },
+                seeds_reaching_target: reached.len(),
+                seconds_per_round: seconds,
+                overhead_vs_fedavg_percent: fedavg_seconds
+                    .filter(|&f| f > 0.0)
+                    .map(|f| 100.0 * (seconds / f - 1.0)),
+                diverged: mine.iter().filter(|r| r.diverged.is_some()).count(),
+            });
+        }
+    }
+    out
+}
+
+/// What the files and the text say beyond the JSON.
+#[derive(Clone, Debug)]
+pub struct Details {
+    /// Every run, in the order they ran (rounds.csv's).
+    pub runs: Vec<Run>,
+    /// The settings the runs shared.
+    pub settings: Settings,
+    /// The data in words.
+    pub description: String,
+    /// The split whose learning rates the JSON gives (the last one).
+    pub shown: Split,
+}
+
+/// The table of methods and splits over the seeds and the learning rates of the first
+/// seed on the last split: what `hgp fedhyper --json` prints.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    /// A row per method and split (paper 001's Tables 1–2).
+    pub rows: Vec<Summary>,
+    /// Each method's global rate α^t at every round (paper 001's Fig. 6).
+    pub learning_rates: std::collections::BTreeMap<String, Vec<f64>>,
+    /// The split of `learning_rates`.
+    pub learning_rates_split: String,
+    /// The seed of `learning_rates`.
+    pub learning_rates_seed: u64,
+    /// The target test accuracy.
+    pub target: f64,
+    /// Rounds of every run.
+    pub rounds: usize,
+    /// The network in words.
+    pub model: String,
+    /// What the files and the text say beyond the JSON.
+    #[serde(skip)]
+    pub details: Option<Details>,
+}
+
+impl Outcome {
+    /// The runs that diverged, in words; empty when none did.
+    pub fn diverged(&self) -> Vec<String> {
+        self.details
+            .iter()
+            .flat_map(|d| &d.runs)
+            .filter(|r| r.diverged.is_some())
+            .map(|r| format!("{} on split {} (seed {})", r.method, r.split.name(), r.seed))
+            .collect()
+    }
+}
