@@ -70,7 +70,7 @@ enum Command {
     /// Paper 003 Sec. 5 / Table 2 / Figs. 2–4: federated hyper-representation learning on
     /// MNIST, FBO-AggITD against FedNest and LFedNest, in communication rounds to a target
     /// test accuracy (writes fbo.csv, fbo.md and curves.svg).
-    #[command(allow_negative_numbers = true)]
+    #[command(allow_negative_numbers = true, after_help = commands::fbo::after_help())]
     Fbo(commands::fbo::Fbo),
     /// Paper 001 (FedHyper) App. B / Tables 1–2 / Figs. 6–7: hyper-gradient learning-rate
     /// schedulers (FedHyper-G, -SL, -CL, G + CL) against FedAvg, server decay, FedExP, FedAdam

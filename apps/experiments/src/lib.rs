@@ -8,6 +8,7 @@
 pub mod cells;
 pub mod error;
 pub mod faults;
+pub mod fbo;
 pub mod fedhyper;
 pub mod hypergrad;
 pub mod influence;
@@ -70,6 +71,8 @@ experiments! {
     Error(error) = "error",
     /// `hgp faults`.
     Faults(faults) = "faults",
+    /// `hgp fbo`.
+    Fbo(fbo) = "fbo",
     /// `hgp fedhyper`.
     Fedhyper(fedhyper) = "fedhyper",
     /// `hgp hypergrad`.

@@ -1,11 +1,10 @@
-//! The protocol of `hgp fbo`: federated hyper-representation learning (paper 003 Sec. 5,
+//! The protocol of the fbo experiment: federated hyper-representation learning (paper 003 Sec. 5,
 //! Table 2, Figs. 2–4). One run is one method on one split with one number τ of local upper
 //! steps: outer iterations of a joint estimate (the lower level and the hyper-gradient,
 //! [`JointEstimator`]) and one upper round ([`one_round_upper`](hgp_hypergrad::one_round_upper)), until the budget of
 //! communication rounds is spent, with the test accuracy after every iteration.
 
 use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
 use hgp_averaging::{Central, ClientBuffer, Placement};
 use hgp_data::images::{FedSplit, ImageSet, federated_split};
 use hgp_hypergrad::{
@@ -14,6 +13,8 @@ use hgp_hypergrad::{
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::{BatchSize, ClientObjective, HyperRep, HyperRepConfig, InnerCost, PerClient};
 use hgp_nn::{NetClient, NetConfig};
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::setup::{derive, domain};
 
@@ -22,7 +23,20 @@ use crate::setup::{derive, domain};
 pub type Real = f32;
 
 /// The methods of paper 003's Sec. 5.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Method {
     /// FBO-AggITD (Alg. 3): AggITD over FedSVRG-type lower rounds (One-Round-Lower), then
     /// One-Round-Upper.
@@ -94,7 +108,20 @@ impl std::fmt::Display for Method {
 }
 
 /// How the images are dealt to the clients.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Split {
     /// Equal random parts, half training and half validation.
     Iid,

@@ -1,0 +1,344 @@
+//! `hgp fbo`: federated bilevel optimization on hyper-representation learning (paper 003
+//! Sec. 5, Table 2, Figs. 2–6), as [`hgp_experiments::fbo`] runs it; written as fbo.csv (a
+//! row per method, split and τ, as each run finishes), fbo.md and the terminal table
+//! (paper 003 Table 2), curves.svg (test accuracy against communication rounds, one panel
+//! per split), or JSON.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use hgp_experiments::fbo::{
+    BATCH, CLIENTS, Checked, Config, FRACTION, INNER_LOCAL_STEPS, INNER_LR, INNER_STEPS,
+    LENET_INNER_LR, LENET_L2, LENET_OUTER_LR, LENET_ROUNDS, LENET_TAUS, Method, ModelKind,
+    NEUMANN_STEP, NEUMANN_TERMS, OUTER_LR, Outcome, PIXEL_STD, Prepared, QUICK_ROUNDS, ROUNDS, Run,
+    Split, TARGET, TAUS, TEST_IMAGES, run,
+};
+use hgp_graphs::Short;
+use hgp_models::HyperRepConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{ImageFlags, RunFlags, base_config, choice, comma_list, flags, with_default};
+use crate::engine::Engine;
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::plot::{Figure, Panel, Series};
+use crate::progress::Speaker;
+use crate::report::{CsvCells, Reporter, Table, parse_list, prepare_out, sci_list};
+
+/// The defaults listed at the end of `hgp fbo --help`.
+pub fn after_help() -> String {
+    format!(
+        "Defaults: --clients {CLIENTS}, --test-images {TEST_IMAGES}, the embedded MNIST digits."
+    )
+}
+
+flags! {
+    /// The options of `hgp fbo` that are its own.
+    pub struct FboFlags => Config {
+        /// Methods to compare (comma separated) [default: all].
+        #[arg(long, value_parser = choice::<Method>(), value_delimiter = ',')]
+        methods: Option<Vec<Method>> => set,
+        /// Splits of the images between the clients (comma separated): iid (equal random parts,
+        /// half training, half validation) and noniid (2 label shards per client, 80 % / 20 %)
+        /// [default: iid,noniid].
+        #[arg(long, value_parser = choice::<Split>(), value_delimiter = ',')]
+        split: Option<Vec<Split>> => set,
+        #[arg(long, value_delimiter = ',', value_name = "τ", help = with_default("Local upper steps τ of One-Round-Upper / FedOut (comma separated).", format!("{}; {} with --model lenet", comma_list(&TAUS), comma_list(&LENET_TAUS))))]
+        local_steps: Option<Vec<usize>> => set,
+        #[arg(long, value_name = "R", help = with_default(&format!("Communication rounds of every run, in whole outer iterations (--quick: {QUICK_ROUNDS})."), format!("{ROUNDS}; {LENET_ROUNDS} with --model lenet")))]
+        rounds: Option<usize> => some,
+        #[arg(long, value_name = "ACC", help = with_default("Test accuracy whose first crossing Table 2 reports, in (0, 1].", TARGET))]
+        target: Option<f64> => set,
+        /// The whole table at fewer rounds (400), for a first look (about 2 minutes on 2 cores
+        /// on MNIST, 15 on CIFAR-10's 3,072 dense inputs; the default takes about 14 on MNIST;
+        /// with --model lenet a run of 400 rounds takes about 1.5 minutes on one thread).
+        #[arg(long)]
+        quick: bool => on,
+        /// The network: the MLP (Table 2, Figs. 2–4; Fig. 5's CIFAR-MLP) or LeNet-5 (Fig. 5's
+        /// CIFAR-CNN) [default: mlp].
+        #[arg(long, value_parser = choice::<ModelKind>())]
+        model: Option<ModelKind> => set,
+        #[command(flatten)]
+        data: ImageFlags => group,
+        #[arg(long, value_name = "S", help = with_default("Grey pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (the mean is not subtracted: blank pixels stay zero).", PIXEL_STD))]
+        pixel_std: Option<f64> => set,
+        #[arg(long, value_name = "C", help = with_default("Fraction C of the clients drawn for each outer iteration, in (0, 1].", FRACTION))]
+        fraction: Option<f64> => set,
+        #[arg(long, value_name = "N", help = with_default("Lower-level rounds N per outer iteration.", INNER_STEPS))]
+        inner_steps: Option<usize> => set,
+        #[arg(long, value_name = "β", help = with_default("Lower-level step β.", format!("{INNER_LR}; {LENET_INNER_LR} with --model lenet")))]
+        inner_lr: Option<f64> => some,
+        #[arg(long, value_name = "K", help = with_default("Local steps of every lower-level round (One-Round-Lower, FedInn); --local-steps counts the upper ones.", INNER_LOCAL_STEPS))]
+        inner_local_steps: Option<usize> => set,
+        #[arg(long, value_name = "α", help = with_default("Upper step α.", format!("{OUTER_LR}; {LENET_OUTER_LR} with --model lenet")))]
+        outer_lr: Option<f64> => some,
+        #[arg(long, value_name = "λ", help = with_default("Neumann step λ of AggITD's HessIV and FedNest's FedIHGP.", NEUMANN_STEP))]
+        neumann_step: Option<f64> => set,
+        #[arg(long, value_name = "T'", help = with_default("Neumann rounds T' of FedNest and LFedNest.", NEUMANN_TERMS))]
+        neumann_terms: Option<usize> => set,
+        #[arg(long, value_name = "B", help = with_default("Local mini-batch of the lower steps, the Hessian- and the cross-products.", BATCH))]
+        batch: Option<usize> => set,
+        #[arg(long, value_name = "H", help = with_default("Width of the MLP's hidden layer (the representation); --model mlp only.", HyperRepConfig::default().hidden))]
+        hidden: Option<usize> => some,
+        #[arg(long, value_name = "β", help = with_default("Weight of the head's L2 penalty (β/2)‖y‖² in the lower cost.", format!("{}; {LENET_L2} with --model lenet", HyperRepConfig::default().beta)))]
+        l2: Option<f64> => some,
+    }
+}
+
+/// Options of `hgp fbo`.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("seed", |a| a.help("Seed of every random choice (test images, split, initial layer, participants, batches, AggITD's Q) [default: 0]")))]
+#[command(mut_arg("json", |a| a.help("Print one JSON object {\"rows\": [{\"method\", \"split\", \"tau\", \"rounds_to_target\", \"final_accuracy\", \"rounds\"}, ...]} (rounds_to_target is null if never reached; with --engine mpi also \"mpi\", as in `hgp hypergrad --json`)")))]
+pub struct Fbo {
+    #[command(flatten)]
+    flags: FboFlags,
+    /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
+    /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
+    /// there (and only those); a folder another command wrote is refused.
+    #[arg(long, default_value = "out/fbo", value_name = "DIR")]
+    out: PathBuf,
+    #[command(flatten)]
+    run: RunFlags,
+}
+
+impl Fbo {
+    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
+    pub fn config(&self) -> Result<Config> {
+        let mut config: Config = base_config(self.run.config.as_deref(), "fbo")?;
+        self.flags.apply(&mut config);
+        if let Some(seed) = self.run.seed {
+            config.seed = seed;
+        }
+        Ok(config)
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let config = self.config()?;
+        execute(&Command {
+            flags: self,
+            checked: config.check()?,
+            config,
+        })
+    }
+}
+
+/// The checked experiment with the flags that say where it writes.
+struct Command<'a> {
+    flags: &'a Fbo,
+    config: Config,
+    checked: Checked,
+}
+
+/// Every rank checks the config, reads the images and splits them (a failure on any rank
+/// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
+impl Experiment for Command<'_> {
+    const COMMAND: &'static str = "fbo";
+
+    fn files(&self) -> Vec<&'static str> {
+        vec!["fbo.csv", "fbo.md", "curves.svg"]
+    }
+
+    type Setup = Prepared;
+    type Outcome = Outcome;
+
+    fn output(&self) -> Output<'_> {
+        self.flags.run.output(Some(&self.flags.out))
+    }
+
+    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
+        crate::lifecycle::config_settings(&self.config, false)
+    }
+
+    fn setup(&self, engine: &Engine) -> Result<Prepared> {
+        if engine.is_root() {
+            prepare_out(&self.flags.out)?;
+        }
+        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
+        self.checked.prepare(engine.placement(), &speaker)
+    }
+
+    fn run(&self, prepared: Prepared, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
+        let rows = FboRows {
+            cells: CsvCells::new(self.flags.out.join("fbo.csv"), HEADER, false),
+            target: self.checked.settings().target,
+        };
+        run(&self.checked, prepared, engine.placement(), reporter, &rows)
+    }
+
+    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        self.write_report(outcome, mpi)
+    }
+
+    /// The table is complete; a run that diverged still makes the command fail.
+    fn conclude(&self, outcome: Outcome) -> Result<()> {
+        let diverged = outcome.diverged();
+        if !diverged.is_empty() {
+            bail!(
+                "{} of {} runs diverged: {}; every result is written and their rows say so (smaller --outer-lr or --inner-lr keep them finite)",
+                diverged.len(),
+                outcome.rows.len(),
+                diverged.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// fbo.csv: a row per run as it finishes, with the first crossing of the target.
+struct FboRows {
+    cells: CsvCells<RunRow, RunRow>,
+    target: f64,
+}
+
+impl hgp_experiments::cells::CellSink<Run> for FboRows {
+    fn source(&self) -> String {
+        hgp_experiments::cells::CellSink::<RunRow>::source(&self.cells)
+    }
+
+    fn finished(&self) -> Result<Vec<Run>> {
+        Ok(Vec::new())
+    }
+
+    fn put(&self, run: &Run) -> Result<()> {
+        self.cells.put(&RunRow::new(run, self.target))
+    }
+
+    fn replace(&self, _: &[Run]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The CSV's header.
+pub const HEADER: &[&str] = &[
+    "method",
+    "split",
+    "tau",
+    "rounds_to_target",
+    "final_accuracy",
+    "rounds",
+    "diverged_at_iteration",
+    "curve_rounds",
+    "curve_accuracy",
+];
+
+/// One row of fbo.csv (the names are the CSV header); `rounds_to_target` is empty if the
+/// target was never reached, `final_accuracy` if the run diverged (at
+/// `diverged_at_iteration`; the curve stops there).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRow {
+    method: String,
+    split: String,
+    tau: usize,
+    rounds_to_target: Option<usize>,
+    final_accuracy: Option<String>,
+    rounds: usize,
+    diverged_at_iteration: Option<usize>,
+    #[serde(serialize_with = "sci_list", deserialize_with = "parse_list")]
+    curve_rounds: Vec<f64>,
+    #[serde(serialize_with = "sci_list", deserialize_with = "parse_list")]
+    curve_accuracy: Vec<f64>,
+}
+
+impl RunRow {
+    /// The row of `run`, with the first crossing of `target`.
+    pub fn new(run: &Run, target: f64) -> Self {
+        Self {
+            method: run.method.name().to_string(),
+            split: run.split.name().to_string(),
+            tau: run.tau,
+            rounds_to_target: run.rounds_to_target(target),
+            final_accuracy: run.final_accuracy().map(|a| format!("{a:e}")),
+            rounds: run.rounds(),
+            diverged_at_iteration: run.diverged.as_ref().map(|d| d.iteration),
+            curve_rounds: run.curve.iter().map(|p| p.0 as f64).collect(),
+            curve_accuracy: run.curve.iter().map(|p| p.1).collect(),
+        }
+    }
+}
+
+impl Command<'_> {
+    /// Writes the table, the markdown, the figure, and prints the table or the JSON.
+    fn write_report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+        let (runs, description) = (&outcome.details.runs, &outcome.details.description);
+        let settings = self.checked.settings();
+        let out = &self.flags.out;
+        let target = settings.target;
+        let percent = 100.0 * target;
+        let mut table = Table::new([
+            "method".to_string(),
+            "split".to_string(),
+            "τ".to_string(),
+            format!("rounds to {percent:.0} %"),
+            "final accuracy".to_string(),
+            "rounds".to_string(),
+        ]);
+        for r in runs {
+            table.row([
+                r.method.name().to_string(),
+                r.split.name().to_string(),
+                r.tau.to_string(),
+                r.rounds_to_target(target)
+                    .map_or("never".to_string(), |k| k.to_string()),
+                match (r.final_accuracy(), &r.diverged) {
+                    (Some(a), _) => format!("{:.2} %", 100.0 * a),
+                    (None, Some(d)) => format!("diverged (iteration {})", d.iteration),
+                    (None, None) => "-".to_string(),
+                },
+                r.rounds().to_string(),
+            ]);
+        }
+        let md_path = out.join("fbo.md");
+        crate::report::write_whole(&md_path, table.markdown().as_bytes())?;
+
+        let mut figure = Figure::new()
+            .with_title(format!(
+                "Test accuracy against communication rounds (paper 003, {})",
+                self.checked.figures()
+            ))
+            .shared_y();
+        for &split in &self.checked.split {
+            let mut panel = Panel::new(split.name(), "communication rounds", "test accuracy")
+                .with_level(format!("target {percent:.0} %"), target);
+            for r in runs.iter().filter(|r| r.split == split) {
+                let points = r.curve.iter().map(|&(k, a)| (k as f64, a)).collect();
+                panel = panel.with_series(Series::line(
+                    format!("{}, τ = {}", r.method.name(), r.tau),
+                    points,
+                ));
+            }
+            figure = figure.with_panel(panel);
+        }
+        let svg = out.join("curves.svg");
+        figure.write(&svg)?;
+
+        if self.flags.run.json {
+            let mut out = serde_json::to_value(outcome)?;
+            if let Some(mpi) = mpi {
+                out["mpi"] = mpi;
+            }
+            println!("{}", serde_json::to_string(&out)?);
+            return Ok(());
+        }
+        println!("{description}");
+        println!(
+            "N = {}, β = {}, α = {}, Neumann step {}, T' = {}, C = {}, batch {}: test accuracy on held-out images",
+            settings.inner_steps,
+            Short(settings.inner_lr),
+            Short(settings.outer_lr),
+            Short(settings.neumann_step),
+            settings.neumann_terms,
+            Short(settings.fraction),
+            settings.batch
+        );
+        println!();
+        println!("{}", table.terminal());
+        println!();
+        println!(
+            "wrote {}, {} and {}",
+            out.join("fbo.csv").display(),
+            md_path.display(),
+            svg.display()
+        );
+        Ok(())
+    }
+}
