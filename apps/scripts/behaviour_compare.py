@@ -119,9 +119,17 @@ def settings_kept(a, b):
     """hgp-settings.json records a run's config: a record may add fields to an older one (a
     config that gained options), never change or drop one."""
     try:
-        return within(json.load(open(a)), json.load(open(b)))
+        old, new = json.load(open(a)), json.load(open(b))
     except ValueError:
         return False
+    # A field an older record kept beside the options (a per-seed run's "seed") is one of
+    # the config's options now.
+    if isinstance(old, dict) and isinstance(new, dict) and isinstance(new.get("options"), dict):
+        for key in [k for k in old if k not in new and k in new["options"]]:
+            if old[key] != new["options"][key]:
+                return False
+            del old[key]
+    return within(old, new)
 
 
 def files(root):

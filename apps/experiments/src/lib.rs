@@ -17,6 +17,7 @@ pub mod network;
 pub mod numbers;
 pub mod observe;
 pub mod outcome;
+pub mod personalize;
 pub mod ranks;
 pub mod setup;
 
@@ -81,4 +82,6 @@ experiments! {
     Influence(influence) = "influence",
     /// `hgp network`.
     Network(network) = "network",
+    /// `hgp personalize`.
+    Personalize(personalize) = "personalize",
 }

@@ -1,12 +1,26 @@
-//! The methods of `hgp personalize` (HGP Table 2, PDBO Table 1), the networks each applies
+//! The methods of the personalize experiment (HGP Table 2, PDBO Table 1), the networks each applies
 //! to, and their rates (HGP Tables 6 and 7, paper 004 Table 2).
 
-use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::setup::NetworkKind;
 
 /// The methods of HGP Table 2 and PDBO Table 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Method {
     /// HGP-PL: a class-wise mask C·softmax(λ_i) on the logits of one shared CNN.
     HgpPl,
@@ -20,18 +34,21 @@ pub enum Method {
     Local,
     /// FedProx (Li et al., 2020): FedAvg with a proximal pull μ = 10⁻² towards the round's
     /// server model (HGP App. A.3); FC only.
-    #[value(name = "fedprox")]
+    #[serde(rename = "fedprox")]
+    #[strum(serialize = "fedprox")]
     FedProx,
     /// FedAvg+ (Jiang et al., 2019): FedAvg, then each client tunes the global model for
     /// one local epoch before it is evaluated; FC only.
-    #[value(name = "fedavg+")]
+    #[serde(rename = "fedavg+")]
+    #[strum(serialize = "fedavg+")]
     FedAvgPlus,
     /// Clustered-FL (Sattler et al., 2020): clusters split by the cosine similarity of the
     /// updates, tolerances ε₁ = 0.4, ε₂ = 1.6; FC only.
     ClusteredFl,
     /// pFedMe as Dinh et al. (2020) define it: Moreau-envelope personalized models, λ = 1,
     /// K = 5 personalization steps; FC only.
-    #[value(name = "pfedme")]
+    #[serde(rename = "pfedme")]
+    #[strum(serialize = "pfedme")]
     PFedMe,
     /// The personalization Marfoq et al.'s code runs and reports as pFedMe (what produced
     /// HGP Table 2's pFedMe row): each client keeps its model, pulled with μ = 1 towards
@@ -39,11 +56,13 @@ pub enum Method {
     ProxPersonal,
     /// FedEM (Marfoq et al., 2021): a mixture of --components base networks per client
     /// trained by federated EM through the server; FC only.
-    #[value(name = "fedem")]
+    #[serde(rename = "fedem")]
+    #[strum(serialize = "fedem")]
     FedEm,
     /// D-FedEM: FedEM with FixU's doubly-stochastic matrix in place of the server; FixU
     /// only.
-    #[value(name = "d-fedem")]
+    #[serde(rename = "d-fedem")]
+    #[strum(serialize = "d-fedem")]
     DFedEm,
 }
 
@@ -54,6 +73,7 @@ impl std::fmt::Display for Method {
 }
 
 impl Method {
+    /// The name in configs, on the command line and in the outputs.
     pub fn name(self) -> &'static str {
         match self {
             Self::HgpPl => "hgp-pl",
@@ -99,6 +119,8 @@ impl Method {
         }
     }
 
+    /// Whether the method's model is an ensemble of three networks (HGP-MTL and PDBO-MTL
+    /// (local)).
     pub fn ensemble(self) -> bool {
         matches!(self, Self::HgpMtl | Self::PdboMtlLocal)
     }
@@ -149,7 +171,21 @@ pub fn table7_lr(method: Method, network: NetworkKind) -> f64 {
 }
 
 /// The hyper-gradient estimator of the methods that tune λ.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum PersonalizeEstimator {
     /// HGP of the NeurIPS paper (Push-Sum S steps per average, η, ω kept), the inner solve
     /// SGP mix-then-step (decentralized SGD on FixU): HGP Table 2.

@@ -1,28 +1,39 @@
-//! The sizes of `hgp personalize`: the paper's setting, `--quick` and `--preset cpu`, with
-//! grey images, colour images and text, and the defaults `--help` lists.
+//! The sizes of the personalize experiment: the paper's setting, `quick` and `preset: cpu`,
+//! with grey images, colour images and text (the defaults the help lists).
 
-use super::*;
+use super::ModelKind;
+use crate::setup::EtaArg;
 
 /// The sizes of a run: the paper's, `--quick`'s and `--preset cpu`'s.
-pub(super) struct Sizes {
-    pub(super) label: &'static str,
-    pub(super) seeds: usize,
-    pub(super) clients: usize,
-    pub(super) images: Option<usize>,
-    pub(super) model: ModelKind,
-    pub(super) model_name: &'static str,
-    pub(super) steps: usize,
-    pub(super) batch: usize,
-    pub(super) outer_steps: usize,
-    pub(super) neumann_terms: usize,
+pub struct Sizes {
+    /// The setting's name in the help.
+    pub label: &'static str,
+    /// Runs of the whole table, with seeds K, K + 1, ….
+    pub seeds: usize,
+    /// Clients.
+    pub clients: usize,
+    /// Images used (`None`: all).
+    pub images: Option<usize>,
+    /// The network.
+    pub model: ModelKind,
+    /// The network's name in the help.
+    pub model_name: &'static str,
+    /// Inner SGP steps.
+    pub steps: usize,
+    /// Mini-batch of the inner solve and of HGP.
+    pub batch: usize,
+    /// Outer (Adam) steps on λ.
+    pub outer_steps: usize,
+    /// HGP's Neumann terms M.
+    pub neumann_terms: usize,
     /// Rounds of Marfoq et al.'s procedure (FC and FixU).
-    pub(super) rounds: usize,
+    pub rounds: usize,
 }
 
 /// The paper's setting (Table 5 CNN, 20 clients on the embedded subset, 600 SGP steps on
 /// batches of 128), `--quick`, and `--preset cpu` (the whole table on 2 cores in under 45
 /// minutes for 3 seeds).
-pub(super) const SIZES: [Sizes; 3] = [
+pub const SIZES: [Sizes; 3] = [
     Sizes {
         label: "the paper's setting",
         seeds: 1,
@@ -68,7 +79,7 @@ pub(super) const SIZES: [Sizes; 3] = [
 /// MobileNet-v2, 1,200 SGP steps of batch 128, 10 outer steps, M = 20), and `--quick` (the
 /// CIFAR CNN, 4 clients on at most 4,000 images, 100 steps of batch 16, 3 outer steps, M = 10;
 /// `--preset cpu` takes the same sizes with 3 seeds).
-pub(super) const COLOUR_SIZES: [Sizes; 2] = [
+pub const COLOUR_SIZES: [Sizes; 2] = [
     Sizes {
         label: "the paper's setting with colour images",
         seeds: 1,
@@ -102,7 +113,7 @@ pub(super) const COLOUR_SIZES: [Sizes; 2] = [
 /// steps, M = 20), and `--quick` (24 characters, each cut to its first 100 training and 40
 /// validation and test windows, an LSTM of 2 × 32 units on windows of 20 symbols, 100 steps
 /// of batch 16, 3 outer steps; `--preset cpu` takes the same sizes with 3 seeds).
-pub(super) const TEXT_SIZES: [Sizes; 2] = [
+pub const TEXT_SIZES: [Sizes; 2] = [
     Sizes {
         label: "the paper's setting with text",
         seeds: 1,
@@ -131,46 +142,13 @@ pub(super) const TEXT_SIZES: [Sizes; 2] = [
     },
 ];
 /// HGP's Neumann terms M and Push-Sum steps S (HGP Sec. 5.3).
-pub(super) const NEUMANN_TERMS: usize = 10;
+pub const NEUMANN_TERMS: usize = 10;
 /// Push-Sum (or gossip) steps S per average.
-pub(super) const PUSH_STEPS: usize = 10;
+pub const PUSH_STEPS: usize = 10;
 /// Outer (Adam) steps on λ.
-pub(super) const OUTER_STEPS: usize = 5;
+pub const OUTER_STEPS: usize = 5;
 /// FedEM's components K (Marfoq et al.; HGP Table 2).
-pub(super) const FEDEM_COMPONENTS: usize = 3;
+pub const FEDEM_COMPONENTS: usize = 3;
 /// η from the problem: the papers' 0.1 diverges on these networks, whose mean Hessian has
 /// a largest curvature of 20–80 early in training.
-pub(super) const ETA: EtaArg = EtaArg::Auto;
-
-/// The defaults listed at the end of `hgp personalize --help`.
-pub fn after_help() -> String {
-    let line = |s: &Sizes| {
-        format!(
-            "  {}: --clients {} --images {} --model {} --sgp-steps {} --rounds {} --batch {} --outer-steps {} --neumann-terms {} --seeds {}",
-            s.label,
-            s.clients,
-            s.images.map_or("all".to_string(), |n| n.to_string()),
-            s.model_name,
-            s.steps,
-            s.rounds,
-            s.batch,
-            s.outer_steps,
-            s.neumann_terms,
-            s.seeds
-        )
-    };
-    format!(
-        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images and text (inner rate 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd\n  --inner: marfoq with grey images and --estimator hgp (HGP Table 2), sgp otherwise (paper 004 runs SGP on every network); --components {FEDEM_COMPONENTS}\n  Marfoq et al.'s procedure: HGP Table 7's rates (log10): sgp -1.5 on fc, -1.0 on fixu; local, fedavg+, clustered-fl, hgp-pl -1.5; fedprox -0.5; pfedme, prox-personal, fedem, d-fedem, hgp-mtl -1.0; momentum 0.9 (fedprox, prox-personal: none); fedprox mu 0.01, pfedme lambda 1 and K 5, prox-personal mu 1, clustered-fl eps1 0.4, eps2 1.6",
-        line(&SIZES[0]),
-        line(&SIZES[1]),
-        line(&SIZES[2]),
-        line(&COLOUR_SIZES[0]),
-        line(&COLOUR_SIZES[1]),
-        line(&TEXT_SIZES[0]).replace(" --images all", ""),
-        crate::setup::text_seq(false),
-        line(&TEXT_SIZES[1]).replace(" --images all", ""),
-        crate::setup::text_seq(true),
-        crate::setup::TEXT_QUICK_WINDOWS.0,
-        crate::setup::TEXT_QUICK_WINDOWS.1
-    )
-}
+pub const ETA: EtaArg = EtaArg::Auto;

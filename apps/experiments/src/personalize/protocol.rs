@@ -1,7 +1,7 @@
-//! The protocol of `hgp personalize` (HGP Sec. 5.3, Table 2, Fig. 4; PDBO Table 1): for one
-//! method on one network, the clients, the inner solver, the hyper-gradient estimator, the
-//! outer Adam steps on λ and the accuracies measured, as a function of a [`Protocol`] (no
-//! command-line parsing here).
+//! The protocol of the personalize experiment (HGP Sec. 5.3, Table 2, Fig. 4; PDBO Table
+//! 1): for one method on one network, the clients, the inner solver, the hyper-gradient
+//! estimator, the outer Adam steps on λ and the accuracies measured, as a function of a
+//! [`Protocol`].
 
 use anyhow::{Context, Result};
 use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
@@ -13,21 +13,27 @@ use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
+use super::baselines::Baselines;
 pub use super::baselines::InnerProcedure;
-pub use super::methods::{Method, PersonalizeEstimator, Rates};
-use crate::engine::agree_on;
-use crate::report::percentile;
+pub use super::methods::{Method, PersonalizeEstimator, Rates, table7_lr};
+use crate::numbers::percentile;
+use crate::ranks::agree as agree_on;
 use crate::setup::{
-    AveragerArgs, AveragerKind, Built, Defaults, EstimatorArgs, EstimatorKind, FRACTION, InnerKind,
-    InnerParts, NetworkArgs, NetworkKind, Parts, derive, domain, total_outer_loss_on,
+    AveragerConfig, AveragerKind, Built, Defaults, EstimatorConfig, EstimatorKind, FRACTION,
+    InnerKind, InnerParts, NetworkConfig, NetworkKind, Parts, derive, domain, total_outer_loss_on,
 };
 
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
 pub struct Setting {
+    /// The network.
     pub arch: Architecture,
+    /// Inner SGP steps.
     pub steps: usize,
+    /// Mini-batch of the inner solve and of HGP.
     pub batch: usize,
+    /// The data set's classes.
     pub classes: usize,
+    /// HGP's Neumann step.
     pub eta: hgp_hypergrad::Eta,
 }
 
@@ -63,9 +69,11 @@ pub struct Protocol {
 }
 
 /// One cell of the table: a method on a network.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
+    /// The method.
     pub method: Method,
+    /// The network.
     pub network: NetworkKind,
     /// Test accuracy averaged over clients, weighted by their test sizes.
     pub average: f64,
@@ -85,7 +93,7 @@ pub struct Cell {
 /// end against at the start x0. For SGP the norm is that of the global inner gradient
 /// (1/n) Σ_i ∇g_i(x_i) (full batches); for Local, where every client solves its own
 /// problem, the mean over clients of ‖∇g_i(x_i)‖.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Training {
     /// Training accuracy averaged over clients, weighted by their training sizes.
     pub accuracy: f64,
@@ -221,6 +229,51 @@ pub fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
 }
 
 impl Protocol {
+    /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
+    pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
+        self.procedure_lr
+            .unwrap_or_else(|| table7_lr(method, network))
+    }
+
+    /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
+    /// always; the others on FC and FixU with `--inner marfoq`.
+    pub fn on_procedure(&self, method: Method, network: NetworkKind) -> bool {
+        method.is_baseline()
+            || (self.inner == InnerProcedure::Marfoq
+                && matches!(network, NetworkKind::Fc | NetworkKind::Fixu))
+    }
+
+    /// Progress units (local steps) of one inner solve: SGP steps, or on the procedure
+    /// its rounds × [`Protocol::per_round`].
+    /// `None` past what a u64 counts.
+    pub fn units(
+        &self,
+        method: Method,
+        network: NetworkKind,
+        split: &[ImageClient],
+    ) -> Option<u64> {
+        if self.on_procedure(method, network) {
+            (self.rounds as u64).checked_mul(self.per_round(method, network, split))
+        } else {
+            Some(self.setting.steps as u64)
+        }
+    }
+
+    /// The local steps one progress call stands for: 1 for SGP; on the procedure a round's,
+    /// the mean over clients of ⌈n_i / B⌉ (one epoch), K of them for FedEM.
+    pub fn per_round(&self, method: Method, network: NetworkKind, split: &[ImageClient]) -> u64 {
+        if !self.on_procedure(method, network) {
+            return 1;
+        }
+        let b = self.setting.batch.max(1);
+        let total: usize = split.iter().map(|c| c.train.labels.len().div_ceil(b)).sum();
+        let epoch = (total / split.len().max(1)).max(1) as u64;
+        match method {
+            Method::FedEm | Method::DFedEm => epoch * self.components as u64,
+            _ => epoch,
+        }
+    }
+
     /// Whether `method` trains an ensemble of three networks here.
     fn ensemble(&self, method: Method) -> bool {
         method.trains_ensemble(self.estimator)
@@ -228,7 +281,7 @@ impl Protocol {
 
     /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
     /// three (HGP-MTL, PDBO-MTL), f_i = mean training cross-entropy + L2 on λ.
-    pub(super) fn clients(
+    pub(crate) fn clients(
         &self,
         method: Method,
         network: NetworkKind,
@@ -253,7 +306,7 @@ impl Protocol {
 
     /// A client of `config` on each client's training set (its cost's and f_i's); under
     /// MPI another rank's client is a stand-in with its sizes, not its images.
-    pub(super) fn clients_of(
+    pub(crate) fn clients_of(
         &self,
         config: NetConfig,
         split: &[ImageClient],
@@ -290,11 +343,11 @@ impl Protocol {
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
         if self.on_procedure(method, network) {
-            return Ok(Box::new(self.procedure(method, network, n)?));
+            return Ok(Box::new(Baselines(self).procedure(method, network, n)?));
         }
         let lr = self.rates.inner_lr(self.ensemble(method));
         let stream = derive(self.seed, domain::INNER);
-        let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
+        let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
         let (kind, order) = if method == Method::Local {
             (InnerKind::Local, SgpOrder::StepThenMix)
         } else if self.estimator == PersonalizeEstimator::Pdbo {
@@ -320,8 +373,8 @@ impl Protocol {
     /// HGP with M = 10, S = 10, η from the problem, one sample for both products and ω kept
     /// across averages (HGP Sec. 5.3), gossip with fastest-mixing weights on FixU; paper
     /// 004's HGP with its SGP step γ; the local gradient for PDBO-MTL (local). Built by the
-    /// one registry of estimators and averagers (`EstimatorArgs::construct`,
-    /// `AveragerArgs::build_on`).
+    /// one registry of estimators and averagers (`EstimatorConfig::construct`,
+    /// `AveragerConfig::build_on`).
     fn estimator(
         &self,
         method: Method,
@@ -335,14 +388,14 @@ impl Protocol {
             (_, PersonalizeEstimator::Hgp) => EstimatorKind::Hgp,
         };
         let stream = derive(self.seed, domain::ESTIMATOR);
-        let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
+        let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
         let averager_kind = if net.fixed.is_some() {
             AveragerKind::Gossip
         } else {
             AveragerKind::PushSum
         };
         let averager = || {
-            AveragerArgs {
+            AveragerConfig {
                 averager: Some(averager_kind),
                 push_steps: Some(self.push_steps),
                 keep_omega: averager_kind == AveragerKind::PushSum,
@@ -359,11 +412,11 @@ impl Protocol {
             stream,
             placement: &self.placement,
         };
-        let args = EstimatorArgs {
+        let args = EstimatorConfig {
             neumann_terms: Some(self.neumann_terms),
             batch: Some(BatchSize::Size(s.batch)),
             shared_samples: true,
-            ..EstimatorArgs::of(kind)
+            ..EstimatorConfig::of(kind)
         };
         match args.construct(&parts, &Defaults::LOGISTIC)? {
             Built::PostHoc(estimator) => Ok(estimator),
@@ -384,7 +437,7 @@ impl Protocol {
         progress: &dyn Fn(),
     ) -> Result<Cell> {
         if method.is_baseline() {
-            return self.baseline_cell(method, network, split, progress);
+            return Baselines(self).cell(method, network, split, progress);
         }
         let s = &self.setting;
         let clients = self.clients(method, network, split, s)?;
@@ -501,16 +554,11 @@ impl Protocol {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use clap::ValueEnum;
     use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
 
     /// The first `images` embedded digits split over `clients` clients in 3 clusters (HGP
     /// App. A.3) with `seed`.
-    pub(in crate::commands::personalize) fn digits(
-        images: usize,
-        clients: usize,
-        seed: u64,
-    ) -> Vec<ImageClient> {
+    pub(crate) fn digits(images: usize, clients: usize, seed: u64) -> Vec<ImageClient> {
         let all = embedded_mnist().unwrap();
         let set = all.subset(&(0..images).collect::<Vec<_>>());
         let config = SplitConfig {
@@ -530,7 +578,7 @@ pub(super) mod tests {
         let paper = Rates::Paper004 { inner_lr: 0.2 };
         assert_eq!(paper.milestones(1200), [1100, 1150]);
         assert_eq!(Rates::Hgp.milestones(600), [500, 550]);
-        for m in Method::value_variants() {
+        for m in Method::VARIANTS {
             assert_eq!(
                 paper.inner_lr(m.trains_ensemble(PersonalizeEstimator::Pdbo)),
                 0.2
@@ -712,7 +760,7 @@ pub(super) mod tests {
             let mut cells = Vec::new();
             for &(estimator, inner, network) in &cases {
                 let p = protocol(estimator, inner, placement.clone());
-                for &method in Method::value_variants() {
+                for &method in Method::VARIANTS {
                     if method.applies(network).is_ok() {
                         cells.push(p.cell(method, network, &mine, &|| {}).unwrap());
                     }

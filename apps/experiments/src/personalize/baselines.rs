@@ -1,7 +1,7 @@
 //! HGP Table 2's comparison methods on Marfoq et al.'s procedure (HGP Sec. 5.3, App. A.3):
 //! FedProx, FedAvg+, Clustered-FL, pFedMe, the proximal personalization and FedEM /
 //! D-FedEM, each a solver of `hgp_inner_solvers::procedure` on the clients, splits and
-//! evaluation the other methods of `hgp personalize` have.
+//! evaluation the other methods of the personalize experiment have.
 
 use anyhow::{Result, bail};
 use hgp_averaging::{ClientBuffer, Placement};
@@ -14,12 +14,15 @@ use hgp_inner_solvers::{
 use hgp_models::{InnerCost, PerClient};
 use hgp_nn::{DerivativeMode, HyperMode, NetClient, NetConfig};
 
-use super::methods::{Method, table7_lr};
+use super::methods::Method;
 use super::protocol::{
     Cell, OnImages, Protocol, Set, accuracies_with, bottom10, set_of, weighted_mean,
 };
-use crate::engine::agree_on;
-use crate::setup::{NetworkArgs, NetworkKind, derive, domain, total_outer_loss_on};
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
+
+use crate::ranks::agree as agree_on;
+use crate::setup::{NetworkConfig, NetworkKind, derive, domain, total_outer_loss_on};
 
 /// FedProx's μ (HGP App. A.3: the best of 10¹ … 10⁻² by grid search).
 pub const FEDPROX_MU: f64 = 1e-2;
@@ -29,7 +32,21 @@ pub const PERSONAL_MU: f64 = 1.0;
 pub const PFEDME_STEPS: usize = 5;
 
 /// The inner solve of SGP, Local and the methods that tune λ on FC and FixU.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum InnerProcedure {
     /// Marfoq et al.'s procedure, as HGP Sec. 5.3 on FC and FixU: --rounds rounds of one
     /// local epoch per client (batches of --batch, SGD with momentum 0.9), the server's
@@ -41,52 +58,19 @@ pub enum InnerProcedure {
     Sgp,
 }
 
-impl Protocol {
-    /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
-    pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
-        self.procedure_lr
-            .unwrap_or_else(|| table7_lr(method, network))
-    }
+/// The comparison methods of a protocol: Marfoq et al.'s procedure and the cells it
+/// trains.
+pub struct Baselines<'a>(pub &'a Protocol);
 
-    /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
-    /// always; the others on FC and FixU with `--inner marfoq`.
-    pub fn on_procedure(&self, method: Method, network: NetworkKind) -> bool {
-        method.is_baseline()
-            || (self.inner == InnerProcedure::Marfoq
-                && matches!(network, NetworkKind::Fc | NetworkKind::Fixu))
-    }
+impl std::ops::Deref for Baselines<'_> {
+    type Target = Protocol;
 
-    /// Progress units (local steps) of one inner solve: SGP steps, or on the procedure
-    /// its rounds × [`Protocol::per_round`].
-    /// `None` past what a u64 counts.
-    pub fn units(
-        &self,
-        method: Method,
-        network: NetworkKind,
-        split: &[ImageClient],
-    ) -> Option<u64> {
-        if self.on_procedure(method, network) {
-            (self.rounds as u64).checked_mul(self.per_round(method, network, split))
-        } else {
-            Some(self.setting.steps as u64)
-        }
+    fn deref(&self) -> &Protocol {
+        self.0
     }
+}
 
-    /// The local steps one progress call stands for: 1 for SGP; on the procedure a round's,
-    /// the mean over clients of ⌈n_i / B⌉ (one epoch), K of them for FedEM.
-    pub fn per_round(&self, method: Method, network: NetworkKind, split: &[ImageClient]) -> u64 {
-        if !self.on_procedure(method, network) {
-            return 1;
-        }
-        let b = self.setting.batch.max(1);
-        let total: usize = split.iter().map(|c| c.train.labels.len().div_ceil(b)).sum();
-        let epoch = (total / split.len().max(1)).max(1) as u64;
-        match method {
-            Method::FedEm | Method::DFedEm => epoch * self.components as u64,
-            _ => epoch,
-        }
-    }
-
+impl Baselines<'_> {
     /// Marfoq et al.'s procedure for `method` on `network` over `n` clients: the server
     /// (FC), FixU's fastest-mixing matrix, or none for Local; HGP Table 7's rate; the last
     /// short batch dropped for networks with batch normalization (as the reference code).
@@ -99,7 +83,7 @@ impl Protocol {
                 NetworkKind::Fc => Aggregation::Server,
                 NetworkKind::Fixu => {
                     let stream = derive(self.seed, domain::INNER);
-                    let net = NetworkArgs::of(network).build(n, self.seed, stream)?;
+                    let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
                     let Some(graph) = &net.fixed else {
                         bail!("FixU has no fixed graph");
                     };
@@ -124,7 +108,7 @@ impl Protocol {
     }
 
     /// One comparison method on one network (HGP Table 2's rows FedProx to FedEM).
-    pub fn baseline_cell(
+    pub fn cell(
         &self,
         method: Method,
         network: NetworkKind,

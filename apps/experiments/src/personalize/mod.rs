@@ -1,0 +1,521 @@
+//! Decentralized personalization (HGP Sec. 5.3, Table 2, Fig. 4; PDBO Table 1). Each
+//! client tunes its own λ_i by the hyper-gradient of every client's loss, over
+//! fully-connected, static undirected, and time-varying undirected and directed networks,
+//! against one global model (SGP), clients alone (Local) and the comparison methods of HGP
+//! Table 2 on Marfoq et al.'s procedure.
+
+mod baselines;
+mod data;
+mod methods;
+mod outcome;
+mod protocol;
+mod sizes;
+
+use anyhow::{Context, Result, bail};
+use hgp_averaging::Placement;
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
+
+use crate::cells::{CellSink, finished_rows, put_row};
+use crate::observe::Observer;
+use crate::ranks::agree;
+use crate::setup::{
+    EtaArg, ImageData, NetworkKind, TextData, at_least_one, check_seed_range, positive,
+    refuse_unused, resolve_step,
+};
+
+pub use baselines::{FEDPROX_MU, InnerProcedure, PERSONAL_MU, PFEDME_STEPS};
+pub use methods::{Method, PersonalizeEstimator, Rates, table6_hyper_lr, table6_l2_lambda};
+pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
+pub use protocol::{Cell, Protocol, Setting, Training, bottom10, weighted_mean};
+pub use sizes::{
+    COLOUR_SIZES, ETA, FEDEM_COMPONENTS, NEUMANN_TERMS, OUTER_STEPS, PUSH_STEPS, SIZES, Sizes,
+    TEXT_SIZES,
+};
+
+/// The networks the models are built from.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum ModelKind {
+    /// The CNN of HGP Table 5.
+    Cnn5,
+    /// The small CNN of HGP Table 3.
+    Cnn3,
+    /// An MLP 784–200–C.
+    Mlp,
+    /// The CNN for 32 × 32 colour images (CIFAR; the default of --quick and --preset cpu
+    /// with --dataset cifar10 and cifar100).
+    CifarCnn,
+    /// MobileNet-v2 with a linear classifier (paper 004's network for CIFAR; the default of
+    /// the paper's setting with --dataset cifar10 and cifar100; batch normalization by batch
+    /// statistics, see `hgp_nn::Architecture::MobileNetV2`).
+    MobilenetV2,
+    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+    /// symbols): 256 units in the paper's setting, 32 with --quick and --preset cpu; the only
+    /// model of --dataset shakespeare.
+    Lstm,
+}
+
+/// Named settings.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Preset {
+    /// 10 clients, MLP, 200 SGP steps (20 rounds on fc and fixu) of batch 32, 3 outer
+    /// steps, 3 seeds: under 45 minutes on 2 cores.
+    Cpu,
+}
+
+/// What to run. Every option is named as its flag; those left out (`None`) take the
+/// defaults of the data and the size ([`SIZES`], [`COLOUR_SIZES`], [`TEXT_SIZES`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct Config {
+    /// Methods to compare [default: every method with a cell among the networks].
+    pub methods: Option<Vec<Method>>,
+    /// Networks [default: HGP Table 2's fc, fixu, randu, randd; paper 004's randd with its
+    /// estimator].
+    pub networks: Option<Vec<NetworkKind>>,
+    /// The images (or text): data set, folder, how many, the clients.
+    #[serde(flatten)]
+    pub data: ImageData,
+    /// The windows of text.
+    #[serde(flatten)]
+    pub text: TextData,
+    /// Network architecture.
+    pub model: Option<ModelKind>,
+    /// A small run of the whole table.
+    pub quick: bool,
+    /// A named setting.
+    pub preset: Option<Preset>,
+    /// Runs of the whole table, with seeds `seed`, `seed` + 1, ….
+    pub seeds: Option<usize>,
+    /// Inner SGP steps.
+    pub sgp_steps: Option<usize>,
+    /// Rounds of Marfoq et al.'s procedure.
+    pub rounds: Option<usize>,
+    /// The inner solve of SGP, Local, HGP-PL and HGP-MTL on fc and fixu.
+    pub inner: Option<InnerProcedure>,
+    /// One learning rate for every method on Marfoq et al.'s procedure, in place of HGP
+    /// Table 7's.
+    pub procedure_lr: Option<f64>,
+    /// One Adam learning rate on λ for every λ-tuning method and network, in place of the
+    /// table's.
+    pub hyper_lr: Option<f64>,
+    /// FedEM's and D-FedEM's components K.
+    pub components: usize,
+    /// Mini-batch size of the inner solve and of HGP.
+    pub batch: Option<usize>,
+    /// Outer (Adam) steps on λ.
+    pub outer_steps: Option<usize>,
+    /// Hyper-gradient estimator of the methods that tune λ.
+    pub estimator: PersonalizeEstimator,
+    /// Neumann terms M of HGP.
+    pub neumann_terms: Option<usize>,
+    /// Push-Sum (or gossip) steps S per average.
+    pub push_steps: usize,
+    /// HGP's Neumann step η [default: [`ETA`]].
+    pub eta: Option<EtaArg>,
+    /// Power iterations for `eta: auto`.
+    pub power_iterations: Option<usize>,
+    /// Seed of every random choice (of the first table, with `seeds`).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            methods: None,
+            networks: None,
+            data: ImageData::default(),
+            text: TextData::default(),
+            model: None,
+            quick: false,
+            preset: None,
+            seeds: None,
+            sgp_steps: None,
+            rounds: None,
+            inner: None,
+            procedure_lr: None,
+            hyper_lr: None,
+            components: FEDEM_COMPONENTS,
+            batch: None,
+            outer_steps: None,
+            estimator: PersonalizeEstimator::Hgp,
+            neumann_terms: None,
+            push_steps: PUSH_STEPS,
+            eta: None,
+            power_iterations: None,
+            seed: 0,
+        }
+    }
+}
+
+/// A config whose options are in range and fit together, with HGP's step resolved.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    config: Config,
+    eta: hgp_hypergrad::Eta,
+}
+
+impl std::ops::Deref for Checked {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl Config {
+    /// The sizes of this data and setting.
+    pub fn sizes(&self) -> &'static Sizes {
+        let preset = self.preset.is_some();
+        if self.data.dataset.text() {
+            return &TEXT_SIZES[usize::from(self.quick || preset)];
+        }
+        match (self.preset, self.quick, self.data.dataset.colour()) {
+            (Some(Preset::Cpu), _, false) => &SIZES[2],
+            (None, true, false) => &SIZES[1],
+            (None, false, false) => &SIZES[0],
+            (None, false, true) => &COLOUR_SIZES[0],
+            (_, _, true) => &COLOUR_SIZES[1],
+        }
+    }
+
+    /// The methods of the table.
+    pub fn methods(&self) -> Vec<Method> {
+        match (&self.methods, self.estimator) {
+            (Some(m), _) => m.clone(),
+            (None, PersonalizeEstimator::Pdbo) => {
+                vec![
+                    Method::Sgp,
+                    Method::Local,
+                    Method::PdboMtlLocal,
+                    Method::HgpMtl,
+                ]
+            }
+            // Every method with a cell among the networks asked for (HGP Table 2's rows).
+            (None, PersonalizeEstimator::Hgp) => Method::VARIANTS
+                .iter()
+                .copied()
+                .filter(|m| self.networks().iter().any(|&k| m.applies(k).is_ok()))
+                .collect(),
+        }
+    }
+
+    /// The networks of the table.
+    pub fn networks(&self) -> Vec<NetworkKind> {
+        match (&self.networks, self.estimator) {
+            (Some(k), _) => k.clone(),
+            (None, PersonalizeEstimator::Pdbo) => vec![NetworkKind::Randd],
+            (None, PersonalizeEstimator::Hgp) => NetworkKind::TABLE2.to_vec(),
+        }
+    }
+
+    /// HGP's Neumann terms M.
+    pub fn neumann_terms(&self) -> usize {
+        self.neumann_terms.unwrap_or(self.sizes().neumann_terms)
+    }
+
+    /// HGP's rates with grey images, paper 004's Table 2 with colour images and text.
+    pub fn rates(&self) -> Rates {
+        use crate::setup::Dataset;
+        match self.data.dataset {
+            Dataset::Cifar10 => Rates::Paper004 { inner_lr: 0.1 },
+            Dataset::Cifar100 => Rates::Paper004 { inner_lr: 0.2 },
+            Dataset::Shakespeare => Rates::Paper004 { inner_lr: 10.0 },
+            _ => Rates::Hgp,
+        }
+    }
+
+    /// Rounds of Marfoq et al.'s procedure.
+    pub fn rounds(&self) -> usize {
+        self.rounds.unwrap_or(self.sizes().rounds)
+    }
+
+    /// The inner solve on FC and FixU: `inner`, by default Marfoq et al.'s procedure in
+    /// HGP's setting (grey images, HGP's estimator), SGP in paper 004's.
+    pub fn inner(&self) -> InnerProcedure {
+        self.inner.unwrap_or(
+            if self.estimator == PersonalizeEstimator::Hgp && self.rates() == Rates::Hgp {
+                InnerProcedure::Marfoq
+            } else {
+                InnerProcedure::Sgp
+            },
+        )
+    }
+
+    /// Outer (Adam) steps on λ.
+    pub fn outer_steps(&self) -> usize {
+        self.outer_steps.unwrap_or(self.sizes().outer_steps)
+    }
+
+    /// Runs of the whole table.
+    pub fn seeds(&self) -> usize {
+        let preset = self.preset.map(|_| SIZES[2].seeds);
+        self.seeds.or(preset).unwrap_or(self.sizes().seeds)
+    }
+
+    /// This config for the one seed `seed` of its table (each seed's run is a run of its
+    /// own: its folder's settings are this).
+    pub fn for_seed(&self, seed: u64) -> Self {
+        Self {
+            seed,
+            seeds: Some(1),
+            ..self.clone()
+        }
+    }
+
+    /// Checks every option (nothing is read yet).
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option out of range, or given where nothing reads it.
+    pub fn check(&self) -> Result<Checked> {
+        if self.quick && self.preset.is_some() {
+            bail!("--quick and --preset are two sizes: give one");
+        }
+        if self.methods().is_empty() || self.networks().is_empty() {
+            bail!("--methods and --networks need at least one value each");
+        }
+        refuse_unused(self.data.test_images.is_some(), || {
+            "--test-images: personalize tests every client on its own held-out part (HGP App. A.3, paper 004's splits)".to_string()
+        })?;
+        let counts: Vec<(&str, usize)> = [
+            ("--outer-steps", self.outer_steps),
+            ("--neumann-terms", self.neumann_terms),
+            ("--push-steps", Some(self.push_steps)),
+            ("--sgp-steps", self.sgp_steps),
+            ("--batch", self.batch),
+            ("--clients", self.data.clients),
+            ("--images", self.data.images),
+            ("--seeds", self.seeds),
+            ("--rounds", self.rounds),
+            ("--components", Some(self.components)),
+        ]
+        .iter()
+        .filter_map(|&(flag, v)| Some((flag, v?)))
+        .collect();
+        at_least_one(&counts)?;
+        let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
+        if let Some(lr) = self.procedure_lr {
+            positive(&[("--procedure-lr", lr)])?;
+        }
+        if let Some(lr) = self.hyper_lr {
+            positive(&[("--hyper-lr", lr)])?;
+        }
+        data::check_data_flags(self)?;
+        if self.estimator == PersonalizeEstimator::Pdbo {
+            for (flag, given) in [
+                ("--eta", self.eta.is_some()),
+                ("--power-iterations", self.power_iterations.is_some()),
+                ("--push-steps", self.push_steps != PUSH_STEPS),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the NeurIPS paper's HGP; --estimator pdbo exchanges once per term with step γ = the inner SGP's final learning rate"
+                    )
+                })?;
+            }
+            if self.methods().contains(&Method::HgpPl) || self.methods().contains(&Method::HgpMtl) {
+                for k in self.networks() {
+                    if k == NetworkKind::Exp {
+                        bail!(
+                            "--estimator pdbo reverses every link (paper 004 Sec. 2.1); --networks exp has one-way links"
+                        );
+                    }
+                }
+            }
+        }
+        if self.estimator == PersonalizeEstimator::Pdbo
+            && self.inner == Some(InnerProcedure::Marfoq)
+        {
+            bail!(
+                "--inner marfoq with --estimator pdbo: paper 004's HGP differentiates the SGP iteration itself (its Alg. 2); give --inner sgp"
+            );
+        }
+        // A method with no cell among the networks asked for is refused, with the reason.
+        let networks = self.networks();
+        for m in self.methods() {
+            if networks.iter().all(|&k| m.applies(k).is_err())
+                && let Err(why) = m.applies(networks[0])
+            {
+                bail!("--methods {m}: {why}");
+            }
+        }
+        check_seed_range(self.seed, self.seeds() as u64)?;
+        Ok(Checked {
+            config: self.clone(),
+            eta,
+        })
+    }
+
+    /// A resumed file may only hold rows this run would compute (`source` names it).
+    fn check_resumed(&self, cells: &[Cell], source: &str) -> Result<()> {
+        for c in cells {
+            if !self.methods().contains(&c.method) || !self.networks().contains(&c.network) {
+                bail!(
+                    "--resume: {source} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
+                    c.method.name(),
+                    c.network.name()
+                );
+            }
+            let expected = if c.method.tunes_lambda() {
+                self.outer_steps()
+            } else {
+                1
+            };
+            if c.curve.len() != expected {
+                bail!(
+                    "--resume: {source} was written with a different number of outer steps (remove it, or run without --resume)"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One seed's table: its cells in table order and the data's description.
+#[derive(Clone, Debug)]
+pub struct SeedRun {
+    /// The seed.
+    pub seed: u64,
+    /// The cells, networks then methods as the config orders them.
+    pub cells: Vec<Cell>,
+    /// The data in words.
+    pub description: String,
+}
+
+/// Runs the table for one `seed`: the data split and the protocol, then every method on
+/// every network where it applies, each cell put in `rows` as it finishes; the cells an
+/// interrupted run finished (`rows`'s earlier ones) are kept.
+///
+/// # Errors
+///
+/// The data's errors, earlier rows this run does not compute, a cell that fails (its
+/// method and network named), a sink that cannot keep a row.
+pub fn run_seed(
+    checked: &Checked,
+    seed: u64,
+    placement: &Placement,
+    observer: &dyn Observer,
+    rows: &dyn CellSink<Cell>,
+) -> Result<SeedRun> {
+    let (split, setting, description) = agree(
+        placement,
+        data::data(checked, checked.eta, seed, placement, observer),
+    )?;
+    let protocol = Protocol {
+        setting,
+        outer_steps: checked.outer_steps(),
+        neumann_terms: checked.neumann_terms(),
+        rates: checked.rates(),
+        push_steps: checked.push_steps,
+        seed,
+        estimator: checked.estimator,
+        placement: placement.clone(),
+        inner: checked.inner(),
+        rounds: checked.rounds(),
+        components: checked.components,
+        procedure_lr: checked.procedure_lr,
+        hyper_lr: checked.hyper_lr,
+    };
+    // The rows of an interrupted run (checked on rank 0, every rank learning them).
+    let mut cells: Vec<Cell> = finished_rows(placement, rows)?;
+    agree(placement, checked.check_resumed(&cells, &rows.source()))?;
+    observer.line(&format!("data: {description}"));
+    let methods = checked.methods();
+    let todo: Vec<(Method, NetworkKind)> = checked
+        .networks()
+        .into_iter()
+        .flat_map(|k| methods.iter().map(move |&m| (m, k)))
+        .filter(|&(m, k)| m.applies(k).is_ok())
+        .filter(|&(m, k)| !cells.iter().any(|c| c.method == m && c.network == k))
+        .collect();
+    if !cells.is_empty() {
+        observer.line(&format!(
+            "resume: {} rows kept from {}",
+            cells.len(),
+            rows.source()
+        ));
+    }
+    // Counted exactly (an absurd outer step count is refused here, before any work, rather
+    // than shown as a count that wrapped around).
+    let steps = todo
+        .iter()
+        .try_fold(0u64, |total, &(m, k)| {
+            let solves = m.solves(checked.outer_steps())?;
+            total.checked_add(solves.checked_mul(protocol.units(m, k, &split)?)?)
+        })
+        .with_context(|| {
+            format!(
+                "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer --outer-steps or --rounds",
+                checked.outer_steps(),
+                protocol.setting.steps,
+                protocol.rounds
+            )
+        })?;
+    let stage = observer.stage(
+        &format!("{} method/network pairs", todo.len()),
+        steps,
+        "local steps",
+    );
+    let estimator = checked.estimator;
+    for &(method, network) in &todo {
+        stage.set_label(&format!(
+            "{} on {}",
+            method.label(estimator),
+            network.name()
+        ));
+        let cell = protocol
+            .cell(method, network, &split, &|| stage.inc(1))
+            .with_context(|| format!("{} on {}", method.label(estimator), network.name()))?;
+        put_row(placement, rows, &cell)?;
+        observer.line(&format!(
+            "{} on {}: test accuracy {:.1} % (bottom 10 %: {:.1} %)",
+            method.label(estimator),
+            network.name(),
+            100.0 * cell.average,
+            100.0 * cell.bottom10
+        ));
+        cells.push(cell);
+    }
+    stage.finish("");
+    // Table order, whatever order the rows were computed in.
+    let mut ordered = Vec::new();
+    for k in checked.networks() {
+        for &m in &methods {
+            if let Some(c) = cells.iter().find(|c| c.method == m && c.network == k) {
+                ordered.push(c.clone());
+            }
+        }
+    }
+    Ok(SeedRun {
+        seed,
+        cells: ordered,
+        description,
+    })
+}
