@@ -1,6 +1,6 @@
 //! Errors of the `hypergrad` crate.
 
-use hgp_averaging::AveragingError;
+use hgp_averaging::{AveragingError, Unmixed};
 
 /// What went wrong while estimating a hyper-gradient.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +170,21 @@ pub enum HypergradError {
         from: usize,
         /// The link's receiver.
         to: usize,
+    },
+    /// HGP's averages provably did not mix the clients' vectors: over all the averages of
+    /// one estimate, the links its averager used ([`Averager::links`]) leave some client's
+    /// vector out of another's average (a network that never connects, a client that is
+    /// never reached), so v would not estimate d_λF (HGP Assumption 1).
+    ///
+    /// [`Averager::links`]: hgp_averaging::Averager::links
+    #[error(
+        "HGP's averaging did not mix the clients' vectors: over its {averages} averages, {reason}, so v is no estimate of d_λF (HGP's Assumption 1: the network must connect the clients): use a network that connects them, or more averaging steps S"
+    )]
+    NotMixed {
+        /// The averages of the estimate (M).
+        averages: usize,
+        /// What did not mix.
+        reason: Unmixed,
     },
     /// A problem with the network.
     #[error(transparent)]
