@@ -186,6 +186,52 @@ pub enum HypergradError {
         /// What did not mix.
         reason: Unmixed,
     },
+    /// The λ of a federated upper step is not one shared row: One-Round-Upper (paper 003,
+    /// Alg. 4) updates one λ held by every client, so per-client rows would be overwritten.
+    #[error(
+        "{what} updates one λ shared by every client (paper 003, Alg. 4), but the n × d_λ = {n} × {d} rows of λ differ (row {row} ≠ row {first}); per-client λ is not supported: give every client the same row"
+    )]
+    UnsharedLambda {
+        /// The procedure that needs it.
+        what: &'static str,
+        /// Rows (clients) n.
+        n: usize,
+        /// d_λ.
+        d: usize,
+        /// The first row.
+        first: usize,
+        /// A row that differs from it.
+        row: usize,
+    },
+    /// A count that must be at least 1.
+    #[error("{what} must be at least 1 (got 0)")]
+    Zero {
+        /// Which count.
+        what: &'static str,
+    },
+    /// The outer (upper) step diverged: the step α = `outer_lr` moved λ to where the lower
+    /// level or the estimate diverges (or λ itself is no longer finite). The error of the
+    /// lower level or the estimate is the [`source`](std::error::Error::source).
+    #[error(
+        "the outer step diverged: the upper step of outer iteration {step} (α = {outer_lr}, the option `outer_lr`) moved λ by ‖Δλ‖ = {moved:.3e} from ‖λ‖ = {from:.3e}, and {what} at outer iteration {detected}; lower `outer_lr`"
+    )]
+    OuterStep {
+        /// The outer iteration (from 1) whose upper step moved λ.
+        step: usize,
+        /// The outer iteration (from 1) at which the divergence showed.
+        detected: usize,
+        /// The outer step α (`outer_lr`).
+        outer_lr: f64,
+        /// ‖λ after the step − λ before‖.
+        moved: f64,
+        /// ‖λ‖ before the step.
+        from: f64,
+        /// What diverged, in words.
+        what: String,
+        /// The error of the lower level, the estimate or the upper step.
+        #[source]
+        cause: Box<HypergradError>,
+    },
     /// A problem with the network.
     #[error(transparent)]
     Graph(#[from] hgp_graphs::GraphError),
@@ -213,6 +259,7 @@ impl HypergradError {
                 | Self::PdboGrowing { .. }
                 | Self::Expansive { .. }
                 | Self::FixedPoint { .. }
+                | Self::OuterStep { .. }
                 | Self::Inner(hgp_inner_solvers::InnerError::Diverged { .. })
         )
     }
