@@ -273,10 +273,10 @@ impl<A> Hgp<A> {
 
 /// What HGP's averages mixed, over one estimate.
 struct Mixing {
-    /// The union of the links of the averages so far; `None` until an averager reports its
-    /// links, and once the union proves nothing any more.
+    /// The union of the links of the averages so far (`None` for a single client).
     links: Option<LinkUnion>,
-    /// Whether the union may still prove a failure to mix.
+    /// Whether the union may still prove a failure to mix: not once it connects every
+    /// client, nor for an averager that reports no links.
     open: bool,
     /// The largest relative spread of the averaged vectors so far, when measured.
     spread: Option<f64>,
@@ -305,7 +305,8 @@ impl Mixing {
                     union.merge(used);
                     self.open = union.unmixed().is_some();
                 }
-                // Exact Θ, a server: every client's vector is in every average.
+                // Exact Θ, a server (every client's vector is in every average), or an
+                // averager that does not record its links: nothing to prove.
                 _ => self.open = false,
             }
         }
