@@ -213,7 +213,7 @@ pub enum HypergradError {
     /// level or the estimate diverges (or λ itself is no longer finite). The error of the
     /// lower level or the estimate is the [`source`](std::error::Error::source).
     #[error(
-        "the outer step diverged: the upper step of outer iteration {step} (α = {outer_lr}, the option `outer_lr`) moved λ by ‖Δλ‖ = {moved:.3e} from ‖λ‖ = {from:.3e}, and {what} at outer iteration {detected}; lower `outer_lr`"
+        "the outer step diverged: the upper step of outer iteration {step} (α = {outer_lr}, the option `outer_lr`) moved λ by ‖Δλ‖ = {moved:.3e} from ‖λ‖ = {from:.3e}, and at outer iteration {detected} {what}: lower `outer_lr`"
     )]
     OuterStep {
         /// The outer iteration (from 1) whose upper step moved λ.

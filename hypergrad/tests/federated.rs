@@ -698,3 +698,76 @@ fn a_too_large_outer_step_is_named_as_the_outer_step() {
     assert!(std::error::Error::source(&e).is_some());
     assert_eq!(large.rounds.len(), 1);
 }
+
+/// An upper step that overflows λ from a finite h̄ is the outer step's too, found at the
+/// iteration of the step itself.
+#[test]
+fn an_upper_step_that_overflows_lambda_is_the_outer_steps() {
+    use hgp_hypergrad::{Describe, Joint};
+    use hgp_inner_solvers::Observer;
+
+    /// AggITD with its estimate scaled by 1e10 (finite, and large).
+    struct Scaled(AggItd<f64>);
+    impl Describe for Scaled {
+        fn describe(&self) -> String {
+            format!("{}, scaled by 1e10", self.0.describe())
+        }
+    }
+    impl JointEstimator<f64, L2Logistic<f64>> for Scaled {
+        fn solve_and_estimate(
+            &mut self,
+            clients: &[L2Logistic<f64>],
+            lambda: &PerClient<f64>,
+            x0: &ClientBuffer<f64>,
+            observer: &mut dyn Observer<f64>,
+        ) -> Result<Joint<f64>, HypergradError> {
+            let mut joint = self.0.solve_and_estimate(clients, lambda, x0, observer)?;
+            joint
+                .estimate
+                .v
+                .as_mut_slice()
+                .iter_mut()
+                .for_each(|h| *h *= 1e10);
+            Ok(joint)
+        }
+    }
+
+    let (n, d) = (3, 3);
+    let cs = clients(n, 8, d, 4);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let mut scaled = Scaled(AggItd::new(options(4, 0.3, 0.5)).unwrap());
+    let (mut l, mut x) = (shared_lambda(n, d), ClientBuffer::zeros(n, d));
+    let run = outer_loop(
+        &mut scaled,
+        &server,
+        &cs,
+        (&mut l, &mut x),
+        OuterOptions {
+            outer_lr: f64::MAX,
+            local_steps: 1,
+            iterations: 2,
+        },
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let (iteration, e) = run.stopped.expect("λ overflows");
+    assert_eq!(iteration, 1);
+    assert!(e.is_divergence(), "{e}");
+    let HypergradError::OuterStep {
+        step,
+        detected,
+        moved,
+        ref cause,
+        ..
+    } = e
+    else {
+        panic!("not the outer step's: {e}");
+    };
+    assert_eq!((step, detected), (1, 1));
+    assert_eq!(moved, f64::INFINITY);
+    assert!(
+        matches!(**cause, HypergradError::NotFinite { .. }),
+        "{cause}"
+    );
+    assert!(e.to_string().contains("`outer_lr`"), "{e}");
+}

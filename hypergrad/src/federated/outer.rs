@@ -124,7 +124,7 @@ pub fn outer_loop<T: Scalar, C: ClientObjective<T>>(
                 let e = match moved {
                     Some(m) if e.is_divergence() => {
                         let what = format!(
-                            "{} (it had not at the λ before that step)",
+                            "{}, which it had not at the λ before that step",
                             what_diverged(&e)
                         );
                         outer_step_error(m, k + 1, options.outer_lr, what, e)
