@@ -1,7 +1,7 @@
 //! The `Averager` trait: the operator Θ of the HGP paper, or an estimate Θ̂ of it.
 
 use hgp_graphs::Describe;
-use hgp_graphs::Scalar;
+use hgp_graphs::{LinkUnion, Scalar};
 
 use crate::buffer::ClientBuffer;
 use crate::cost::CommCost;
@@ -28,6 +28,15 @@ pub trait Averager<T: Scalar>: Send + Describe {
     fn placement(&self) -> Placement {
         Placement::local()
     }
+
+    /// The links between different clients that the last call of [`Averager::average`] used
+    /// (the union over its steps, with the clients that were up), for averagers over a
+    /// network (Push-Sum, gossip): what proves that an average did not mix
+    /// ([`LinkUnion::unmixed`]). `None` for averagers that combine every client's block by
+    /// construction (exact Θ, a server) or that do not record their links.
+    fn links(&self) -> Option<&LinkUnion> {
+        None
+    }
 }
 
 impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
@@ -40,6 +49,9 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for Box<A> {
     fn placement(&self) -> Placement {
         (**self).placement()
     }
+    fn links(&self) -> Option<&LinkUnion> {
+        (**self).links()
+    }
 }
 
 impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
@@ -51,6 +63,9 @@ impl<T: Scalar, A: Averager<T> + ?Sized> Averager<T> for &mut A {
     }
     fn placement(&self) -> Placement {
         (**self).placement()
+    }
+    fn links(&self) -> Option<&LinkUnion> {
+        (**self).links()
     }
 }
 

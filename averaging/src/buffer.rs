@@ -181,6 +181,43 @@ impl<T: Scalar> ClientBuffer<T> {
             .fold(T::zero(), |m, x| if x > m { x } else { m })
     }
 
+    /// How far the rows are from agreeing, relative to their mean r̄ = (1/n) Σ_i row i:
+    /// max_i ‖row i − r̄‖₂ / ‖r̄‖₂, in f64 (r̄ summed in client order). 0 when every row is
+    /// the same (all zero included), ∞ when the rows differ and their mean is zero, NaN when
+    /// a value is not finite. After an average it is the spread between the clients'
+    /// estimates of the average.
+    pub fn relative_spread(&self) -> f64 {
+        if self.n == 0 || self.rows().all(|row| row == self.row(0)) {
+            return 0.0;
+        }
+        // In units of the largest |value|: the squares neither underflow nor overflow.
+        let scale = self
+            .data
+            .iter()
+            .fold(0.0f64, |a, &v| a.max(v.as_f64().abs()));
+        let unit = |v: T| v.as_f64() / scale;
+        let mut mean = vec![0.0f64; self.d];
+        for row in self.rows() {
+            for (m, &v) in mean.iter_mut().zip(row) {
+                *m += unit(v);
+            }
+        }
+        let inv = 1.0 / self.n as f64;
+        mean.iter_mut().for_each(|m| *m *= inv);
+        let norm = mean.iter().map(|m| m * m).sum::<f64>().sqrt();
+        let worst = self
+            .rows()
+            .map(|row| {
+                row.iter()
+                    .zip(&mean)
+                    .map(|(&v, &m)| (unit(v) - m).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .fold(0.0, |a: f64, b| if b.is_nan() || b > a { b } else { a });
+        worst / norm
+    }
+
     /// ‖buffer − [reference]_i‖₂ over all clients (the paper's concatenated norm).
     pub fn distance_to_consensus(&self, reference: &[T]) -> T {
         self.rows()
@@ -201,5 +238,28 @@ mod tests {
         assert_eq!(b.as_slice(), &[0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
         assert_eq!(b.mean_row(), vec![10.0, 11.0]);
         assert!(ClientBuffer::<f64>::from_vec(2, 2, vec![1.0; 3]).is_err());
+    }
+
+    /// max_i ‖row i − r̄‖ / ‖r̄‖, with its edge cases.
+    #[test]
+    fn relative_spread_of_the_rows() {
+        // r̄ = (2, 0); rows 0 and 2 are 1 away from it.
+        let b = ClientBuffer::from_vec(3, 2, vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]).unwrap();
+        assert!((b.relative_spread() - 0.5).abs() < 1e-15);
+        // Equal rows whose mean in floating point is not exactly them.
+        assert_eq!(
+            ClientBuffer::from_fn(3, 2, |_, _| 0.1f32).relative_spread(),
+            0.0
+        );
+        assert_eq!(ClientBuffer::<f64>::zeros(4, 3).relative_spread(), 0.0);
+        let opposite = ClientBuffer::from_vec(2, 1, vec![1.0, -1.0]).unwrap();
+        assert_eq!(opposite.relative_spread(), f64::INFINITY);
+        let nan = ClientBuffer::from_vec(2, 1, vec![1.0, f64::NAN]).unwrap();
+        assert!(nan.relative_spread().is_nan());
+        // Values whose squares underflow, or overflow.
+        for scale in [1e-200, 1e200] {
+            let b = ClientBuffer::from_vec(3, 1, vec![scale, 2.0 * scale, 3.0 * scale]).unwrap();
+            assert!((b.relative_spread() - 0.5).abs() < 1e-15, "{scale}");
+        }
     }
 }

@@ -3,7 +3,7 @@
 use hgp_graphs::Describe;
 use std::sync::Arc;
 
-use hgp_graphs::{DiGraph, MixingMatrix, Network, Scalar};
+use hgp_graphs::{DiGraph, LinkUnion, MixingMatrix, Network, Scalar};
 
 use crate::averager::{Averager, check_rows};
 use crate::buffer::ClientBuffer;
@@ -34,6 +34,7 @@ pub struct Gossip<T: Scalar> {
     mixing: MixingMatrix,
     weights: MixingWeights<T>,
     transport: Box<dyn Transport<T>>,
+    links: LinkUnion,
 }
 
 impl<T: Scalar> std::fmt::Debug for Gossip<T> {
@@ -94,6 +95,7 @@ impl<T: Scalar> Gossip<T> {
             mixing: MixingMatrix::placeholder(),
             weights: MixingWeights::default(),
             transport: Box::new(InProcess::<T>::default()),
+            links: LinkUnion::new(n),
         })
     }
 
@@ -118,6 +120,8 @@ impl<T: Scalar> Averager<T> for Gossip<T> {
         check_rows(self.n, buffer)?;
         let mut cost = CommCost::new(self.n);
         let d = buffer.d() as u64;
+        self.links.clear();
+        self.links.mark_up(|_| true);
         for _ in 0..self.steps {
             self.s += 1;
             if let GossipWeights::Metropolis(network) = &self.source {
@@ -135,6 +139,7 @@ impl<T: Scalar> Averager<T> for Gossip<T> {
                 for (&j, &wij) in idx.iter().zip(w) {
                     if j != i && wij != T::zero() {
                         sent[j] += 1;
+                        self.links.add_link(j, i);
                     }
                 }
             }
@@ -147,6 +152,10 @@ impl<T: Scalar> Averager<T> for Gossip<T> {
 
     fn placement(&self) -> Placement {
         self.transport.placement()
+    }
+
+    fn links(&self) -> Option<&LinkUnion> {
+        Some(&self.links)
     }
 }
 
@@ -165,5 +174,30 @@ impl<T: Scalar> Describe for Gossip<T> {
                 net.describe()
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hgp_graphs::Unmixed;
+    use nalgebra::DMatrix;
+
+    /// The links of a call are those of its nonzero weights between different clients.
+    #[test]
+    fn each_call_records_the_links_of_its_weights() {
+        let identity = MixingMatrix::doubly_stochastic(&DMatrix::identity(3, 3)).unwrap();
+        let mut alone = Gossip::<f64>::constant(identity, 5).unwrap();
+        let mut y = ClientBuffer::from_fn(3, 1, |i, _| i as f64);
+        alone.average(&mut y).unwrap();
+        assert_eq!(alone.links().unwrap().unmixed(), Some(Unmixed::NoLinks));
+        let half = DMatrix::from_row_slice(3, 3, &[0.5, 0.5, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 1.0]);
+        let mut pair =
+            Gossip::<f64>::constant(MixingMatrix::doubly_stochastic(&half).unwrap(), 5).unwrap();
+        pair.average(&mut y).unwrap();
+        assert_eq!(
+            pair.links().unwrap().unmixed(),
+            Some(Unmixed::NeverReceived { client: 2 })
+        );
     }
 }

@@ -49,7 +49,7 @@ pub use error::{AveragingError, Result};
 pub use exact::ExactAverage;
 pub use faulty::{MassExchange, PushSumProtocol};
 pub use gossip::{Gossip, GossipWeights};
-pub use hgp_graphs::{Crash, Describe, Faults, Scalar, Straggler};
+pub use hgp_graphs::{Crash, Describe, Faults, LinkUnion, Scalar, Straggler, Unmixed};
 pub use kernel::{Distributed, InProcess, KernelPath, MixingWeights, Transport};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiComm;

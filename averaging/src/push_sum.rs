@@ -3,7 +3,7 @@
 use hgp_graphs::Describe;
 use std::sync::Arc;
 
-use hgp_graphs::{DiGraph, MixingMatrix, Network, Scalar};
+use hgp_graphs::{DiGraph, LinkUnion, MixingMatrix, Network, Scalar};
 
 use crate::averager::{Averager, check_rows};
 use crate::buffer::ClientBuffer;
@@ -204,13 +204,15 @@ fn divide_rows<T: Scalar>(y: &mut ClientBuffer<T>, omega: &[T]) {
 /// S-step Push-Sum as an averager: the estimate Θ̂ of HGP Alg. 2.
 ///
 /// Steps continue across calls: the k-th call uses G(S(k − 1) + 1), ..., G(Sk), so a run
-/// sees the network as one time-varying sequence.
+/// sees the network as one time-varying sequence. Each call records the links it used
+/// ([`Averager::links`]: the union of its graphs, a crashed client's removed).
 pub struct PushSum<T: Scalar> {
     network: Arc<dyn Network>,
     steps: usize,
     debias: DebiasWeights,
     state: PushSumState<T>,
     transport: Box<dyn Transport<T>>,
+    links: LinkUnion,
 }
 
 impl<T: Scalar> std::fmt::Debug for PushSum<T> {
@@ -238,6 +240,7 @@ impl<T: Scalar> PushSum<T> {
             debias: DebiasWeights::Reset,
             state: PushSumState::new(ClientBuffer::zeros(n, 0)),
             transport: Box::new(InProcess::<T>::default()),
+            links: LinkUnion::new(n),
         })
     }
 
@@ -314,9 +317,13 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
         if self.debias == DebiasWeights::Reset {
             self.state.omega.iter_mut().for_each(|w| *w = T::one());
         }
+        self.links.clear();
         for _ in 0..self.steps {
             self.state
                 .step(self.network.as_ref(), self.transport.as_mut(), &mut cost);
+            let (s, faults) = (self.state.s, &self.state.protocol.faults);
+            self.links
+                .add_graph_up(&self.state.graph, |i| !faults.is_down(i, s));
         }
         cost.lost += self.state.abandon_in_flight();
         std::mem::swap(buffer, &mut self.state.z);
@@ -328,6 +335,10 @@ impl<T: Scalar> Averager<T> for PushSum<T> {
 
     fn placement(&self) -> Placement {
         self.transport.placement()
+    }
+
+    fn links(&self) -> Option<&LinkUnion> {
+        Some(&self.links)
     }
 }
 
@@ -343,5 +354,68 @@ impl<T: Scalar> Describe for PushSum<T> {
             },
             self.network.describe()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hgp_graphs::{Crash, Faults, RandomDirected, RandomEdges, Scheduled, Unmixed};
+
+    /// Each call records the links of its own steps: none over self-loops, a strongly
+    /// connected union over RandD; a client down at every step of a call is left out.
+    #[test]
+    fn each_call_records_the_links_it_used() {
+        let n = 4;
+        let alone: Arc<dyn Network> = Arc::new(Scheduled::new(vec![DiGraph::empty(n)]).unwrap());
+        let mut ps = PushSum::<f64>::new(alone, 10).unwrap();
+        let mut y = ClientBuffer::from_fn(n, 2, |i, k| (i + k) as f64);
+        let before = y.clone();
+        ps.average(&mut y).unwrap();
+        assert_eq!(y.as_slice(), before.as_slice(), "nothing moves");
+        assert_eq!(ps.links().unwrap().unmixed(), Some(Unmixed::NoLinks));
+        let randd: Arc<dyn Network> =
+            Arc::new(RandomDirected::new(n, RandomEdges::default(), 3).unwrap());
+        let mut ps = PushSum::<f64>::new(randd.clone(), 10).unwrap();
+        ps.average(&mut y).unwrap();
+        assert_eq!(ps.links().unwrap().unmixed(), None);
+        // One step of a one-way pair of links, then the next call sees only its own step.
+        let pair: Arc<dyn Network> = Arc::new(
+            Scheduled::new(vec![
+                DiGraph::from_edges(2, [(0, 1)]).unwrap(),
+                DiGraph::from_edges(2, [(1, 0)]).unwrap(),
+            ])
+            .unwrap(),
+        );
+        let mut ps = PushSum::<f64>::new(pair, 1).unwrap();
+        let mut z = ClientBuffer::from_fn(2, 1, |i, _| i as f64);
+        ps.average(&mut z).unwrap();
+        let first = ps.links().unwrap().clone();
+        assert_eq!(first.unmixed(), Some(Unmixed::NeverReceived { client: 0 }));
+        ps.average(&mut z).unwrap();
+        assert_eq!(
+            ps.links().unwrap().unmixed(),
+            Some(Unmixed::NeverReceived { client: 1 })
+        );
+        let mut both = first;
+        both.merge(ps.links().unwrap());
+        assert_eq!(both.unmixed(), None);
+        // Client 2 down from the first step: the others still mix.
+        let faults = Faults::none().with_crash(Crash {
+            client: 2,
+            at: 1,
+            rejoin: None,
+        });
+        let protocol = PushSumProtocol {
+            faults: Arc::new(faults),
+            ..PushSumProtocol::default()
+        };
+        let mut ps = PushSum::<f64>::new(randd, 10)
+            .unwrap()
+            .with_protocol(protocol);
+        ps.average(&mut y).unwrap();
+        let links = ps.links().unwrap();
+        assert!(!links.was_up(2) && links.was_up(0));
+        assert_eq!(links.unmixed(), None);
     }
 }

@@ -28,6 +28,7 @@ mod error;
 mod expected;
 mod faults;
 mod graph;
+mod links;
 mod mixing;
 mod network;
 
@@ -39,6 +40,7 @@ pub use expected::{
 pub use faults::{Crash, Faults, Straggler};
 pub use graph::DiGraph;
 pub use hgp_base::{Describe, Scalar, Short, rng};
+pub use links::{LINK_PAIRS_MAX_CLIENTS, LinkUnion, Unmixed};
 pub use mixing::{FmmcOptions, FmmcResult, MixingMatrix, fastest_mixing, slem};
 pub use network::{
     ExponentialOnePeer, FullyConnected, LinkLaw, MAX_ER_ATTEMPTS, Network, RandomDirected,
@@ -62,6 +64,7 @@ mod auto_traits {
         send_sync::<ExponentialOnePeer>();
         send_sync::<Scheduled>();
         send_sync::<DiGraph>();
+        send_sync::<LinkUnion>();
         send_sync::<MixingMatrix>();
         send_sync::<GraphError>();
         send_sync::<Faults>();

@@ -82,12 +82,7 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for CentralCg {
                 .zip(&cross)
                 .for_each(|(v, &c)| *v -= c);
         }
-        Ok(HyperGradEstimate {
-            v,
-            comm,
-            eta: None,
-            curvature: None,
-        })
+        Ok(HyperGradEstimate::new(v, comm))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Errors of the `hypergrad` crate.
 
-use hgp_averaging::AveragingError;
+use hgp_averaging::{AveragingError, Unmixed};
 
 /// What went wrong while estimating a hyper-gradient.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +171,67 @@ pub enum HypergradError {
         /// The link's receiver.
         to: usize,
     },
+    /// HGP's averages provably did not mix the clients' vectors: over all the averages of
+    /// one estimate, the links its averager used ([`Averager::links`]) leave some client's
+    /// vector out of another's average (a network that never connects, a client that is
+    /// never reached), so v would not estimate d_λF (HGP Assumption 1).
+    ///
+    /// [`Averager::links`]: hgp_averaging::Averager::links
+    #[error(
+        "HGP's averaging did not mix the clients' vectors: over its {averages} averages, {reason}, so v is no estimate of d_λF (HGP's Assumption 1: the network must connect the clients): use a network that connects them, or more averaging steps S"
+    )]
+    NotMixed {
+        /// The averages of the estimate (M).
+        averages: usize,
+        /// What did not mix.
+        reason: Unmixed,
+    },
+    /// The λ of a federated upper step is not one shared row: One-Round-Upper (paper 003,
+    /// Alg. 4) updates one λ held by every client, so per-client rows would be overwritten.
+    #[error(
+        "{what} updates one λ shared by every client (paper 003, Alg. 4), but the n × d_λ = {n} × {d} rows of λ differ (row {row} ≠ row {first}); per-client λ is not supported: give every client the same row"
+    )]
+    UnsharedLambda {
+        /// The procedure that needs it.
+        what: &'static str,
+        /// Rows (clients) n.
+        n: usize,
+        /// d_λ.
+        d: usize,
+        /// The first row.
+        first: usize,
+        /// A row that differs from it.
+        row: usize,
+    },
+    /// A count that must be at least 1.
+    #[error("{what} must be at least 1 (got 0)")]
+    Zero {
+        /// Which count.
+        what: &'static str,
+    },
+    /// The outer (upper) step diverged: the step α = `outer_lr` moved λ to where the lower
+    /// level or the estimate diverges (or λ itself is no longer finite). The error of the
+    /// lower level or the estimate is the [`source`](std::error::Error::source).
+    #[error(
+        "the outer step diverged: the upper step of outer iteration {step} (α = {outer_lr}, the option `outer_lr`) moved λ by ‖Δλ‖ = {moved:.3e} from ‖λ‖ = {from:.3e}, and at outer iteration {detected} {what}: lower `outer_lr`"
+    )]
+    OuterStep {
+        /// The outer iteration (from 1) whose upper step moved λ.
+        step: usize,
+        /// The outer iteration (from 1) at which the divergence showed.
+        detected: usize,
+        /// The outer step α (`outer_lr`).
+        outer_lr: f64,
+        /// ‖λ after the step − λ before‖.
+        moved: f64,
+        /// ‖λ‖ before the step.
+        from: f64,
+        /// What diverged, in words.
+        what: String,
+        /// The error of the lower level, the estimate or the upper step.
+        #[source]
+        cause: Box<HypergradError>,
+    },
     /// A problem with the network.
     #[error(transparent)]
     Graph(#[from] hgp_graphs::GraphError),
@@ -198,6 +259,7 @@ impl HypergradError {
                 | Self::PdboGrowing { .. }
                 | Self::Expansive { .. }
                 | Self::FixedPoint { .. }
+                | Self::OuterStep { .. }
                 | Self::Inner(hgp_inner_solvers::InnerError::Diverged { .. })
         )
     }

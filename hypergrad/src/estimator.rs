@@ -18,6 +18,30 @@ pub struct HyperGradEstimate<T> {
     pub eta: Option<f64>,
     /// L̂, the estimated largest curvature of the mean Hessian, when η was chosen from it.
     pub curvature: Option<f64>,
+    /// How far apart the clients' averaged vectors were: the largest, over the estimate's
+    /// averages ū = Θ̂ u, of max_i ‖ū_i − ū̄‖ / ‖ū̄‖ with ū̄ = mean_j ū_j
+    /// ([`ClientBuffer::relative_spread`]), over the averages made while ‖u‖ was above ε
+    /// (the float's machine epsilon) times ‖u^(0)‖ (later ones change v by less than its
+    /// rounding): 0 for exact or central averaging, small when Push-Sum or gossip mixed well,
+    /// of order 1 or more when they did not. `None` for estimators
+    /// that average no per-client vectors (exact, local, paper 004's SGP differentiation,
+    /// the server-based AggITD and FedNest), and under a distributed placement (measuring it
+    /// would add an exchange between ranks).
+    pub spread: Option<f64>,
+}
+
+impl<T> HyperGradEstimate<T> {
+    /// The estimate `v` and what it cost, with nothing else to report (no η, L̂ or spread):
+    /// how an estimator of another crate builds its result.
+    pub fn new(v: PerClient<T>, comm: CommCost) -> Self {
+        Self {
+            v,
+            comm,
+            eta: None,
+            curvature: None,
+            spread: None,
+        }
+    }
 }
 
 /// Estimates the hyper-gradient of F(λ) = Σ_k f_k(x_k(λ), λ_k) at the inner solution `x`

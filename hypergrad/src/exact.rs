@@ -103,6 +103,7 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Exact {
             comm: CommCost::new(n),
             eta: None,
             curvature: None,
+            spread: None,
         })
     }
 }
@@ -151,6 +152,7 @@ impl<T: Scalar, C: ClientObjective<T>> HyperGradient<T, C> for Local {
             comm: CommCost::new(clients.len()),
             eta: None,
             curvature: None,
+            spread: None,
         })
     }
 }

@@ -3,7 +3,7 @@
 use hgp_graphs::rng::domain;
 use hgp_graphs::{Describe, Short};
 
-use hgp_averaging::{Averager, ClientBuffer, CommCost, Scalar};
+use hgp_averaging::{Averager, ClientBuffer, CommCost, LinkUnion, Scalar, Unmixed};
 use hgp_inner_solvers::{Observer, Phase};
 use hgp_models::{BatchSampler, BatchSize, ClientObjective, PerClient};
 
@@ -101,6 +101,12 @@ impl Default for HgpOptions {
 /// ‖u‖ more than doubling over the second half of the iterations so far (checked at
 /// m = 64, 128, 256, … and M), which catches slow growth long before it dominates v.
 ///
+/// Averaging that provably did not mix is an error too ([`HypergradError::NotMixed`]): when
+/// the union of the links that the M averages used ([`Averager::links`]) leaves some client's
+/// vector out of another's average — a network that never connects, a client never reached —
+/// v is no estimate of d_λF. Exact and central averaging mix by construction. How well the
+/// averages mixed is in the estimate's [`spread`](HyperGradEstimate::spread).
+///
 /// The float type is the averager's and the clients': `Hgp::new(averager, options)` needs no
 /// annotation.
 pub struct Hgp<A> {
@@ -181,12 +187,22 @@ impl<A> Hgp<A> {
         };
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients_of(clients, x, lambda, owned.clone());
-        let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
+        let initial = placement.norm(&u);
+        let mut watch = NormWatch::new(initial, neumann_terms);
         observer.iterate(0, &v, &u);
         let d = x.d();
         let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
+        // What the averages mixed: the union of their links, until it proves nothing (once
+        // every client reached every other), and the spread of the averaged vectors (in one
+        // process only: over ranks it would need an exchange of its own) while ‖u‖ is above
+        // ε ‖u^(0)‖ (later terms change v by less than its rounding, and their values may
+        // have underflowed).
+        let mut mixing = Mixing::new(n, !placement.is_distributed());
+        let negligible = T::EPSILON.as_f64() * initial;
+        let mut entering = initial;
         for m in 1..=neumann_terms {
             comm.merge(&self.averager.average(&mut u)?);
+            mixing.record(&self.averager, &u, entering >= negligible);
             // Client i: v_i −= η J_i ū_i and u_i = ū_i − η H_i ū_i (u holds ū on entry).
             let term = |i: usize, (u_i, v_i): (&mut [T], &mut [T]), s: &mut Scratch<T>| {
                 let c = &clients[i];
@@ -214,6 +230,7 @@ impl<A> Hgp<A> {
             squares[owned.clone()].copy_from_slice(&own);
             placement.gather_values(&mut squares, 1);
             let current = squares.iter().sum::<f64>().sqrt();
+            entering = current;
             match watch.record(m, current) {
                 Ok(()) => {}
                 Err(Growth::Fast { initial }) => {
@@ -237,13 +254,76 @@ impl<A> Hgp<A> {
             observer.iterate(m, &v, &u);
             observer.progress(Phase::Estimate, m, neumann_terms);
         }
+        if let Some(reason) = mixing.unmixed() {
+            return Err(HypergradError::NotMixed {
+                averages: neumann_terms,
+                reason,
+            });
+        }
         gather_per_client(&placement, &mut v);
         Ok(HyperGradEstimate {
             v,
             comm,
             eta: Some(eta),
             curvature,
+            spread: mixing.spread,
         })
+    }
+}
+
+/// What HGP's averages mixed, over one estimate.
+struct Mixing {
+    /// The union of the links of the averages so far (`None` for a single client).
+    links: Option<LinkUnion>,
+    /// Whether the union may still prove a failure to mix: not once it connects every
+    /// client, nor for an averager that reports no links.
+    open: bool,
+    /// The largest relative spread of the averaged vectors so far, when measured.
+    spread: Option<f64>,
+}
+
+impl Mixing {
+    fn new(n: usize, measure_spread: bool) -> Self {
+        Self {
+            links: (n > 1).then(|| LinkUnion::new(n)),
+            open: n > 1,
+            spread: measure_spread.then_some(0.0),
+        }
+    }
+
+    /// Records an average: its links (while they may prove something) and, if `measure`,
+    /// its spread.
+    fn record<T: Scalar, A: Averager<T>>(
+        &mut self,
+        averager: &A,
+        averaged: &ClientBuffer<T>,
+        measure: bool,
+    ) {
+        if self.open {
+            match (averager.links(), self.links.as_mut()) {
+                (Some(used), Some(union)) => {
+                    union.merge(used);
+                    self.open = union.unmixed().is_some();
+                }
+                // Exact Θ, a server (every client's vector is in every average), or an
+                // averager that does not record its links: nothing to prove.
+                _ => self.open = false,
+            }
+        }
+        if let Some(worst) = self.spread.as_mut().filter(|_| measure) {
+            let spread = averaged.relative_spread();
+            if spread.is_nan() || spread > *worst {
+                *worst = spread;
+            }
+        }
+    }
+
+    /// Why the averages provably did not mix, if they did not.
+    fn unmixed(&self) -> Option<Unmixed> {
+        if !self.open {
+            return None;
+        }
+        self.links.as_ref().and_then(LinkUnion::unmixed)
     }
 }
 

@@ -304,6 +304,7 @@ impl SgpDifferentiation {
             // γ is not HGP's Neumann step η: it is in the description.
             eta: None,
             curvature: None,
+            spread: None,
         })
     }
 
@@ -608,6 +609,7 @@ impl PdboExact {
             comm: CommCost::new(n),
             eta: None,
             curvature: None,
+            spread: None,
         })
     }
 

@@ -3,9 +3,10 @@
 //! The traits a program calls methods of (so that `estimate`, `average`, `solve` and
 //! `describe` are in scope), the float bound, the clients' buffers and data, the seeded
 //! random streams ([`rng`]), the averagers, the networks with their connectivity check
-//! ([`check_assumption1`]), the inner solvers with their convergence test, the estimators,
-//! with their settings and errors, and the finite-difference check of a client's derivatives
-//! ([`check_derivatives`]).
+//! ([`check_assumption1`]) and mixing weights ([`MixingMatrix`]), the inner solvers with
+//! their convergence test, the estimators, with their settings and errors, and the
+//! finite-difference check of a client's derivatives ([`check_derivatives`]); and, in
+//! [`federated`], the federated procedures.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -29,8 +30,9 @@ pub use hgp_averaging::{
     ExactAverage, Gossip, Placement, PushSum, PushSumProtocol, Scalar,
 };
 pub use hgp_graphs::{
-    DiGraph, ExponentialOnePeer, Faults, FullyConnected, GraphError, Network, RandomDirected,
-    RandomEdges, RandomUndirected, Scheduled, StaticUndirected, check_assumption1, rng,
+    DiGraph, ExponentialOnePeer, Faults, FullyConnected, GraphError, LinkUnion, MixingMatrix,
+    Network, RandomDirected, RandomEdges, RandomUndirected, Scheduled, StaticUndirected, Unmixed,
+    check_assumption1, rng,
 };
 pub use hgp_inner_solvers::{
     ConvergenceReport, ConvergenceTest, DecentralizedSgd, ExactNewton, FedAvg, FedLower,
@@ -49,3 +51,42 @@ pub use crate::{
     HyperGradEstimate, HyperGradient, HypergradError, Joint, JointEstimator, Local, PdboExact,
     PdboHgp, PdboOptions, PowerIteration, SampleMode, SolveThenEstimate, Srb,
 };
+
+pub mod federated {
+    //! The federated procedures in one import, `use hgp_hypergrad::prelude::federated::*;`:
+    //! the outer loop of paper 003 (FBO-AggITD) and of FedNest with its upper step
+    //! ([`outer_loop`], [`OuterOptions`], [`one_round_upper`]) and their estimators
+    //! ([`AggItd`], [`FedNest`]); the server's lower rounds ([`FedLower`], [`FedAvg`]); and
+    //! Marfoq et al.'s procedure ([`Procedure`], combined by a server or a [`MixingMatrix`]:
+    //! [`Aggregation`]) with the personalization baselines that run on it ([`FedEm`],
+    //! [`FedProx`], [`ClusteredFl`], [`PFedMe`], [`ProxPersonal`]).
+    //!
+    //! ```
+    //! use hgp_hypergrad::prelude::federated::*;
+    //! use hgp_hypergrad::prelude::{ClientBuffer, ClientData, Dataset, DiGraph, InnerSolver};
+    //! use hgp_hypergrad::prelude::{L2Logistic, PerClient};
+    //!
+    //! let set = Dataset { features: vec![1.0, 0.5, -0.3, 2.0, 0.2, -1.0], labels: vec![1.0, 0.0, 1.0], dim: 2 };
+    //! let clients: Vec<L2Logistic<f64>> = (0..3)
+    //!     .map(|_| L2Logistic::new(&ClientData { train: set.clone(), val: set.clone() }, false))
+    //!     .collect::<Result<_, _>>()?;
+    //! let lambda = PerClient::filled(&[2, 2, 2], 0.1);
+    //! // FixU-type rounds: local epochs, then the Metropolis–Hastings weights of a triangle.
+    //! let weights = MixingMatrix::metropolis_hastings(&DiGraph::complete(3))?;
+    //! let mut fixu = Procedure::new(4, 2, 0.1, Aggregation::Mixing(weights), 7)?;
+    //! let solution = fixu.solve(&clients, &lambda, &ClientBuffer::zeros(3, 2))?;
+    //! assert!(solution.x.as_slice().iter().all(|v| v.is_finite()));
+    //! # Ok::<(), Box<dyn std::error::Error>>(())
+    //! ```
+
+    pub use hgp_graphs::MixingMatrix;
+    pub use hgp_inner_solvers::procedure::{
+        Aggregation, ClusteredFl, FedEm, FedProx, Mixture, PFedMe, Procedure, ProxPersonal,
+    };
+    pub use hgp_inner_solvers::{FedAvg, FedLower, LocalSgd, LocalUpdate};
+
+    pub use crate::{
+        AggItd, FedNest, FederatedOptions, HessianScope, OuterObserver, OuterOptions, OuterRun,
+        one_round_upper, outer_loop,
+    };
+}

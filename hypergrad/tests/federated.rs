@@ -9,7 +9,7 @@ use hgp_averaging::{Central, ClientBuffer};
 use hgp_graphs::rng;
 use hgp_hypergrad::{
     AggItd, Diagnostics, Exact, FedNest, FederatedOptions, HessianScope, HyperGradient,
-    JointEstimator, OuterOptions, one_round_upper, outer_loop,
+    HypergradError, JointEstimator, OuterOptions, one_round_upper, outer_loop,
 };
 use hgp_inner_solvers::{ExactNewton, InnerSolver, LocalUpdate, total_gradient, total_hessian};
 use hgp_models::{Batch, InnerCrossJvp, L2Logistic, OuterCost, PerClient};
@@ -28,6 +28,11 @@ fn lambda(n: usize, d: usize) -> PerClient<f64> {
             .map(|i| (0..d).map(|k| 0.05 + 0.02 * ((i + k) % 3) as f64).collect())
             .collect(),
     )
+}
+
+/// One λ shared by every client (paper 003's upper variable): row 0 of [`lambda`] for all.
+fn shared_lambda(n: usize, d: usize) -> PerClient<f64> {
+    PerClient::from_rows(vec![lambda(1, d).row(0).to_vec(); n])
 }
 
 fn options(n_steps: usize, beta: f64, eta: f64) -> FederatedOptions {
@@ -409,7 +414,7 @@ fn the_outer_loop_is_estimate_then_upper_step_repeated() {
     let (alpha, tau) = (0.05, 2);
     // By hand.
     let mut by_hand = AggItd::new(opts.clone()).unwrap();
-    let (mut l1, mut x1) = (lambda(n, d), ClientBuffer::zeros(n, d));
+    let (mut l1, mut x1) = (shared_lambda(n, d), ClientBuffer::zeros(n, d));
     for _ in 0..k {
         let joint = by_hand.solve_and_estimate(&cs, &l1, &x1, &mut ()).unwrap();
         let s = joint.participants.clone().unwrap();
@@ -428,7 +433,7 @@ fn the_outer_loop_is_estimate_then_upper_step_repeated() {
     }
     // The loop.
     let mut looped = AggItd::new(opts).unwrap();
-    let (mut l2, mut x2) = (lambda(n, d), ClientBuffer::zeros(n, d));
+    let (mut l2, mut x2) = (shared_lambda(n, d), ClientBuffer::zeros(n, d));
     let mut seen = Vec::new();
     let run = outer_loop(
         &mut looped,
@@ -441,13 +446,14 @@ fn the_outer_loop_is_estimate_then_upper_step_repeated() {
             iterations: k,
         },
         &mut |rounds, _, _| seen.push(rounds),
-    );
+    )
+    .unwrap();
     assert!(run.stopped.is_none());
     assert_eq!(run.rounds, vec![2 * 4 + 3; k]);
     assert_eq!(seen, vec![0, 11, 22, 33]);
     assert_eq!(l1.as_slice(), l2.as_slice());
     assert_eq!(x1.as_slice(), x2.as_slice());
-    assert_ne!(l2.as_slice(), lambda(n, d).as_slice());
+    assert_ne!(l2.as_slice(), shared_lambda(n, d).as_slice());
 }
 
 /// A diverging estimate stops the loop at its iteration, with the rounds and iterates of
@@ -458,7 +464,7 @@ fn the_outer_loop_stops_at_a_divergence_and_names_the_iteration() {
     let cs = clients(n, 10, d, 7);
     let server = Central::new(n, 1.0, 0).unwrap();
     let mut fednest = FedNest::new(options(50, 1.0, 60.0), 200, HessianScope::Global).unwrap();
-    let start = lambda(n, d);
+    let start = shared_lambda(n, d);
     let (mut l, mut x) = (start.clone(), ClientBuffer::zeros(n, d));
     let mut calls = 0;
     let run = outer_loop(
@@ -472,11 +478,296 @@ fn the_outer_loop_stops_at_a_divergence_and_names_the_iteration() {
             iterations: 5,
         },
         &mut |_, _, _| calls += 1,
-    );
+    )
+    .unwrap();
     let (iteration, error) = run.stopped.expect("a Neumann step of 60 diverges");
     assert_eq!(iteration, 1);
     assert!(error.is_divergence(), "{error}");
     assert!(run.rounds.is_empty());
     assert_eq!(calls, 1);
     assert_eq!(l.as_slice(), start.as_slice());
+}
+
+/// Per-client λ rows are refused before any work, naming the shape n × d_λ, by the loop and
+/// by the upper step alone: One-Round-Upper (Alg. 4) updates one shared λ and would overwrite
+/// every row with one.
+#[test]
+fn per_client_lambda_is_refused_not_overwritten() {
+    let (n, d) = (4, 3);
+    let cs = clients(n, 8, d, 11);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let start = lambda(n, d);
+    let (mut l, mut x) = (start.clone(), ClientBuffer::zeros(n, d));
+    let mut calls = 0;
+    let mut aggitd = AggItd::new(options(4, 0.3, 0.5)).unwrap();
+    let e = outer_loop(
+        &mut aggitd,
+        &server,
+        &cs,
+        (&mut l, &mut x),
+        OuterOptions {
+            outer_lr: 0.05,
+            local_steps: 1,
+            iterations: 3,
+        },
+        &mut |_, _, _| calls += 1,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HypergradError::UnsharedLambda {
+                n: 4,
+                d: 3,
+                first: 0,
+                row: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("n × d_λ = 4 × 3"), "{e}");
+    assert!(!e.is_divergence());
+    assert_eq!(calls, 0);
+    assert_eq!(l.as_slice(), start.as_slice());
+    let h = PerClient::filled(&vec![d; n], 1.0);
+    let y = [0.1, 0.2, 0.3];
+    let e = one_round_upper(&cs, &mut l, &y, &h, &[0, 1], &server, 0.1, 1).unwrap_err();
+    assert!(matches!(e, HypergradError::UnsharedLambda { .. }), "{e}");
+    assert_eq!(l.as_slice(), start.as_slice());
+}
+
+/// The outer step α = `outer_lr` must be positive and finite (a negative one ascends), τ and
+/// K at least 1: checked once, before any work, with an error naming the option; the upper
+/// step alone checks α and τ too.
+#[test]
+fn outer_options_are_checked_before_any_work() {
+    let good = OuterOptions {
+        outer_lr: 0.05,
+        local_steps: 1,
+        iterations: 2,
+    };
+    good.check().unwrap();
+    for lr in [-0.05, 0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let e = OuterOptions {
+            outer_lr: lr,
+            ..good
+        }
+        .check()
+        .unwrap_err();
+        assert!(matches!(e, HypergradError::Positive { .. }), "{e}");
+        assert!(e.to_string().contains("`outer_lr`"), "{e}");
+    }
+    for (bad, name) in [
+        (
+            OuterOptions {
+                local_steps: 0,
+                ..good
+            },
+            "`local_steps`",
+        ),
+        (
+            OuterOptions {
+                iterations: 0,
+                ..good
+            },
+            "`iterations`",
+        ),
+    ] {
+        let e = bad.check().unwrap_err();
+        assert!(matches!(e, HypergradError::Zero { .. }), "{e}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
+    let (n, d) = (3, 3);
+    let cs = clients(n, 8, d, 2);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let start = shared_lambda(n, d);
+    let (mut l, mut x) = (start.clone(), ClientBuffer::zeros(n, d));
+    let mut calls = 0;
+    let mut aggitd = AggItd::new(options(4, 0.3, 0.5)).unwrap();
+    let ascending = OuterOptions {
+        outer_lr: -0.05,
+        ..good
+    };
+    let e = outer_loop(
+        &mut aggitd,
+        &server,
+        &cs,
+        (&mut l, &mut x),
+        ascending,
+        &mut |_, _, _| calls += 1,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, HypergradError::Positive { value: -0.05, .. }),
+        "{e}"
+    );
+    assert_eq!(calls, 0);
+    assert_eq!(l.as_slice(), start.as_slice());
+    let h = PerClient::filled(&vec![d; n], 1.0);
+    let y = [0.1, 0.2, 0.3];
+    for (lr, tau) in [(-0.5, 1), (f64::NAN, 1), (0.5, 0)] {
+        let e = one_round_upper(&cs, &mut l, &y, &h, &[0, 1], &server, lr, tau).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HypergradError::Positive { .. } | HypergradError::Zero { .. }
+            ),
+            "{e}"
+        );
+    }
+    assert_eq!(l.as_slice(), start.as_slice());
+}
+
+/// A too-large outer step is named as such: the upper step of iteration 1 moves λ to where
+/// the next lower level (SGP) diverges, which it did not at the start. The error says that
+/// the outer step diverged and names `outer_lr`, not "lower the learning rate" of SGP's own
+/// report, which is its source; it stays a divergence (a result of a comparison). The same
+/// settings with a small step run to the end.
+#[test]
+fn a_too_large_outer_step_is_named_as_the_outer_step() {
+    use hgp_averaging::ExactAverage;
+    use hgp_graphs::{RandomDirected, RandomEdges};
+    use hgp_hypergrad::{Eta, Hgp, HgpOptions, SolveThenEstimate};
+    use hgp_inner_solvers::{InnerError, LrSchedule, Sgp};
+    use std::sync::Arc;
+
+    let (n, d) = (3, 3);
+    let cs = clients(n, 10, d, 7);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let run = |outer_lr: f64| {
+        let network = Arc::new(RandomDirected::new(n, RandomEdges::default(), 2).unwrap());
+        let mut estimator = SolveThenEstimate {
+            solver: Sgp::new(network, 200, LrSchedule::constant(0.5).unwrap()).unwrap(),
+            estimator: Hgp::new(
+                ExactAverage::new(n).unwrap(),
+                HgpOptions {
+                    neumann_terms: 50,
+                    eta: Eta::Fixed(0.5),
+                    ..HgpOptions::default()
+                },
+            )
+            .unwrap(),
+        };
+        let (mut l, mut x) = (shared_lambda(n, d), ClientBuffer::zeros(n, d));
+        outer_loop(
+            &mut estimator,
+            &server,
+            &cs,
+            (&mut l, &mut x),
+            OuterOptions {
+                outer_lr,
+                local_steps: 1,
+                iterations: 3,
+            },
+            &mut |_, _, _| {},
+        )
+        .unwrap()
+    };
+    let small = run(0.05);
+    assert!(small.stopped.is_none(), "{:?}", small.stopped);
+    let large = run(1e6);
+    let (iteration, e) = large.stopped.expect("a step of 1e6 diverges");
+    assert_eq!(iteration, 2);
+    assert!(e.is_divergence(), "{e}");
+    let HypergradError::OuterStep {
+        step,
+        detected,
+        outer_lr,
+        moved,
+        ref cause,
+        ..
+    } = e
+    else {
+        panic!("not the outer step's: {e}");
+    };
+    assert_eq!((step, detected, outer_lr), (1, 2, 1e6));
+    assert!(moved > 1.0, "{moved}");
+    assert!(
+        matches!(
+            **cause,
+            HypergradError::Inner(InnerError::Diverged { solver: "SGP", .. })
+        ),
+        "{cause}"
+    );
+    let message = e.to_string();
+    for part in ["the outer step diverged", "`outer_lr`", "SGP"] {
+        assert!(message.contains(part), "{message}");
+    }
+    assert!(!message.contains("lower the learning rate"), "{message}");
+    assert!(std::error::Error::source(&e).is_some());
+    assert_eq!(large.rounds.len(), 1);
+}
+
+/// An upper step that overflows λ from a finite h̄ is the outer step's too, found at the
+/// iteration of the step itself.
+#[test]
+fn an_upper_step_that_overflows_lambda_is_the_outer_steps() {
+    use hgp_hypergrad::{Describe, Joint};
+    use hgp_inner_solvers::Observer;
+
+    /// AggITD with its estimate scaled by 1e10 (finite, and large).
+    struct Scaled(AggItd<f64>);
+    impl Describe for Scaled {
+        fn describe(&self) -> String {
+            format!("{}, scaled by 1e10", self.0.describe())
+        }
+    }
+    impl JointEstimator<f64, L2Logistic<f64>> for Scaled {
+        fn solve_and_estimate(
+            &mut self,
+            clients: &[L2Logistic<f64>],
+            lambda: &PerClient<f64>,
+            x0: &ClientBuffer<f64>,
+            observer: &mut dyn Observer<f64>,
+        ) -> Result<Joint<f64>, HypergradError> {
+            let mut joint = self.0.solve_and_estimate(clients, lambda, x0, observer)?;
+            joint
+                .estimate
+                .v
+                .as_mut_slice()
+                .iter_mut()
+                .for_each(|h| *h *= 1e10);
+            Ok(joint)
+        }
+    }
+
+    let (n, d) = (3, 3);
+    let cs = clients(n, 8, d, 4);
+    let server = Central::new(n, 1.0, 0).unwrap();
+    let mut scaled = Scaled(AggItd::new(options(4, 0.3, 0.5)).unwrap());
+    let (mut l, mut x) = (shared_lambda(n, d), ClientBuffer::zeros(n, d));
+    let run = outer_loop(
+        &mut scaled,
+        &server,
+        &cs,
+        (&mut l, &mut x),
+        OuterOptions {
+            outer_lr: f64::MAX,
+            local_steps: 1,
+            iterations: 2,
+        },
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let (iteration, e) = run.stopped.expect("λ overflows");
+    assert_eq!(iteration, 1);
+    assert!(e.is_divergence(), "{e}");
+    let HypergradError::OuterStep {
+        step,
+        detected,
+        moved,
+        ref cause,
+        ..
+    } = e
+    else {
+        panic!("not the outer step's: {e}");
+    };
+    assert_eq!((step, detected), (1, 1));
+    assert_eq!(moved, f64::INFINITY);
+    assert!(
+        matches!(**cause, HypergradError::NotFinite { .. }),
+        "{cause}"
+    );
+    assert!(e.to_string().contains("`outer_lr`"), "{e}");
 }

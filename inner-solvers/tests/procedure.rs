@@ -160,7 +160,8 @@ fn the_baselines_reduce_to_fedavg_to_the_last_bit() {
 }
 
 /// D-FedEM with the averaging matrix (every entry 1/n) is FedEM when the clients hold as
-/// many instances each (n_j / N = 1/n), to the last bit.
+/// many instances each (n_j / N = 1/n), to the last bit; and `run` is `run_observed`
+/// without an observer.
 #[test]
 fn d_fedem_with_the_averaging_matrix_is_fedem() {
     let n = 4;
@@ -179,6 +180,17 @@ fn d_fedem_with_the_averaging_matrix_is_fedem() {
     let mixed = run(Aggregation::Mixing(average));
     assert_eq!(central.components, mixed.components);
     assert_eq!(central.weights, mixed.weights);
+    // Without an observer: the same bits.
+    let unobserved = FedEm::new(
+        Procedure::new(5, 8, 0.3, Aggregation::Server, 8).unwrap(),
+        2,
+    )
+    .unwrap()
+    .run(&clients, &start)
+    .unwrap();
+    assert_eq!(unobserved.components, central.components);
+    assert_eq!(unobserved.weights, central.weights);
+    assert_eq!(unobserved.comm, central.comm);
     // Two different components, and weights that moved off uniform and sum to one.
     assert_ne!(
         central.components.row(0)[..d],

@@ -241,6 +241,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for AggItd<T> {
                 comm: estimate_comm,
                 eta: Some(self.options.neumann_step),
                 curvature: None,
+                spread: None,
             },
             participants: Some(s),
             diagnostics: Some(Diagnostics::AggItd { index: q, q_mean }),

@@ -197,6 +197,7 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
                 comm,
                 eta: Some(self.options.neumann_step),
                 curvature: None,
+                spread: None,
             },
             participants: Some(s),
             diagnostics: None,

@@ -330,8 +330,12 @@ pub(super) fn lower_description(o: &FederatedOptions) -> String {
 ///
 /// # Errors
 ///
-/// [`HypergradError::Shape`] if the rows of λ differ in length, [`HypergradError::Diverged`]
-/// if λ is no longer finite; averaging errors.
+/// [`HypergradError::Positive`] for a step α = `lr` that is not positive and finite (a
+/// negative one would ascend), [`HypergradError::Zero`] for τ = 0 local steps,
+/// [`HypergradError::Shape`] if the rows of λ differ in length,
+/// [`HypergradError::UnsharedLambda`] if they differ in value (per-client λ is not
+/// supported: the step would overwrite every row with one), [`HypergradError::NotFinite`] if
+/// λ is no longer finite; averaging errors.
 #[allow(clippy::too_many_arguments)]
 pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
     clients: &[C],
@@ -343,8 +347,39 @@ pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
     lr: f64,
     local_steps: usize,
 ) -> Result<CommCost> {
-    let n = clients.len();
-    let d = lambda.row(0).len();
+    check_upper_step(lr, local_steps)?;
+    check_shared_lambda(lambda, "One-Round-Upper")?;
+    upper_step(clients, lambda, y, h, participants, server, lr, local_steps)
+}
+
+/// α = `lr` positive and finite, τ = `local_steps` ≥ 1: the checks of an upper step.
+pub(super) fn check_upper_step(lr: f64, local_steps: usize) -> Result<()> {
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(HypergradError::Positive {
+            what: "the outer step α (`outer_lr`)",
+            value: lr,
+        });
+    }
+    if local_steps == 0 {
+        return Err(HypergradError::Zero {
+            what: "the local upper steps τ (`local_steps`)",
+        });
+    }
+    Ok(())
+}
+
+/// Every row of λ the same length and the same values: the one λ shared by all clients that
+/// `what` updates.
+pub(super) fn check_shared_lambda<T: Scalar>(
+    lambda: &PerClient<T>,
+    what: &'static str,
+) -> Result<()> {
+    let n = lambda.n();
+    if n == 0 {
+        return Ok(());
+    }
+    let first = lambda.row(0);
+    let d = first.len();
     if lambda.rows().any(|r| r.len() != d) {
         return Err(HypergradError::Shape {
             what: "size of every λ_i (a shared upper variable)",
@@ -352,6 +387,32 @@ pub fn one_round_upper<T: Scalar, C: ClientObjective<T>>(
             got: lambda.rows().map(<[T]>::len).find(|&l| l != d).unwrap_or(d),
         });
     }
+    match lambda.rows().position(|r| r != first) {
+        Some(row) => Err(HypergradError::UnsharedLambda {
+            what,
+            n,
+            d,
+            first: 0,
+            row,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// [`one_round_upper`] on checked inputs.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn upper_step<T: Scalar, C: ClientObjective<T>>(
+    clients: &[C],
+    lambda: &mut PerClient<T>,
+    y: &[T],
+    h: &PerClient<T>,
+    participants: &[usize],
+    server: &Central<T>,
+    lr: f64,
+    local_steps: usize,
+) -> Result<CommCost> {
+    let n = clients.len();
+    let d = lambda.row(0).len();
     let alpha = T::cast(lr);
     let inv = T::one() / T::cast(participants.len() as f64);
     let mut hbar = vec![T::zero(); d];

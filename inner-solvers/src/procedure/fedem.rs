@@ -122,6 +122,21 @@ impl FedEm {
     }
 
     /// Trains the mixtures from `x0` (n × K d: every client's K components, the same for
+    /// every client): [`FedEm::run_observed`] without an observer, as an inner solver's
+    /// `solve` is its `solve_observed`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`FedEm::run_observed`].
+    pub fn run<T: Scalar, C: InstanceLosses<T>>(
+        &self,
+        clients: &[C],
+        x0: &ClientBuffer<T>,
+    ) -> Result<Mixture<T>> {
+        self.run_observed(clients, x0, &mut ())
+    }
+
+    /// Trains the mixtures from `x0` (n × K d: every client's K components, the same for
     /// every client), calling `observer` after every round. Each client's cost must take
     /// its λ_i as per-instance weights ([`InstanceLosses`]).
     ///

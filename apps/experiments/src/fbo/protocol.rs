@@ -519,7 +519,7 @@ impl Settings {
             (&mut lambda, &mut x),
             options,
             &mut |rounds, x, lambda| observe(rounds, x.row(0), lambda.row(0)),
-        );
+        )?;
         let last = run.rounds.last().copied().unwrap_or(0);
         match run.stopped {
             None => Ok((last, None)),
