@@ -152,23 +152,6 @@ impl Engine {
         agree_on(&self.placement, result)
     }
 
-    /// Rank 0's `value` on every rank (the others pass `None`, or anything: only rank 0's
-    /// is kept); in one process, `value` itself. A collective: every rank calls it.
-    pub fn shared_from_root<V: serde::Serialize + serde::de::DeserializeOwned>(
-        &self,
-        value: Option<V>,
-    ) -> Result<V> {
-        let mine = match (&value, self.is_root()) {
-            (Some(v), true) => serde_json::to_vec(v)?,
-            _ => Vec::new(),
-        };
-        if !self.placement.is_distributed() {
-            return value.ok_or_else(|| anyhow!("no value on rank 0"));
-        }
-        let all = self.placement.all_gather_bytes(&mine);
-        Ok(serde_json::from_slice(&all[0])?)
-    }
-
     /// What went between the ranks, summed over all ranks (a collective: every rank calls
     /// it), as JSON: `{"ranks", "messages", "bytes", "local_links", "collectives",
     /// "collective_bytes", "per_rank"}`, `"per_rank"` a list of `{"rank", "clients",
@@ -244,29 +227,9 @@ impl Engine {
     }
 }
 
-/// Every rank's `result` compared: if any failed, every rank returns the failure of the
-/// lowest failing rank (rank 0 prints it), so all stop together (a collective when the
-/// clients are spread over ranks; `result` itself in one process).
+/// Every rank's `result` compared (see [`hgp_experiments::ranks::agree`]).
 pub fn agree_on<R>(placement: &Placement, result: Result<R>) -> Result<R> {
-    if !placement.is_distributed() {
-        return result;
-    }
-    let mine = match &result {
-        Ok(_) => Vec::new(),
-        Err(e) => format!("{e:#}").into_bytes(),
-    };
-    let all = placement.all_gather_bytes(&mine);
-    match all.iter().position(|m| !m.is_empty()) {
-        None => result,
-        Some(r) => {
-            let message = String::from_utf8_lossy(&all[r]).into_owned();
-            Err(if r == 0 {
-                anyhow!(message)
-            } else {
-                anyhow!("rank {r} of {}: {message}", placement.ranks())
-            })
-        }
-    }
+    hgp_experiments::ranks::agree(placement, result)
 }
 
 /// The per-rank part of [`Engine::traffic_json`] in one line: each rank's share of the wall

@@ -342,40 +342,6 @@ fn clear_temporaries(out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The flags every experiment command shares, one flattened group: `--seed`, `--json`, the
-/// progress options and `--engine`. Each command words `--seed` and `--json` for itself
-/// (what its seed draws, the fields of its JSON) with `mut_arg`; `--out` is each command's
-/// own (its default folder names the command, and `hypergrad` writes none).
-#[derive(clap::Args, Clone, Debug, serde::Serialize)]
-pub struct RunArgs {
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 0, value_name = "K")]
-    pub seed: u64,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    #[serde(skip)]
-    pub json: bool,
-    #[command(flatten)]
-    #[serde(skip)]
-    pub report: ReportArgs,
-    #[command(flatten)]
-    #[serde(skip)]
-    pub engine: crate::engine::EngineArgs,
-}
-
-impl RunArgs {
-    /// Where an experiment with these flags runs and writes: `out`, the command's folder
-    /// (none for a command that writes no files).
-    pub fn output<'a>(&'a self, out: Option<&'a Path>) -> Output<'a> {
-        Output {
-            engine: self.engine.engine,
-            json: self.json,
-            report: &self.report,
-            out,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,6 @@ mod output;
 mod plot;
 mod progress;
 mod report;
-mod setup;
 
 use hgp_experiments::memory;
 

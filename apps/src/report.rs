@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
-use hgp_averaging::CommCost;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-pub use crate::progress::{ReportArgs, Reporter, Stage};
+pub use crate::progress::{ReportArgs, Reporter};
+pub use hgp_experiments::numbers::{percentile, sci};
 
 /// Creates `dir` if needed and checks that files can be written in it, so a bad `--out` is
 /// reported before any work.
@@ -53,19 +53,6 @@ pub fn lock_out(dir: &Path) -> Result<File> {
             Err(anyhow::Error::from(e).context(format!("--out {}: cannot lock", dir.display())))
         }
     }
-}
-
-/// Communication cost as a JSON object.
-pub fn comm_json(c: &CommCost) -> Value {
-    let (busiest, busiest_floats) = c.busiest_client().unwrap_or((0, 0));
-    json!({
-        "rounds": c.rounds,
-        "messages": c.messages,
-        "floats": c.floats,
-        "busiest_client": busiest,
-        "busiest_client_floats": busiest_floats,
-        "server_floats": c.server_floats,
-    })
 }
 
 /// Writes `rows` to `path` as CSV under `header` (whose names are the rows' serde fields),
@@ -312,12 +299,6 @@ pub fn record_settings_ignoring(
     write_whole(&path, format!("{text}\n").as_bytes())
 }
 
-/// The settings of `command` as recorded: `{"command", "options"}`, the options being the
-/// command's parsed flags (those that do not change the numbers skipped).
-pub fn settings_json<O: Serialize>(command: &str, options: &O) -> Result<Value> {
-    Ok(json!({"command": command, "options": serde_json::to_value(options)?}))
-}
-
 /// The keys (dotted paths) at which two JSON objects differ.
 fn differing_keys(a: &Value, b: &Value) -> Vec<String> {
     fn walk(a: &Value, b: &Value, prefix: &str, out: &mut Vec<String>) {
@@ -348,30 +329,6 @@ fn differing_keys(a: &Value, b: &Value) -> Vec<String> {
     walk(a, b, "", &mut out);
     out
 }
-
-/// Serializes a command-line choice (a clap `ValueEnum`) by its name on the command line.
-pub fn value_name<S: Serializer, V: clap::ValueEnum>(
-    v: &V,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    match v.to_possible_value() {
-        Some(p) => s.serialize_str(p.get_name()),
-        None => s.serialize_none(),
-    }
-}
-
-/// Implements `Serialize` for command-line choices (clap `ValueEnum`s) by their names on the
-/// command line, so recorded settings read like the options that set them.
-macro_rules! serialize_by_value_name {
-    ($($t:ty),+ $(,)?) => {$(
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                $crate::report::value_name(self, s)
-            }
-        }
-    )+};
-}
-pub(crate) use serialize_by_value_name;
 
 /// The rows of a CSV file written under `header` by [`RowWriter`] or [`write_csv`]; an
 /// absent file has none. Every row is checked in full before any is used, and a damaged one
@@ -461,28 +418,6 @@ pub fn parse_list<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<f6
         .collect()
 }
 
-/// A number in a compact scientific format for tables.
-pub fn sci(x: f64) -> String {
-    if x == 0.0 {
-        "0".to_string()
-    } else {
-        format!("{x:.2e}")
-    }
-}
-
-/// The q-quantile of `values` (0 ≤ q ≤ 1), interpolated linearly between order statistics;
-/// NaN for no values.
-pub fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
 /// A table of results: printed on the terminal and written as markdown from the same cells.
 /// The first column is left-aligned (labels), the others right-aligned (numbers).
 pub struct Table {
@@ -524,34 +459,9 @@ impl Table {
     }
 }
 
-/// The mean of `v` (None if empty).
-pub fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// The sample standard deviation of `v` (0 for one value, None if empty).
-pub fn std_dev(v: &[f64]) -> Option<f64> {
-    let m = mean(v)?;
-    let n = v.len();
-    Some(if n < 2 {
-        0.0
-    } else {
-        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_interpolate() {
-        let v = [3.0, 1.0, 2.0, 4.0];
-        assert_eq!(percentile(&v, 0.0), 1.0);
-        assert_eq!(percentile(&v, 1.0), 4.0);
-        assert!((percentile(&v, 0.1) - 1.3).abs() < 1e-12);
-        assert!(percentile(&[], 0.5).is_nan());
-    }
 
     #[test]
     fn out_must_be_a_writable_directory() {

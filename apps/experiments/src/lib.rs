@@ -19,6 +19,7 @@ pub mod observe;
 pub mod outcome;
 pub mod personalize;
 pub mod ranks;
+pub mod reproduce;
 pub mod setup;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,40 @@ macro_rules! experiments {
 
         impl ExperimentConfig {
             /// The experiment's name (the `hgp` subcommand that runs it).
+            pub fn command(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                }
+            }
+
+            /// The same experiment with every option at its default.
+            pub fn defaults(&self) -> Self {
+                match self {
+                    $(Self::$variant(_) => Self::$variant($module::Config::default()),)*
+                }
+            }
+
+            /// Reads what the experiment of this config prints with `--json` (its outcome;
+            /// fields it does not have, such as an MPI run's `"mpi"`, are left out).
+            ///
+            /// # Errors
+            ///
+            /// Text that is not this experiment's outcome.
+            pub fn outcome(&self, json: &[u8]) -> serde_json::Result<ExperimentOutcome> {
+                Ok(match self {
+                    $(Self::$variant(_) => ExperimentOutcome::$variant(serde_json::from_slice(json)?),)*
+                })
+            }
+        }
+
+        /// Any experiment's outcome: what its `--json` prints, typed.
+        #[derive(Clone, Debug)]
+        pub enum ExperimentOutcome {
+            $($(#[$doc])* $variant($module::Outcome),)*
+        }
+
+        impl ExperimentOutcome {
+            /// The experiment's name.
             pub fn command(&self) -> &'static str {
                 match self {
                     $(Self::$variant(_) => $name,)*
@@ -84,4 +119,6 @@ experiments! {
     Network(network) = "network",
     /// `hgp personalize`.
     Personalize(personalize) = "personalize",
+    /// `hgp reproduce`.
+    Reproduce(reproduce) = "reproduce",
 }

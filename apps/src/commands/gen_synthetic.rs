@@ -10,7 +10,7 @@ use hgp_data::{
 
 use crate::memory::{MemoryPlan, check_disk};
 use crate::report::{ReportArgs, Reporter, prepare_out};
-use crate::setup::{derive, domain};
+use hgp_experiments::setup::{derive, domain};
 
 /// The flag that sets each parameter of [`SyntheticConfig`].
 fn flag(parameter: &str) -> &str {

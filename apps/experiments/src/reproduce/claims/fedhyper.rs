@@ -3,23 +3,20 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow};
-use serde_json::Value;
 
-use super::{Assessment, SeedRun, pm, rows, text};
-use crate::commands::reproduce::verdict::{all_of, beats, count};
-use crate::report::mean;
+use super::{Assessment, SeedRun, pm};
+use crate::fedhyper::Outcome as FedHyperOutcome;
+use crate::numbers::mean;
+use crate::reproduce::verdict::{all_of, beats, count};
 
 // ---------------------------------------------------------------- FedHyper
 
 /// A seed's final test accuracy of each method, the mean over the splits.
-pub(super) fn fedhyper_accuracy(v: &Value) -> Result<BTreeMap<String, f64>> {
+pub(super) fn fedhyper_accuracy(v: &FedHyperOutcome) -> Result<BTreeMap<String, f64>> {
     let mut sums = BTreeMap::<String, (f64, usize)>::new();
-    for r in rows(v)? {
-        let acc = r
-            .get("final_accuracy")
-            .and_then(Value::as_f64)
-            .unwrap_or(f64::NAN);
-        let e = sums.entry(text(r, "method").to_string()).or_default();
+    for r in &v.rows {
+        let acc = r.final_accuracy.unwrap_or(f64::NAN);
+        let e = sums.entry(r.method.clone()).or_default();
         e.0 += acc;
         e.1 += 1;
     }
@@ -36,7 +33,7 @@ pub(super) fn fedhyper_beats(
 ) -> Result<Assessment> {
     let all: Vec<_> = seeds
         .iter()
-        .map(|s| fedhyper_accuracy(s.of("fedhyper")?))
+        .map(|s| fedhyper_accuracy(s.fedhyper("fedhyper")?))
         .collect::<Result<_>>()?;
     let get = |m: &str| -> Result<Vec<f64>> {
         all.iter()
@@ -83,14 +80,12 @@ pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut rounds = 0;
     for s in seeds {
-        let v = s.of("fedhyper")?;
+        let v = s.fedhyper("fedhyper")?;
         let rates: Vec<f64> = v
-            .pointer("/learning_rates/fedhyper-g")
-            .and_then(Value::as_array)
+            .learning_rates
+            .get("fedhyper-g")
             .context("no learning_rates of fedhyper-g in the fedhyper output")?
-            .iter()
-            .map(|x| x.as_f64().unwrap_or(f64::NAN))
-            .collect();
+            .clone();
         rounds = rates.len();
         let (p, &max) = rates
             .iter()
@@ -135,11 +130,12 @@ pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let mut over = Vec::new();
     for s in seeds {
-        let v = s.of("fedhyper")?;
-        let o: Vec<f64> = rows(v)?
+        let v = s.fedhyper("fedhyper")?;
+        let o: Vec<f64> = v
+            .rows
             .iter()
-            .filter(|r| text(r, "method") == "fedhyper-cl")
-            .filter_map(|r| r.get("overhead_vs_fedavg_percent").and_then(Value::as_f64))
+            .filter(|r| r.method == "fedhyper-cl")
+            .filter_map(|r| r.overhead_vs_fedavg_percent)
             .collect();
         over.push(mean(&o).context("no fedhyper-cl overhead in the fedhyper output")?);
     }
@@ -164,15 +160,29 @@ pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 mod tests {
     use super::super::one_run as run;
     use super::*;
-    use serde_json::json;
+    use crate::ExperimentOutcome;
+
+    /// A fedhyper run whose FedHyper-G global rates were `rates`.
+    fn rates(rates: &[f64]) -> ExperimentOutcome {
+        ExperimentOutcome::Fedhyper(FedHyperOutcome {
+            rows: Vec::new(),
+            learning_rates: BTreeMap::from([("fedhyper-g".to_string(), rates.to_vec())]),
+            learning_rates_split: "0.25".to_string(),
+            learning_rates_seed: 0,
+            target: 0.9,
+            rounds: rates.len(),
+            model: "MLP".to_string(),
+            details: None,
+        })
+    }
 
     /// The global rate's course: rising then falling and above 1 for the first half passes;
     /// a rate that peaks at the end fails.
     #[test]
     fn the_global_rate_must_rise_fall_and_stay_above_one_for_half() {
-        let good = json!({"learning_rates": {"fedhyper-g": [1.0, 1.2, 1.5, 1.3, 1.1, 0.9]}});
-        let late = json!({"learning_rates": {"fedhyper-g": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]}});
-        let early = json!({"learning_rates": {"fedhyper-g": [1.0, 1.5, 0.9, 0.8, 0.7, 0.6]}});
+        let good = rates(&[1.0, 1.2, 1.5, 1.3, 1.1, 0.9]);
+        let late = rates(&[1.0, 1.1, 1.2, 1.3, 1.4, 1.5]);
+        let early = rates(&[1.0, 1.5, 0.9, 0.8, 0.7, 0.6]);
         let seeds = [
             run(0, "fedhyper", &good),
             run(1, "fedhyper", &late),

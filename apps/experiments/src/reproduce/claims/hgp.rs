@@ -3,19 +3,20 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, anyhow};
-use serde_json::Value;
 
-use super::{Assessment, SeedRun, pm, pm_sci, rows, text};
-use crate::commands::reproduce::verdict::{all_of, beats, count, on_par};
-use crate::report::mean;
+use super::{Assessment, SeedRun, pm, pm_sci};
+use crate::error::{Outcome as ErrorOutcome, Panel};
+use crate::numbers::mean;
+use crate::personalize::Outcome as PersonalizeOutcome;
+use crate::reproduce::verdict::{all_of, beats, count, on_par};
 
 // ---------------------------------------------------------------- HGP Fig. 1
 
 /// A panel's error of curve `s` at m index `i`, and the panel's m values.
-pub(super) fn panel(v: &Value, full: bool) -> Result<&Value> {
-    v.get("panels")
-        .and_then(Value::as_array)
-        .and_then(|p| p.iter().find(|p| (text(p, "batch") == "full") == full))
+pub(super) fn panel(v: &ErrorOutcome, full: bool) -> Result<&Panel> {
+    v.panels
+        .iter()
+        .find(|p| (p.batch == "full") == full)
         .ok_or_else(|| {
             anyhow!(
                 "no {} panel in the error output",
@@ -24,27 +25,20 @@ pub(super) fn panel(v: &Value, full: bool) -> Result<&Value> {
         })
 }
 
-pub(super) fn m_values(p: &Value) -> Result<Vec<f64>> {
-    p.get("m")
-        .and_then(Value::as_array)
-        .map(|m| m.iter().filter_map(Value::as_f64).collect())
-        .ok_or_else(|| anyhow!("no m in the error output"))
+pub(super) fn m_values(p: &Panel) -> Result<Vec<f64>> {
+    if p.m.is_empty() {
+        return Err(anyhow!("no m in the error output"));
+    }
+    Ok(p.m.iter().map(|&m| m as f64).collect())
 }
 
-pub(super) fn curve(p: &Value, s: u64) -> Result<Vec<f64>> {
-    let rows = p
-        .get("rows")
-        .and_then(Value::as_array)
-        .ok_or_else(|| anyhow!("no rows in the error panel"))?;
-    let row = rows
+pub(super) fn curve(p: &Panel, s: usize) -> Result<Vec<f64>> {
+    let row = p
+        .rows
         .iter()
-        .find(|r| r.get("S").and_then(Value::as_u64) == Some(s))
+        .find(|r| r.s == Some(s))
         .ok_or_else(|| anyhow!("no curve S = {s} in the error output"))?;
-    Ok(row
-        .get("error")
-        .and_then(Value::as_array)
-        .map(|e| e.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
-        .unwrap_or_default())
+    Ok(row.error.clone())
 }
 
 /// The index of m = `target` (or the nearest above).
@@ -53,11 +47,11 @@ pub(super) fn m_index(m: &[f64], target: f64) -> usize {
 }
 
 pub(super) fn fig1a(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let mut at = BTreeMap::<u64, Vec<f64>>::new();
+    let mut at = BTreeMap::<usize, Vec<f64>>::new();
     let mut passed = Vec::new();
     let mut m_last = 0.0;
     for s in seeds {
-        let p = panel(s.of("error")?, true)?;
+        let p = panel(s.error("error")?, true)?;
         let m = m_values(p)?;
         let (last, ten) = (m.len() - 1, m_index(&m, 10.0));
         m_last = m[last];
@@ -105,7 +99,7 @@ pub(super) fn fig1b(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let (mut mini, mut full, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     let mut passed = Vec::new();
     for s in seeds {
-        let v = s.of("error")?;
+        let v = s.error("error")?;
         let p = panel(v, false)?;
         let m = m_values(p)?;
         let c = curve(p, 100)?;
@@ -153,10 +147,9 @@ pub(super) fn influence(
     let (mut r2, mut f1, mut passed) = (Vec::new(), Vec::new(), Vec::new());
     let mut undefined = 0;
     for s in seeds {
-        let v = s.of(job)?;
-        let r = v.get("r2").and_then(Value::as_f64);
-        let f = v.get("f1").and_then(Value::as_f64);
-        let slope = v.get("slope").and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let v = s.influence(job)?;
+        let (r, f) = (v.r2, v.f1);
+        let slope = v.slope.unwrap_or(f64::NAN);
         if r.is_none() || f.is_none() {
             undefined += 1;
         }
@@ -209,22 +202,26 @@ fn failing(v: &[f64], min: f64) -> usize {
 // ---------------------------------------------------------------- HGP Table 2
 
 /// A seed's personalization cells: (method, network) → (average, bottom 10 %).
-pub(super) fn cells(v: &Value) -> Result<Cells> {
+pub(super) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
     let mut out = BTreeMap::new();
-    for r in rows(v)? {
-        let (Some(a), Some(b)) = (
-            r.get("average").and_then(Value::as_f64),
-            r.get("bottom10").and_then(Value::as_f64),
-        ) else {
-            continue;
-        };
-        out.insert(
-            (
-                text(r, "method").to_string(),
-                text(r, "network").to_string(),
-            ),
-            (a, b),
-        );
+    match v {
+        PersonalizeOutcome::One(one) => {
+            for r in &one.rows {
+                if r.average.is_finite() && r.bottom10.is_finite() {
+                    out.insert(
+                        (r.method.clone(), r.network.clone()),
+                        (r.average, r.bottom10),
+                    );
+                }
+            }
+        }
+        PersonalizeOutcome::Seeds(over) => {
+            for r in &over.rows {
+                if let (Some(a), Some(b)) = (r.average, r.bottom10) {
+                    out.insert((r.method.clone(), r.network.clone()), (a, b));
+                }
+            }
+        }
     }
     if out.is_empty() {
         return Err(anyhow!("no cells in the personalization output"));
@@ -237,7 +234,7 @@ pub(super) type Cells = BTreeMap<(String, String), (f64, f64)>;
 
 /// Every seed's personalization cells of experiment `job`.
 pub(super) fn seed_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<Cells>> {
-    seeds.iter().map(|s| cells(s.of(job)?)).collect()
+    seeds.iter().map(|s| cells(s.personalize(job)?)).collect()
 }
 
 /// A cell over seeds: its average test accuracy, or (`bottom`) its 10th-percentile
@@ -458,15 +455,60 @@ pub(super) fn table2_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 mod tests {
     use super::super::one_run as run;
     use super::*;
-    use serde_json::json;
+    use crate::ExperimentOutcome;
+    use crate::personalize::{CellJson, OneSeed};
+
+    /// One seed's personalization table of `cells` (method, network, average).
+    fn table(cells: &[(&str, &str, f64)]) -> ExperimentOutcome {
+        let rows = cells
+            .iter()
+            .map(|&(m, n, a)| CellJson {
+                method: m.to_string(),
+                network: n.to_string(),
+                average: a,
+                bottom10: a - 0.1,
+                chosen_step: 0,
+                validation: Vec::new(),
+                outer_loss: Vec::new(),
+                train_accuracy: None,
+                grad_norm: None,
+                grad_norm_start: None,
+            })
+            .collect();
+        ExperimentOutcome::Personalize(PersonalizeOutcome::One(OneSeed { rows }))
+    }
+
+    /// An influence run's scores.
+    fn scores(r2: Option<f64>, f1: Option<f64>, slope: Option<f64>) -> ExperimentOutcome {
+        ExperimentOutcome::Influence(crate::influence::Outcome {
+            r2,
+            r2_identity: r2,
+            slope,
+            f1,
+            top: Vec::new(),
+            outer_loss: 1.0,
+            outer_loss_control: 1.0,
+            comm: crate::outcome::Comm::default(),
+            details: Default::default(),
+        })
+    }
 
     /// HGP-PL best on every network: a seed where another method wins one network fails,
     /// and the why names it.
     #[test]
     fn best_on_every_network_fails_in_the_seed_where_one_network_is_lost() {
-        let cell = |m: &str, n: &str, a: f64| json!({"method": m, "network": n, "average": a, "bottom10": a - 0.1});
-        let win = json!({"rows": [cell("hgp-pl", "fc", 0.9), cell("sgp", "fc", 0.8), cell("hgp-pl", "randd", 0.9), cell("local", "randd", 0.85)]});
-        let lose = json!({"rows": [cell("hgp-pl", "fc", 0.9), cell("sgp", "fc", 0.8), cell("hgp-pl", "randd", 0.8), cell("local", "randd", 0.85)]});
+        let win = table(&[
+            ("hgp-pl", "fc", 0.9),
+            ("sgp", "fc", 0.8),
+            ("hgp-pl", "randd", 0.9),
+            ("local", "randd", 0.85),
+        ]);
+        let lose = table(&[
+            ("hgp-pl", "fc", 0.9),
+            ("sgp", "fc", 0.8),
+            ("hgp-pl", "randd", 0.8),
+            ("local", "randd", 0.85),
+        ]);
         let seeds = [
             run(0, "personalize", &win),
             run(1, "personalize", &lose),
@@ -486,8 +528,8 @@ mod tests {
     /// An undefined score fails the influence test and is counted in the measured line.
     #[test]
     fn an_undefined_score_fails() {
-        let ok = json!({"r2": 0.99, "f1": 1.0, "slope": 1.1});
-        let undefined = json!({"r2": 0.99, "f1": null, "slope": 1.1});
+        let ok = scores(Some(0.99), Some(1.0), Some(1.1));
+        let undefined = scores(Some(0.99), None, Some(1.1));
         let seeds = [
             run(0, "influence-logistic", &ok),
             run(1, "influence-logistic", &undefined),

@@ -1,11 +1,10 @@
 //! The claims of paper 004 (PDBO): its HGP on directed networks and Table 1.
 
 use anyhow::{Context, Result, anyhow};
-use serde_json::Value;
 
 use super::hgp::{column, panel, seed_cells};
 use super::{Assessment, SeedRun, pm};
-use crate::commands::reproduce::verdict::{all_of, beats, count, on_par};
+use crate::reproduce::verdict::{all_of, beats, count, on_par};
 
 // ---------------------------------------------------------------- PDBO
 
@@ -14,23 +13,18 @@ pub(super) fn pdbo_directed(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut draws = 0.0;
     for s in seeds {
-        let v = s.of("pdbo-hgp")?;
+        let v = s.error("pdbo-hgp")?;
         let p = panel(v, true)?;
-        draws = v
-            .pointer("/settings/seeds")
-            .and_then(Value::as_f64)
-            .context("no settings.seeds in the error output")?;
+        draws = v.settings.seeds as f64;
         let single = p
-            .pointer("/rows/0/error")
-            .and_then(Value::as_array)
-            .and_then(|e| e.last())
-            .and_then(Value::as_f64)
+            .rows
+            .first()
+            .and_then(|r| r.error.last().copied())
             .context("no error curve of paper 004's HGP")?;
         let m = p
-            .get("error_of_mean")
-            .and_then(Value::as_array)
-            .and_then(|e| e.last())
-            .and_then(Value::as_f64)
+            .error_of_mean
+            .as_ref()
+            .and_then(|e| e.last().copied().flatten())
             .context("no error of the mean (is the estimator paper 004's?)")?;
         let r = m / (single / draws.sqrt());
         one.push(single);

@@ -1,42 +1,64 @@
 //! The claims `hgp reproduce` tests: each in its paper's words, with the paper's number,
 //! the experiments that test it and how one seed's outputs pass or fail it.
 //!
-//! A claim reads the JSON its experiments printed (the subcommands' `--json`, one object a
-//! seed) and reduces each seed to pass or fail ([`Assessment::passed`]); the verdict over
-//! seeds is [`super::verdict::over_seeds`].
+//! A claim reads the outcomes of its experiments (typed: a field renamed in an outcome is a
+//! claim that no longer builds) and reduces each seed to pass or fail
+//! ([`Assessment::passed`]); the verdict over seeds is [`super::verdict::over_seeds`].
 
 use std::collections::BTreeMap;
 
 use anyhow::{Result, anyhow};
-use serde_json::Value;
+
+use crate::ExperimentOutcome;
 
 mod fbo;
 mod fedhyper;
 mod hgp;
 mod pdbo;
 
-use super::plan::Paper;
-use crate::report::{mean, std_dev};
+use super::Paper;
+use crate::numbers::{mean, std_dev};
 use fbo::{fbo_cifar, fbo_cnn, fbo_factor, fbo_fewer, fbo_final};
 use fedhyper::{fedhyper_beats, fedhyper_rate, fedhyper_time};
 use hgp::{fig1a, fig1b, influence, table2_best, table2_bottom, table2_mtl};
 use pdbo::{pdbo_directed, table1, table1_bottom};
 
-/// One seed's outputs: each experiment's JSON, by experiment.
+/// One seed's outputs: each experiment's outcome, by experiment.
 pub struct SeedRun<'a> {
     /// The seed.
     pub seed: u64,
-    /// The JSON each experiment printed with this seed.
-    pub outputs: BTreeMap<&'static str, &'a Value>,
+    /// The outcome of each experiment with this seed.
+    pub outputs: BTreeMap<&'static str, &'a ExperimentOutcome>,
 }
 
-impl SeedRun<'_> {
-    fn of(&self, job: &str) -> Result<&Value> {
-        self.outputs
-            .get(job)
-            .copied()
-            .ok_or_else(|| anyhow!("no output of {job} for seed {}", self.seed))
-    }
+/// The typed outcome of one kind of experiment in a seed's outputs.
+macro_rules! outcome_of {
+    ($($fn:ident: $variant:ident => $ty:ty),* $(,)?) => {
+        impl SeedRun<'_> {
+            $(
+                /// The outcome of `job` with this seed, of its kind.
+                fn $fn(&self, job: &str) -> Result<&$ty> {
+                    match self.outputs.get(job) {
+                        Some(ExperimentOutcome::$variant(o)) => Ok(o),
+                        Some(other) => Err(anyhow!(
+                            "{job} is an experiment of `hgp {}`, not of `hgp {}`",
+                            other.command(),
+                            stringify!($fn)
+                        )),
+                        None => Err(anyhow!("no output of {job} for seed {}", self.seed)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+outcome_of! {
+    error: Error => crate::error::Outcome,
+    influence: Influence => crate::influence::Outcome,
+    personalize: Personalize => crate::personalize::Outcome,
+    fbo: Fbo => crate::fbo::Outcome,
+    fedhyper: Fedhyper => crate::fedhyper::Outcome,
 }
 
 /// What the seeds say of one claim.
@@ -90,25 +112,6 @@ fn pm_sci(v: &[f64]) -> String {
     let m = mean(v).unwrap_or(f64::NAN);
     let s = std_dev(v).unwrap_or(f64::NAN);
     format!("{m:.1e} ± {s:.0e}")
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() > 120 {
-        format!("{}…", s.chars().take(120).collect::<String>())
-    } else {
-        s
-    }
-}
-
-fn rows(v: &Value) -> Result<&Vec<Value>> {
-    v.get("rows")
-        .and_then(Value::as_array)
-        .ok_or_else(|| anyhow!("no \"rows\" in {}", short(v)))
-}
-
-fn text<'v>(v: &'v Value, key: &str) -> &'v str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 /// What we found of paper 003's Table 2 at `--preset cpu` (its three claims share it).
@@ -433,7 +436,7 @@ pub fn claims() -> Vec<Claim> {
 
 /// One seed's run of one experiment, for the claims' tests.
 #[cfg(test)]
-fn one_run<'a>(seed: u64, job: &'static str, v: &'a Value) -> SeedRun<'a> {
+fn one_run<'a>(seed: u64, job: &'static str, v: &'a ExperimentOutcome) -> SeedRun<'a> {
     SeedRun {
         seed,
         outputs: BTreeMap::from([(job, v)]),

@@ -1,10 +1,10 @@
-//! The verdicts of `hgp reproduce` and the rules that give them, stated once here and
+//! The verdicts of the reproduction and the rules that give them, stated once here and
 //! printed in every report ([`RULES`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the runs say of a claim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     /// The claim's test passed in every seed.
     #[serde(rename = "holds")]

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, anyhow};
-use serde_json::Value;
 
-use super::{Assessment, SeedRun, pm, rows, text};
-use crate::commands::reproduce::verdict::{all_of, count};
+use super::{Assessment, SeedRun, pm};
+use crate::fbo::Outcome as FboOutcome;
+use crate::reproduce::verdict::{all_of, count};
 
 // ---------------------------------------------------------------- paper 003
 
@@ -17,19 +17,12 @@ type FboCells = BTreeMap<(String, String, u64), FboCell>;
 /// One run's rounds to the target (None: never) and final accuracy (NaN: diverged).
 type FboCell = (Option<f64>, f64);
 
-pub(super) fn fbo_cells(v: &Value) -> Result<FboCells> {
+pub(super) fn fbo_cells(v: &FboOutcome) -> Result<FboCells> {
     let mut out = BTreeMap::new();
-    for r in rows(v)? {
-        let key = (
-            text(r, "method").to_string(),
-            text(r, "split").to_string(),
-            r.get("tau").and_then(Value::as_u64).unwrap_or(0),
-        );
-        let rounds = r.get("rounds_to_target").and_then(Value::as_f64);
-        let acc = r
-            .get("final_accuracy")
-            .and_then(Value::as_f64)
-            .unwrap_or(f64::NAN);
+    for r in &v.rows {
+        let key = (r.method.clone(), r.split.clone(), r.tau as u64);
+        let rounds = r.rounds_to_target.map(|k| k as f64);
+        let acc = r.final_accuracy.unwrap_or(f64::NAN);
         out.insert(key, (rounds, acc));
     }
     Ok(out)
@@ -68,7 +61,7 @@ pub(super) fn fbo_compare(
 ) -> Result<Assessment> {
     let all: Vec<FboCells> = seeds
         .iter()
-        .map(|s| fbo_cells(s.of("fbo")?))
+        .map(|s| fbo_cells(s.fbo("fbo")?))
         .collect::<Result<_>>()?;
     let setups = fbo_setups(&all[0], "fbo-aggitd", "fednest");
     if setups.is_empty() {
@@ -168,7 +161,7 @@ pub(super) fn fbo_final(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let all: Vec<FboCells> = seeds
         .iter()
-        .map(|s| fbo_cells(s.of("fbo-cnn")?))
+        .map(|s| fbo_cells(s.fbo("fbo-cnn")?))
         .collect::<Result<_>>()?;
     let get = |m: &str| -> Vec<f64> {
         all.iter()
@@ -235,7 +228,7 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     for (job, name) in [("fbo-cifar10-mlp", "MLP"), ("fbo-cifar10-cnn", "LeNet-5")] {
         let all: Vec<FboCells> = seeds
             .iter()
-            .map(|s| fbo_cells(s.of(job)?))
+            .map(|s| fbo_cells(s.fbo(job)?))
             .collect::<Result<_>>()?;
         let get = |m: &str| -> Vec<f64> {
             all.iter()
@@ -278,16 +271,37 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 mod tests {
     use super::super::one_run as run;
     use super::*;
-    use serde_json::json;
+    use crate::ExperimentOutcome;
+    use crate::fbo::Row;
+
+    /// One seed's fbo runs: (method, rounds to the target, final accuracy) on iid, τ = 1.
+    fn runs(rows: &[(&str, Option<usize>, f64)]) -> ExperimentOutcome {
+        ExperimentOutcome::Fbo(FboOutcome {
+            rows: rows
+                .iter()
+                .map(|&(m, r, acc)| Row {
+                    method: m.to_string(),
+                    split: "iid".to_string(),
+                    tau: 1,
+                    rounds_to_target: r,
+                    final_accuracy: Some(acc),
+                    rounds: 3000,
+                    diverged: None,
+                })
+                .collect(),
+            details: Default::default(),
+        })
+    }
 
     /// Rounds to the target: never reaching it loses, and the ratio is FedNest's over ours.
     #[test]
     fn fewer_rounds_counts_never_as_losing() {
-        let row = |m: &str, r: Option<f64>, acc: f64| json!({"method": m, "split": "iid", "tau": 1, "rounds_to_target": r, "final_accuracy": acc});
-        let a = json!({"rows": [row("fbo-aggitd", Some(500.0), 0.93), row("fednest", Some(1500.0), 0.91)]});
-        let b =
-            json!({"rows": [row("fbo-aggitd", None, 0.85), row("fednest", Some(1500.0), 0.91)]});
-        let c = json!({"rows": [row("fbo-aggitd", Some(900.0), 0.92), row("fednest", None, 0.88)]});
+        let a = runs(&[
+            ("fbo-aggitd", Some(500), 0.93),
+            ("fednest", Some(1500), 0.91),
+        ]);
+        let b = runs(&[("fbo-aggitd", None, 0.85), ("fednest", Some(1500), 0.91)]);
+        let c = runs(&[("fbo-aggitd", Some(900), 0.92), ("fednest", None, 0.88)]);
         let seeds = [run(0, "fbo", &a), run(1, "fbo", &b), run(2, "fbo", &c)];
         assert_eq!(fbo_fewer(&seeds).unwrap().passed, [true, false, true]);
         assert_eq!(fbo_factor(&seeds).unwrap().passed, [true, false, true]);

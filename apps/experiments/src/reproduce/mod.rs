@@ -1,0 +1,527 @@
+//! Every claim of the four papers, re-run over seeds, with a verdict beside the paper's
+//! number.
+//!
+//! Each claim ([`claims::claims`]) names the experiments that test it; each experiment
+//! ([`plan::jobs`]) is the typed config of an existing experiment, run once a seed (the
+//! `hgp` program runs each as a child process of its own, so one experiment's memory is
+//! returned before the next starts). The claims read the experiments' typed outcomes, the
+//! verdicts follow the rules of [`verdict`], and the report is this experiment's
+//! [`Outcome`].
+
+pub mod claims;
+pub mod plan;
+pub mod verdict;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+use strum::{EnumMessage, IntoStaticStr, VariantArray};
+
+use crate::ExperimentOutcome;
+use claims::{Claim, SeedRun};
+use plan::{DataDirs, Job, command_line};
+use verdict::{Verdict, over_seeds};
+
+/// The four papers.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Paper {
+    /// Terashita & Hara, NeurIPS 2023: Push-Sum, HGP, influence, personalization.
+    Hgp,
+    /// Terashita & Hara, paper 004: PDBO, SRB, its HGP (Alg. 2), PDBO-MTL.
+    Pdbo,
+    /// Xiao & Ji, ICML 2023 (paper 003): AggITD, FBO-AggITD against FedNest.
+    Fbo,
+    /// FedHyper (paper 001): hyper-gradient learning-rate schedulers.
+    Fedhyper,
+    /// All four.
+    All,
+}
+
+impl Paper {
+    /// The four papers, in the report's order.
+    pub const EACH: [Paper; 4] = [Paper::Hgp, Paper::Pdbo, Paper::Fbo, Paper::Fedhyper];
+
+    /// The paper's title line in the report.
+    pub fn title(self) -> &'static str {
+        match self {
+            Paper::Hgp => {
+                "HGP — Terashita & Hara, Decentralized Hyper-Gradient Computation over Time-Varying Directed Networks (NeurIPS 2023)"
+            }
+            Paper::Pdbo => {
+                "PDBO — Terashita & Hara, Cooperative Personalized Bilevel Optimization over Random Directed Networks"
+            }
+            Paper::Fbo => {
+                "AggITD — Xiao & Ji, Communication-Efficient Federated Hypergradient Computation via Aggregated Iterative Differentiation (ICML 2023)"
+            }
+            Paper::Fedhyper => "FedHyper — hyper-gradient learning-rate schedulers (appendix)",
+            Paper::All => "all four papers",
+        }
+    }
+
+    /// The paper's name in configs and the report.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The sizes of the reproduction.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Preset {
+    /// Every experiment at a size a 2-core machine finishes in well under two hours for
+    /// `--paper all` with 3 seeds (the commands' `--preset cpu` and `--quick` sizes).
+    Cpu,
+    /// The papers' settings (each command's default): days on a CPU, for a cluster
+    /// (`--mpirun`) or a GPU build.
+    Paper,
+    /// Each experiment at a size of seconds: checks the pipeline and the report, its
+    /// verdicts say nothing of the papers.
+    Smoke,
+}
+
+impl Preset {
+    /// The preset's name in configs and the report.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// What to reproduce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct Config {
+    /// The papers whose claims to test.
+    pub paper: Vec<Paper>,
+    /// The sizes.
+    pub preset: Preset,
+    /// Seeds of every experiment: `seed`, `seed` + 1, ….
+    pub seeds: usize,
+    /// The first seed.
+    pub seed: u64,
+    /// EMNIST's IDX files, for paper 004's EMNIST task.
+    pub emnist: Option<PathBuf>,
+    /// CIFAR-10's binary files (or their folder or .tar.gz).
+    pub cifar10: Option<PathBuf>,
+    /// CIFAR-100's binary files.
+    pub cifar100: Option<PathBuf>,
+    /// LEAF's Shakespeare folders or the complete works.
+    pub shakespeare: Option<PathBuf>,
+    /// The MPI launcher every experiment runs under (e.g. `mpirun -n 20`).
+    pub mpirun: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            paper: vec![Paper::All],
+            preset: Preset::Cpu,
+            seeds: 3,
+            seed: 0,
+            emnist: None,
+            cifar10: None,
+            cifar100: None,
+            shakespeare: None,
+            mpirun: None,
+        }
+    }
+}
+
+/// The checked plan: the claims to report and the experiments to run.
+pub struct Checked {
+    config: Config,
+    /// The papers reported, in order.
+    pub papers: Vec<Paper>,
+    /// Their claims.
+    pub claims: Vec<Claim>,
+    /// The experiments the claims read.
+    pub jobs: Vec<Job>,
+    /// The seeds of every experiment.
+    pub seeds: Vec<u64>,
+    /// The MPI launcher's words, if any.
+    pub launcher: Option<Vec<String>>,
+}
+
+impl std::ops::Deref for Checked {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl Config {
+    /// The papers reported, in the report's order.
+    pub fn papers(&self) -> Vec<Paper> {
+        if self.paper.contains(&Paper::All) {
+            Paper::EACH.to_vec()
+        } else {
+            let mut p = self.paper.clone();
+            p.sort();
+            p.dedup();
+            p
+        }
+    }
+
+    /// The invocation as a person would type it (for the report).
+    pub fn invocation(&self) -> String {
+        let mut s = format!(
+            "hgp reproduce --paper {} --preset {} --seeds {}",
+            self.papers()
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(","),
+            self.preset.name(),
+            self.seeds
+        );
+        if self.seed != 0 {
+            s.push_str(&format!(" --seed {}", self.seed));
+        }
+        s
+    }
+
+    /// Checks every option and plans the experiments (nothing runs yet).
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option: no seeds, seeds past the largest, a data set that is
+    /// not there, an empty launcher.
+    pub fn check(&self) -> Result<Checked> {
+        if self.seeds == 0 {
+            bail!("--seeds must be at least 1");
+        }
+        if self.seed.checked_add(self.seeds as u64).is_none() {
+            bail!("--seed {} + --seeds {} overflows", self.seed, self.seeds);
+        }
+        if self.paper.is_empty() {
+            bail!("--paper needs at least one paper");
+        }
+        for (flag, dir) in [
+            ("--emnist", &self.emnist),
+            ("--cifar10", &self.cifar10),
+            ("--cifar100", &self.cifar100),
+            ("--shakespeare", &self.shakespeare),
+        ] {
+            if let Some(d) = dir
+                && !d.exists()
+            {
+                bail!("{flag} {}: no such file or folder", d.display());
+            }
+        }
+        let launcher = match &self.mpirun {
+            Some(l) => {
+                let parts: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+                if parts.is_empty() {
+                    bail!("--mpirun is empty: give the launcher, e.g. \"mpirun -n 4\"");
+                }
+                Some(parts)
+            }
+            None => None,
+        };
+        let papers = self.papers();
+        let claims: Vec<Claim> = claims::claims()
+            .into_iter()
+            .filter(|c| papers.contains(&c.paper))
+            .collect();
+        let data = DataDirs {
+            emnist: self.emnist.clone(),
+            cifar10: self.cifar10.clone(),
+            cifar100: self.cifar100.clone(),
+            shakespeare: self.shakespeare.clone(),
+        };
+        let jobs: Vec<Job> = plan::jobs(self.preset, &data)
+            .into_iter()
+            .filter(|j| claims.iter().any(|c| c.jobs.contains(&j.id)))
+            .collect();
+        Ok(Checked {
+            config: self.clone(),
+            papers,
+            claims,
+            jobs,
+            seeds: (0..self.seeds as u64).map(|k| self.seed + k).collect(),
+            launcher,
+        })
+    }
+}
+
+/// One experiment seed's result: its outcome, or why it failed, and its time.
+pub struct SeedResult {
+    /// The seed.
+    pub seed: u64,
+    /// The experiment's outcome, or why there is none.
+    pub output: std::result::Result<ExperimentOutcome, String>,
+    /// Seconds it took (`None` for a seed that failed).
+    pub seconds: Option<f64>,
+}
+
+/// One seed's outcome of a claim's test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Whether it passed the claim's test.
+    pub passed: bool,
+    /// Its headline number (null when it is not a number: a diverged run, an undefined
+    /// score).
+    pub value: Option<f64>,
+}
+
+/// One claim's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimResult {
+    /// The paper's short name.
+    pub paper: String,
+    /// The claim's id.
+    pub id: String,
+    /// Its table or figure.
+    #[serde(rename = "where")]
+    pub place: String,
+    /// The claim in the paper's words.
+    pub claim: String,
+    /// The paper's number(s).
+    pub paper_value: String,
+    /// The test one seed passes or fails.
+    pub test: String,
+    /// Ours: mean ± sd over seeds (or why there is nothing).
+    pub measured: String,
+    /// Each seed's outcome.
+    pub seeds: Vec<SeedOutcome>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One line of why.
+    pub why: String,
+    /// The figures the claim cites, relative to the report's folder.
+    pub figures: Vec<String>,
+    /// What we found out about the claim where it does not hold at `preset: cpu` (null
+    /// where there is nothing to add).
+    pub note: Option<String>,
+}
+
+/// One experiment's record in the report: what ran and what it took.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The experiment's id (its folder under `runs/`).
+    pub id: String,
+    /// Its command line (`--seed`, `--out` and `--json` added per seed).
+    pub command: String,
+    /// Seconds each seed took (null for a seed that failed or did not run).
+    pub seconds: Vec<Option<f64>>,
+    /// Why it did not run at this preset, or why a seed failed.
+    pub note: Option<String>,
+}
+
+/// The report: every claim with the paper's number, ours over seeds, the verdict and why;
+/// what `hgp reproduce --json` prints (and report.json holds).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The preset.
+    pub preset: String,
+    /// The seeds.
+    pub seeds: Vec<u64>,
+    /// The papers reported.
+    pub papers: Vec<String>,
+    /// Seconds this run took (the experiments run now; kept ones took theirs earlier).
+    pub wall_seconds: f64,
+    /// Seconds every experiment seed in the report took, this run's and those kept from an
+    /// earlier one.
+    pub experiment_seconds: f64,
+    /// The rules of the verdicts.
+    pub rules: String,
+    /// Every claim's result, papers in order.
+    pub claims: Vec<ClaimResult>,
+    /// Every experiment.
+    pub experiments: Vec<JobRecord>,
+}
+
+/// The measured line of a claim whose experiments' output could not be read.
+pub const UNREADABLE: &str = "unreadable";
+
+/// Every claim's result and every experiment's record, from each job's seeds' results
+/// (`runs_of`: by job id, in the seeds' order), as the report of a run that took
+/// `wall_seconds`.
+pub fn assess(
+    checked: &Checked,
+    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
+    wall_seconds: f64,
+) -> Outcome {
+    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
+    let mut results = Vec::new();
+    for c in &checked.claims {
+        let figures: Vec<String> = c
+            .jobs
+            .iter()
+            .filter_map(|id| {
+                let j = job(id)?;
+                let f = j.figure?;
+                let seed = checked.seeds[0];
+                runs_of.get(id)?.first()?.output.as_ref().ok()?;
+                Some(format!("runs/{id}/seed-{seed}/{f}"))
+            })
+            .collect();
+        let mut result = ClaimResult {
+            paper: c.paper.name().to_string(),
+            id: c.id.to_string(),
+            place: c.place.to_string(),
+            claim: c.claim.to_string(),
+            paper_value: c.paper_value.to_string(),
+            test: c.test.to_string(),
+            measured: "not run".to_string(),
+            seeds: Vec::new(),
+            verdict: Verdict::NotTestable,
+            why: String::new(),
+            figures,
+            note: (!c.note.is_empty()).then(|| c.note.to_string()),
+        };
+        // The experiments this claim can read: all of them, or (for a claim over whichever
+        // ran) those that ran.
+        let missing: Vec<String> = c
+            .jobs
+            .iter()
+            .filter_map(|id| job(id).and_then(|j| j.missing.clone()))
+            .collect();
+        let usable: Vec<&str> = c
+            .jobs
+            .iter()
+            .copied()
+            .filter(|id| runs_of.contains_key(id))
+            .collect();
+        if usable.is_empty() || (!c.any_job && !missing.is_empty()) {
+            result.why = missing.join("; ");
+            results.push(result);
+            continue;
+        }
+        // The seeds where every usable experiment finished.
+        let mut failures = Vec::new();
+        let runs: Vec<SeedRun<'_>> = checked
+            .seeds
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &seed)| {
+                let mut outputs = BTreeMap::new();
+                for id in &usable {
+                    match &runs_of[id][k].output {
+                        Ok(v) => {
+                            outputs.insert(*id, v);
+                        }
+                        Err(e) => {
+                            failures.push(format!("{id} seed {seed} failed: {e}"));
+                            return None;
+                        }
+                    }
+                }
+                Some(SeedRun { seed, outputs })
+            })
+            .collect();
+        if runs.is_empty() {
+            result.why = failures.join("; ");
+            results.push(result);
+            continue;
+        }
+        match (c.assess)(&runs) {
+            Ok(a) => {
+                result.verdict = over_seeds(&a.passed);
+                result.seeds = runs
+                    .iter()
+                    .zip(&a.passed)
+                    .enumerate()
+                    .map(|(k, (r, &passed))| SeedOutcome {
+                        seed: r.seed,
+                        passed,
+                        value: a.values.get(k).copied().filter(|v| v.is_finite()),
+                    })
+                    .collect();
+                result.measured = a.measured;
+                let mut why = a.why;
+                if !missing.is_empty() {
+                    why.push_str(&format!("; not run: {}", missing.join("; ")));
+                }
+                if !failures.is_empty() {
+                    why.push_str(&format!(
+                        " (without the seeds that failed: {})",
+                        failures.join("; ")
+                    ));
+                }
+                result.why = why;
+            }
+            Err(e) => {
+                result.measured = UNREADABLE.to_string();
+                result.why = format!("the experiments' output could not be read: {e:#}");
+            }
+        }
+        results.push(result);
+    }
+    let records = checked
+        .jobs
+        .iter()
+        .map(|j| {
+            let seeds = runs_of.get(j.id);
+            let failed: Vec<String> = seeds
+                .into_iter()
+                .flatten()
+                .filter_map(|s| {
+                    s.output
+                        .as_ref()
+                        .err()
+                        .map(|e| format!("seed {}: {e}", s.seed))
+                })
+                .collect();
+            JobRecord {
+                id: j.id.to_string(),
+                command: command_line(&j.config)
+                    .trim_start_matches("hgp ")
+                    .to_string(),
+                seconds: match seeds {
+                    Some(s) => s.iter().map(|s| s.seconds).collect(),
+                    None => vec![None; checked.seeds.len()],
+                },
+                note: j
+                    .missing
+                    .clone()
+                    .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
+            }
+        })
+        .collect();
+    Outcome {
+        preset: checked.preset.name().to_string(),
+        seeds: checked.seeds.clone(),
+        papers: checked
+            .papers
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect(),
+        wall_seconds,
+        experiment_seconds: runs_of.values().flatten().filter_map(|s| s.seconds).sum(),
+        rules: verdict::RULES.to_string(),
+        claims: results,
+        experiments: records,
+    }
+}

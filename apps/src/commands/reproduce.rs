@@ -1,0 +1,704 @@
+//! `hgp reproduce`: every claim of the four papers, re-run over seeds, with a verdict beside
+//! the paper's number ([`hgp_experiments::reproduce`]).
+//!
+//! Each experiment of the plan is a typed config, run once a seed as a child process of
+//! this same binary (`hgp COMMAND --config runs/EXPERIMENT/seed-K/config.json --json`), so
+//! the numbers are that experiment's own and its memory is returned before the next starts.
+//! A seed's outcome is kept in `runs/<experiment>/seed-<seed>/result.json` as it finishes,
+//! and `--resume` keeps every finished one. The claims read the typed outcomes, and
+//! `REPORT.md` and `report.json` are written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use hgp_experiments::reproduce::plan::Job;
+use hgp_experiments::reproduce::verdict::Verdict;
+use hgp_experiments::reproduce::{
+    Checked, ClaimResult, Config, Outcome, Paper, Preset, SeedResult, UNREADABLE, assess,
+};
+use hgp_experiments::{ExperimentConfig, ExperimentOutcome};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{base_config, choice, flags, with_default};
+use crate::engine::{Engine, EngineKind};
+use crate::lifecycle::{Experiment, Output, execute};
+use crate::progress::{ReportArgs, Reporter, Stage, clock};
+use crate::report::{Table, prepare_out, write_whole};
+
+/// The folder of the experiments' runs, in `--out`.
+const RUNS: &str = "runs";
+/// A finished seed's record in its folder: `{"config", "seconds", "exit", "output"}`.
+const RESULT: &str = "result.json";
+/// The config an experiment seed runs, in its folder.
+const CONFIG: &str = "config.json";
+
+flags! {
+    /// The options of `hgp reproduce`.
+    pub struct ReproduceFlags => Config {
+        /// The papers whose claims to test (comma separated): hgp (NeurIPS 2023), pdbo (paper
+        /// 004), fbo (paper 003's AggITD), fedhyper (paper 001), or all [default: all].
+        #[arg(long, value_parser = choice::<Paper>(), value_delimiter = ',')]
+        paper: Option<Vec<Paper>> => set,
+        /// The sizes: `cpu` (every experiment at its command's `--preset cpu` or `--quick` size:
+        /// 1 h 16 min measured on 2 cores for --paper all and 3 seeds), `paper` (the papers'
+        /// settings: days on a CPU; for a cluster with --mpirun, or a GPU build) or `smoke`
+        /// (seconds an experiment: checks the pipeline, its verdicts say nothing of the papers)
+        /// [default: cpu].
+        #[arg(long, value_parser = choice::<Preset>())]
+        preset: Option<Preset> => set,
+        #[arg(long, value_name = "N", help = with_default("Seeds of every experiment: --seed, --seed + 1, …", 3))]
+        seeds: Option<usize> => set,
+        /// The first seed [default: 0].
+        #[arg(long, value_name = "K")]
+        seed: Option<u64> => set,
+        /// EMNIST's IDX files, for paper 004's EMNIST task (without it the embedded MNIST digits
+        /// stand in, and the report says so).
+        #[arg(long, value_name = "DIR")]
+        emnist: Option<PathBuf> => some,
+        /// CIFAR-10's binary files (or their folder or .tar.gz): paper 004's CIFAR-10 task and
+        /// paper 003's Fig. 5 (without it their claims are not testable here).
+        #[arg(long, value_name = "DIR")]
+        cifar10: Option<PathBuf> => some,
+        /// CIFAR-100's binary files: paper 004's CIFAR-100 task.
+        #[arg(long, value_name = "DIR")]
+        cifar100: Option<PathBuf> => some,
+        /// LEAF's Shakespeare folders (train/, test/) or the complete works: paper 004's
+        /// Shakespeare task.
+        #[arg(long, value_name = "DIR")]
+        shakespeare: Option<PathBuf> => some,
+        /// Launch every experiment under this MPI launcher (e.g. "mpirun -n 20 --hostfile
+        /// hosts") with --engine mpi: one block of clients per rank (needs an hgp built with
+        /// --features mpi; the numbers are the same as in one process).
+        #[arg(long, value_name = "LAUNCHER")]
+        mpirun: Option<String> => some,
+    }
+}
+
+/// Options of `hgp reproduce`.
+#[derive(clap::Args, Debug)]
+pub struct Reproduce {
+    #[command(flatten)]
+    flags: ReproduceFlags,
+    /// Output folder: REPORT.md, report.json, the figures they cite and every experiment's
+    /// run in runs/EXPERIMENT/seed-K/. One run at a time holds it; a fresh run first
+    /// removes what an earlier one wrote there.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Continue an interrupted run in --out: every experiment seed whose result.json is
+    /// there is kept, the others run (those whose command resumes continue where they
+    /// stopped); the settings must be those recorded in hgp-settings.json.
+    #[arg(long)]
+    resume: bool,
+    /// Run the reproduction a config file describes (a run's hgp-settings.json, or one you
+    /// wrote); flags given beside it replace its options.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print report.json on stdout instead of the verdict table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+/// The after-help of `hgp reproduce`.
+pub fn after_help() -> String {
+    "Examples:\n  hgp reproduce --out out/reproduce                   # every paper, --preset cpu, 3 seeds\n  hgp reproduce --paper hgp --seeds 5 --out out/hgp\n  hgp reproduce --out out/reproduce --resume          # after an interruption\n  hgp reproduce --cifar10 ~/cifar-10-binary.tar.gz --paper pdbo,fbo --out out/colour\n\nThe claims and the experiments that test them are in the documentation of \
+     hgp_experiments::reproduce (its claims and plan modules); REPORT.md states the rule of \
+     its verdicts."
+        .to_string()
+}
+
+impl Reproduce {
+    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
+    pub fn config(&self) -> Result<Config> {
+        let mut config: Config = base_config(self.config.as_deref(), "reproduce")?;
+        self.flags.apply(&mut config);
+        Ok(config)
+    }
+
+    /// Runs the command.
+    pub fn run(&self) -> Result<()> {
+        let config = self.config()?;
+        execute(&Command {
+            flags: self,
+            checked: config.check()?,
+            config,
+        })
+    }
+}
+
+/// The checked plan with the flags that say where it writes.
+struct Command<'a> {
+    flags: &'a Reproduce,
+    config: Config,
+    checked: Checked,
+}
+
+/// What the runner needs beside the checked plan: the program that runs the experiments.
+struct Plan<'a> {
+    exe: PathBuf,
+    checked: &'a Checked,
+}
+
+/// The report and every seed's result.
+struct Ran {
+    outcome: Outcome,
+    results: BTreeMap<&'static str, Vec<SeedResult>>,
+}
+
+impl Experiment for Command<'_> {
+    type Setup = PathBuf;
+    type Outcome = Ran;
+
+    const COMMAND: &'static str = "reproduce";
+
+    fn output(&self) -> Output<'_> {
+        Output {
+            engine: EngineKind::Local,
+            json: self.flags.json,
+            report: &self.flags.report,
+            out: Some(&self.flags.out),
+        }
+    }
+
+    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
+        crate::lifecycle::config_settings(&self.config, self.flags.resume)
+    }
+
+    fn files(&self) -> Vec<&'static str> {
+        vec!["REPORT.md", "report.json", RUNS]
+    }
+
+    fn resume(&self) -> bool {
+        self.flags.resume
+    }
+
+    fn setup(&self, _engine: &Engine) -> Result<PathBuf> {
+        if let Some(launcher) = &self.checked.launcher
+            && !runnable(&launcher[0])
+        {
+            bail!(
+                "--mpirun {}: no program {} to run (install OpenMPI, or give the launcher's path)",
+                launcher.join(" "),
+                launcher[0]
+            );
+        }
+        let exe = std::env::current_exe()
+            .context("cannot find the hgp executable to run the experiments")?;
+        prepare_out(&self.flags.out)?;
+        Ok(exe)
+    }
+
+    fn run(&self, exe: PathBuf, _engine: &Engine, reporter: &Reporter) -> Result<Ran> {
+        let plan = Plan {
+            exe,
+            checked: &self.checked,
+        };
+        let started = Instant::now();
+        let checked = &self.checked;
+        let runnable: Vec<&Job> = checked
+            .jobs
+            .iter()
+            .filter(|j| j.missing.is_none())
+            .collect();
+        let estimate = |j: &Job| (j.minutes * 60.0).max(1.0);
+        let total: f64 = runnable
+            .iter()
+            .map(|j| estimate(j) * checked.seeds.len() as f64)
+            .sum();
+        reporter.line(&format!(
+            "{} claims of {}; {} experiments × {} seeds, about {} on 2 cores at --preset {}",
+            checked.claims.len(),
+            checked
+                .papers
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            runnable.len(),
+            checked.seeds.len(),
+            clock(std::time::Duration::from_secs_f64(total)),
+            checked.preset.name()
+        ));
+        for j in checked.jobs.iter().filter(|j| j.missing.is_some()) {
+            reporter.line(&format!(
+                "{}: not run ({})",
+                j.id,
+                j.missing.as_deref().unwrap_or("")
+            ));
+        }
+        let stage = reporter.stage("experiments", total.round() as u64, "s");
+        let mut results = BTreeMap::new();
+        for job in &runnable {
+            let mut seeds = Vec::new();
+            for &seed in &checked.seeds {
+                stage.set_label(&format!("{} seed {seed}", job.id));
+                let r = run_seed(
+                    &plan,
+                    job,
+                    seed,
+                    &self.flags.out,
+                    self.flags.resume,
+                    reporter,
+                    &stage,
+                )?;
+                stage.inc(estimate(job).round() as u64);
+                seeds.push(r);
+            }
+            results.insert(job.id, seeds);
+        }
+        stage.finish("");
+        let outcome = assess(checked, &results, started.elapsed().as_secs_f64());
+        Ok(Ran { outcome, results })
+    }
+
+    fn report(&self, ran: &Ran, _mpi: Option<serde_json::Value>) -> Result<()> {
+        let outcome = &ran.outcome;
+        write_report(&self.config.invocation(), outcome, &self.flags.out)?;
+        if self.flags.json {
+            crate::output::text(&format!("{}\n", serde_json::to_string(outcome)?));
+        } else {
+            crate::output::text(&verdict_table(outcome).terminal());
+            crate::output::line(format_args!(
+                "\n{}: the claims in the papers' words, ours beside the paper's numbers, and why (wall time {})",
+                self.flags.out.join("REPORT.md").display(),
+                clock(std::time::Duration::from_secs_f64(outcome.wall_seconds))
+            ));
+        }
+        Ok(())
+    }
+
+    fn engine_line(&self) -> bool {
+        false
+    }
+
+    fn conclude(&self, ran: Ran) -> Result<()> {
+        let failed: Vec<String> = ran
+            .results
+            .iter()
+            .flat_map(|(id, seeds)| {
+                seeds
+                    .iter()
+                    .filter(|s| s.output.is_err())
+                    .map(move |s| format!("{id} seed {}", s.seed))
+            })
+            .collect();
+        let unreadable: Vec<&str> = ran
+            .outcome
+            .claims
+            .iter()
+            .filter(|c| c.measured == UNREADABLE)
+            .map(|c| c.id.as_str())
+            .collect();
+        if !unreadable.is_empty() {
+            bail!(
+                "the outputs for {} could not be read (REPORT.md says what was missing)",
+                unreadable.join(", ")
+            );
+        }
+        if !failed.is_empty() {
+            bail!(
+                "{} experiment run{} failed ({}): the report marks the claims they test not testable; each folder's stderr.txt says why, and --resume runs only them again",
+                failed.len(),
+                if failed.len() == 1 { "" } else { "s" },
+                failed.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What a running experiment's log passes on: the bytes read and when a line was last
+/// passed to this run's log.
+struct Follow {
+    seen: u64,
+    passed: Option<Instant>,
+}
+
+/// Lines of an experiment's log pass to this run's log at most this often (every line
+/// still shows on the progress bar): its own log keeps them all.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Passes on the lines a running experiment added to its log: the last on the progress
+/// bar, and one every [`FOLLOW_EVERY`] to this run's log, prefixed with `who`.
+fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &Stage<'_>) {
+    use std::io::{Read, Seek, SeekFrom};
+    // Only what was added since the last look is read.
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return;
+    };
+    // A log that shrank was started again (a fresh run of the child): read it from the top.
+    if file.metadata().map_or(0, |m| m.len()) < f.seen {
+        f.seen = 0;
+    }
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(f.seen)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return;
+    }
+    let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+        return;
+    };
+    f.seen += end as u64 + 1;
+    let new = String::from_utf8_lossy(&bytes[..=end]);
+    // Each line is "[   12.3 s] text": the child's own clock is dropped.
+    let Some(last) = new.lines().rev().find(|l| !l.trim().is_empty()) else {
+        return;
+    };
+    let text = last.split_once("] ").map_or(last, |(_, t)| t);
+    let short: String = text.chars().take(70).collect();
+    stage.set_label(&format!("{who}: {short}"));
+    if f.passed.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
+        reporter.line(&format!("  {who}: {text}"));
+        f.passed = Some(Instant::now());
+    }
+}
+
+/// Whether `program` names a file to run: a path, or a name found on `PATH`.
+fn runnable(program: &str) -> bool {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| d.join(program).is_file()))
+}
+
+/// The folder of one experiment seed.
+fn seed_folder(out: &Path, job: &str, seed: u64) -> PathBuf {
+    out.join(RUNS).join(job).join(format!("seed-{seed}"))
+}
+
+/// A finished seed's record as `result.json` keeps it.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    /// The experiment's config.
+    config: ExperimentConfig,
+    /// Seconds it took.
+    seconds: f64,
+    /// Its exit status.
+    exit: Option<i32>,
+    /// What it printed with `--json`.
+    output: serde_json::Value,
+}
+
+/// A finished seed's outcome and time, if its folder holds a whole record of the same
+/// experiment (`config`: one whose config changed since is run again).
+fn kept(folder: &Path, config: &ExperimentConfig) -> Option<(ExperimentOutcome, f64)> {
+    let text = std::fs::read_to_string(folder.join(RESULT)).ok()?;
+    let record: Record = serde_json::from_str(&text).ok()?;
+    if &record.config != config {
+        return None;
+    }
+    let output = config
+        .outcome(serde_json::to_string(&record.output).ok()?.as_bytes())
+        .ok()?;
+    Some((output, record.seconds))
+}
+
+/// Runs (or, under `--resume`, keeps) one experiment seed.
+fn run_seed(
+    plan: &Plan,
+    job: &Job,
+    seed: u64,
+    out: &Path,
+    resume: bool,
+    reporter: &Reporter,
+    stage: &Stage<'_>,
+) -> Result<SeedResult> {
+    let folder = seed_folder(out, job.id, seed);
+    if resume && let Some((output, seconds)) = kept(&folder, &job.config) {
+        reporter.line(&format!(
+            "{} seed {seed}: kept from the earlier run",
+            job.id
+        ));
+        return Ok(SeedResult {
+            seed,
+            output: Ok(output),
+            seconds: Some(seconds),
+        });
+    }
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("cannot create {}", folder.display()))?;
+    let _ = std::fs::remove_file(folder.join(RESULT));
+    // The experiment's own --resume continues an interrupted run of the same experiment
+    // (its settings file says which, and refuses another).
+    let config_file = folder.join(CONFIG);
+    let same = std::fs::read_to_string(&config_file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<ExperimentConfig>(&t).ok())
+        .is_some_and(|c| c == job.config);
+    let continues =
+        resume && job.resumable && same && folder.join(crate::report::SETTINGS_FILE).exists();
+    let text = serde_json::to_string_pretty(&job.config)?;
+    write_whole(&config_file, format!("{text}\n").as_bytes())?;
+    let mut args: Vec<String> = vec![
+        job.config.command().to_string(),
+        "--config".to_string(),
+        config_file.display().to_string(),
+        "--seed".to_string(),
+        seed.to_string(),
+        "--out".to_string(),
+        folder.display().to_string(),
+        "--json".to_string(),
+        "--quiet".to_string(),
+    ];
+    if continues {
+        args.push("--resume".into());
+    }
+    let mut command = match &plan.checked.launcher {
+        Some(l) => {
+            let mut c = Process::new(&l[0]);
+            c.args(&l[1..]).arg(&plan.exe);
+            args.extend(["--engine".to_string(), "mpi".to_string()]);
+            c
+        }
+        None => Process::new(&plan.exe),
+    };
+    command.args(&args);
+    let line = format!("hgp {}", args.join(" "));
+    write_whole(&folder.join("command.txt"), format!("{line}\n").as_bytes())?;
+    reporter.line(&format!(
+        "{} seed {seed}: started{} (about {})",
+        job.id,
+        if continues {
+            ", continuing the earlier run"
+        } else {
+            ""
+        },
+        clock(std::time::Duration::from_secs_f64(job.minutes * 60.0))
+    ));
+    let stderr = std::fs::File::create(folder.join("stderr.txt"))
+        .with_context(|| format!("cannot write {}", folder.join("stderr.txt").display()))?;
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("cannot start {line}"))?;
+    // The JSON is read on its own thread, so a large one never fills the pipe while the
+    // child's log is followed here.
+    let mut pipe = child.stdout.take().context("the child's standard output")?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut pipe, &mut buf).map(|_| buf)
+    });
+    let log = folder.join("hgp.log");
+    let who = format!("{} seed {seed}", job.id);
+    let mut seen = Follow {
+        seen: std::fs::metadata(&log).map_or(0, |m| m.len()),
+        // The first line passes after the first interval: a short experiment adds none.
+        passed: Some(Instant::now()),
+    };
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("{line}: lost while running"))?
+        {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        follow(&log, &mut seen, &who, reporter, stage);
+    };
+    follow(&log, &mut seen, &who, reporter, stage);
+    let stdout = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("{line}: its output was lost"))?
+        .with_context(|| format!("{line}: its output was lost"))?;
+    let done = std::process::Output {
+        status,
+        stdout,
+        stderr: Vec::new(),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let last_error = || {
+        std::fs::read_to_string(folder.join("stderr.txt"))
+            .ok()
+            .and_then(|t| {
+                // The command's error line, or the first line that says something (a
+                // launcher's banner is framed by rules of dashes).
+                let lines: Vec<&str> = t
+                    .lines()
+                    .filter(|l| l.chars().any(char::is_alphanumeric))
+                    .collect();
+                lines
+                    .iter()
+                    .find(|l| l.starts_with("error:"))
+                    .or(lines.first())
+                    .map(|l| l.trim().to_string())
+            })
+            .unwrap_or_else(|| format!("exit status {}", done.status))
+    };
+    // A command that prints its JSON and then fails (a run that diverged: the JSON says
+    // which) has results; one that prints none failed.
+    let printed = serde_json::from_slice::<serde_json::Value>(&done.stdout)
+        .ok()
+        .filter(serde_json::Value::is_object);
+    let output = match &printed {
+        Some(_) => job.config.outcome(&done.stdout).map_err(|e| {
+            format!(
+                "its output is not `hgp {}`'s outcome: {e}",
+                job.config.command()
+            )
+        }),
+        None => Err(last_error()),
+    };
+    match (&output, printed) {
+        (Ok(_), Some(printed)) => {
+            let record = Record {
+                config: job.config.clone(),
+                seconds,
+                exit: done.status.code(),
+                output: printed,
+            };
+            let text = serde_json::to_string(&record)?;
+            write_whole(&folder.join(RESULT), format!("{text}\n").as_bytes())?;
+            let note = if done.status.success() {
+                String::new()
+            } else {
+                format!(
+                    " (exit {}: {})",
+                    done.status.code().unwrap_or(-1),
+                    last_error()
+                )
+            };
+            reporter.line(&format!(
+                "{} seed {seed}: done in {}{note}",
+                job.id,
+                clock(started.elapsed())
+            ));
+        }
+        _ => reporter.line(&format!(
+            "{} seed {seed}: failed after {}: {}",
+            job.id,
+            clock(started.elapsed()),
+            output.as_ref().err().map_or("no output", String::as_str)
+        )),
+    }
+    Ok(SeedResult {
+        seed,
+        seconds: output.is_ok().then_some(seconds),
+        output,
+    })
+}
+
+/// The verdict table (one row a claim), for the terminal and the report's top.
+fn verdict_table(report: &Outcome) -> Table {
+    let mut t = Table::new(["paper", "claim", "where", "verdict", "seeds passed"]);
+    for c in &report.claims {
+        let passed = c.seeds.iter().filter(|s| s.passed).count();
+        t.row([
+            c.paper.to_string(),
+            c.id.to_string(),
+            c.place.to_string(),
+            c.verdict.label().to_string(),
+            if c.seeds.is_empty() {
+                "–".to_string()
+            } else {
+                format!("{passed} / {}", c.seeds.len())
+            },
+        ]);
+    }
+    t
+}
+
+/// `REPORT.md` of the run invoked as `invocation`.
+fn markdown(invocation: &str, report: &Outcome) -> String {
+    let mut md = String::new();
+    md.push_str("# Reproduction report\n\n");
+    let clock = |s: f64| crate::progress::clock(std::time::Duration::from_secs_f64(s));
+    md.push_str(&format!(
+        "`{}`: preset `{}`, seeds {}; the experiments took {} ({} this run).\n\n",
+        invocation,
+        report.preset,
+        report
+            .seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        clock(report.experiment_seconds),
+        clock(report.wall_seconds)
+    ));
+    md.push_str(&report.rules);
+    md.push_str("\n\n");
+    let mut tally = Table::new(["verdict", "claims"]);
+    for v in Verdict::ALL {
+        let k = report.claims.iter().filter(|c| c.verdict == v).count();
+        tally.row([v.label().to_string(), k.to_string()]);
+    }
+    md.push_str(&tally.markdown());
+    md.push('\n');
+    md.push_str(&verdict_table(report).markdown());
+    for name in &report.papers {
+        let Some(&paper) = Paper::EACH.iter().find(|p| p.name() == name) else {
+            continue;
+        };
+        md.push_str(&format!("\n## {}\n", paper.title()));
+        for c in report.claims.iter().filter(|c| &c.paper == name) {
+            md.push_str(&claim_section(c));
+        }
+    }
+    md.push_str("\n## Experiments\n\n");
+    let mut t = Table::new(["experiment", "command", "minutes a seed", "note"]);
+    for j in &report.experiments {
+        let done: Vec<f64> = j.seconds.iter().flatten().copied().collect();
+        let minutes = if done.is_empty() {
+            "–".to_string()
+        } else {
+            format!("{:.1}", done.iter().sum::<f64>() / done.len() as f64 / 60.0)
+        };
+        t.row([
+            j.id.to_string(),
+            format!("`hgp {}`", j.command),
+            minutes,
+            j.note.clone().unwrap_or_default(),
+        ]);
+    }
+    md.push_str(&t.markdown());
+    md.push_str(
+        "\nEach experiment's files (its tables, CSV, figures and `hgp.log`) are in \
+             `runs/<experiment>/seed-<seed>/`, with the JSON it printed in `result.json`.\n",
+    );
+    md
+}
+
+/// Writes `REPORT.md` and `report.json` in `out`, each whole.
+fn write_report(invocation: &str, report: &Outcome, out: &Path) -> Result<()> {
+    write_whole(
+        &out.join("REPORT.md"),
+        markdown(invocation, report).as_bytes(),
+    )?;
+    let json = serde_json::to_string_pretty(report)?;
+    write_whole(&out.join("report.json"), format!("{json}\n").as_bytes())
+}
+
+fn claim_section(c: &ClaimResult) -> String {
+    let passed = c.seeds.iter().filter(|s| s.passed).count();
+    let seeds = if c.seeds.is_empty() {
+        String::new()
+    } else {
+        format!(" ({passed} of {} seeds)", c.seeds.len())
+    };
+    let mut s = format!(
+        "\n### {} — {}\n\n> {}\n\n- **Paper:** {}\n- **Ours** (mean ± sd over seeds): {}\n- **Test** (each seed): {}\n- **Verdict: {}**{seeds} — {}\n",
+        c.id,
+        c.place,
+        c.claim,
+        c.paper_value,
+        c.measured,
+        c.test,
+        c.verdict.label(),
+        c.why
+    );
+    if let Some(note) = &c.note {
+        s.push_str(&format!("- **What we found:** {note}\n"));
+    }
+    for f in &c.figures {
+        s.push_str(&format!("\n![{}]({f})\n", c.id));
+    }
+    s
+}
