@@ -138,23 +138,15 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
     result
 }
 
-/// Removes `folder` (which this run created) if nothing was written there but the bare
-/// settings file that says whose folder it is; a folder that cannot go stays.
+/// Removes `folder` (which this run created) if nothing was written there but the settings
+/// file that says whose folder it is; a folder that cannot go stays.
 fn remove_if_unused(folder: &Path) {
     let marker = folder.join(SETTINGS_FILE);
     let entries: Vec<_> = match std::fs::read_dir(folder) {
         Ok(e) => e.filter_map(|e| e.ok().map(|e| e.path())).collect(),
         Err(_) => return,
     };
-    let bare = std::fs::read_to_string(&marker)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| {
-            v.as_object()
-                .map(|o| o.len() == 1 && o.contains_key("command"))
-        })
-        .unwrap_or(false);
-    if entries == [marker.clone()] && bare {
+    if entries == [marker.clone()] {
         let _ = std::fs::remove_file(&marker);
     }
     let _ = std::fs::remove_dir(folder);

@@ -477,8 +477,8 @@ mod tests {
     #[test]
     fn resume_needs_the_same_settings() {
         let dir = tempfile::tempdir().unwrap();
-        let a = json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.4}});
-        let b = json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.5}});
+        let a = serde_json::json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.4}});
+        let b = serde_json::json!({"seed": 1, "network": {"kind": "randd", "rho-low": 0.5}});
         record_settings(dir.path(), &a, false).unwrap();
         let written = std::fs::read_to_string(dir.path().join(SETTINGS_FILE)).unwrap();
         assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), a);

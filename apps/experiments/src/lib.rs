@@ -24,6 +24,10 @@ pub mod setup;
 
 use serde::{Deserialize, Serialize};
 
+/// Where the clients of an experiment run (every one in this process, or a block per MPI
+/// rank): what `run` takes beside the checked config.
+pub use hgp_averaging::Placement;
+
 /// The one list of experiments: [`ExperimentConfig`]'s variants, their names, and the
 /// conversions between each config and the enum.
 macro_rules! experiments {

@@ -11,7 +11,7 @@ use hgp_experiments::ExperimentConfig;
 use hgp_experiments::personalize::{
     COLOUR_SIZES, Cell, CellJson, Checked, Config, ETA, FEDEM_COMPONENTS, InnerProcedure, Method,
     ModelKind, OneSeed, Outcome, PUSH_STEPS, PersonalizeEstimator, Preset, SIZES, SeedRow, SeedRun,
-    Sizes, TEXT_SIZES, Training, over_seeds, run_seed,
+    Sizes, TEXT_SIZES, Training, over_seeds, prepare_seed, run_prepared_seed,
 };
 use hgp_experiments::setup::{
     Choice, EtaArg, NetworkKind, TEXT_QUICK_WINDOWS, parse_eta, text_seq,
@@ -24,6 +24,7 @@ use crate::cli::{
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
+use crate::progress::Speaker;
 use crate::report::{
     CsvCells, CsvRow, Reporter, Table, parse_list, prepare_out, record_settings_ignoring,
     sci_exact, sci_list, write_csv,
@@ -316,6 +317,9 @@ impl Command<'_> {
     fn run_one(&self, seed: u64, out: &Path, engine: &Engine) -> Result<SeedRun> {
         let root = engine.is_root();
         let resume = self.flags.resume;
+        // The data first: a seed whose data fail leaves its folder as it was.
+        let speaker = Speaker::new(root, self.flags.run.json);
+        let data = prepare_seed(&self.checked, seed, engine.placement(), &speaker)?;
         let reporter = engine.agree((|| -> Result<Reporter> {
             if !root {
                 return Reporter::silent();
@@ -331,7 +335,7 @@ impl Command<'_> {
         })())?;
         let csv = out.join("personalize.csv");
         let rows = CsvCells::<Cell, CellRow>::new(csv.clone(), HEADER, resume);
-        let run = run_seed(&self.checked, seed, engine.placement(), &reporter, &rows)?;
+        let run = run_prepared_seed(&self.checked, data, engine.placement(), &reporter, &rows)?;
         if root {
             write_csv(&csv, HEADER, run.cells.iter().map(CellRow::from_cell))?;
         }

@@ -88,13 +88,18 @@ impl Resumed {
     }
 }
 
-impl Checked {
-    /// Groups `rows` (as `csv` holds them) into runs of `rounds` rounds each, refusing a row
-    /// this run would not write: another method, split or seed, a round out of order or past
-    /// `rounds`, a run whose rows are not together.
-    pub(super) fn resumed(&self, rows: &[RoundRow], rounds: usize, csv: &str) -> Result<Resumed> {
-        let seeds = self.seed..self.seed + self.seeds;
-        let splits = self.splits();
+/// Groups `rows` (as `csv` holds them) into runs of `rounds` rounds each, refusing a row this
+/// run (`checked`) would not write: another method, split or seed, a round out of order or
+/// past `rounds`, a run whose rows are not together.
+pub(super) fn resumed(
+    checked: &Checked,
+    rows: &[RoundRow],
+    rounds: usize,
+    csv: &str,
+) -> Result<Resumed> {
+    {
+        let seeds = checked.seed..checked.seed + checked.seeds;
+        let splits = checked.splits();
         let mut runs: Vec<Run> = Vec::new();
         let mut partial = 0;
         let mut open: Option<Run> = None;
@@ -108,7 +113,7 @@ impl Checked {
         for (k, row) in rows.iter().enumerate() {
             // The header is line 1.
             let line = k + 2;
-            let method = self.methods.iter().find(|m| m.name() == row.method);
+            let method = checked.methods.iter().find(|m| m.name() == row.method);
             let split = splits.iter().find(|s| s.name() == row.split);
             let (Some(&method), Some(&split), true) = (method, split, seeds.contains(&row.seed))
             else {

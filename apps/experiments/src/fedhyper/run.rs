@@ -6,8 +6,9 @@ use anyhow::{Context, Result};
 use hgp_averaging::Placement;
 use hgp_data::images::ImageSet;
 
+use super::data::{images, memory_plan, text};
 use super::protocol::{Federation, Method, Pool, Run, Settings};
-use super::resume::RoundRow;
+use super::resume::{RoundRow, resumed};
 use super::{Checked, Details, Outcome, summarize};
 use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
@@ -48,13 +49,13 @@ impl Checked {
     pub fn prepare(&self, placement: &Placement, _observer: &dyn Observer) -> Result<Prepared> {
         placement.check_clients(self.clients())?;
         let (images, test, description, classes) = if self.data.dataset.text() {
-            let (images, test, description) = self.text()?;
+            let (images, test, description) = text(self)?;
             (images, test, description, hgp_data::text::VOCABULARY_SIZE)
         } else {
-            let (images, test, description, classes) = self.images()?;
+            let (images, test, description, classes) = images(self)?;
             (Pool::Pooled(images), test, description, classes)
         };
-        self.memory_plan(&images, &test, classes).check()?;
+        memory_plan(self, &images, &test, classes).check()?;
         let settings = self.settings(classes);
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first = self
@@ -105,7 +106,7 @@ pub fn run(
     let seeds = || checked.seed..=checked.seed + (checked.seeds - 1);
     // The finished runs of an interrupted run, on every rank; rank 0 keeps only their rows.
     let earlier = finished_rows(placement, rows)?;
-    let mut kept = checked.resumed(&earlier, settings.rounds, &rows.source())?;
+    let mut kept = resumed(checked, &earlier, settings.rounds, &rows.source())?;
     if kept.partial > 0 {
         agree(
             placement,

@@ -409,14 +409,44 @@ pub struct SeedRun {
     pub description: String,
 }
 
-/// Runs the table for one `seed`: the data split and the protocol, then every method on
-/// every network where it applies, each cell put in `rows` as it finishes; the cells an
-/// interrupted run finished (`rows`'s earlier ones) are kept.
+/// One seed's data: the clients' split, the networks' setting for it and its description.
+pub struct SeedData {
+    seed: u64,
+    split: Vec<hgp_data::images::ImageClient>,
+    setting: Setting,
+    description: String,
+}
+
+/// Loads and splits the data of one `seed` (every rank; a failure on any stops all), before
+/// any work on it: a client left without a validation or test part is a note to `observer`.
 ///
 /// # Errors
 ///
-/// The data's errors, earlier rows this run does not compute, a cell that fails (its
-/// method and network named), a sink that cannot keep a row.
+/// The data's errors, a split that leaves a client without training data, a run too large
+/// for the memory.
+pub fn prepare_seed(
+    checked: &Checked,
+    seed: u64,
+    placement: &Placement,
+    observer: &dyn Observer,
+) -> Result<SeedData> {
+    let (split, setting, description) = agree(
+        placement,
+        data::data(checked, checked.eta, seed, placement, observer),
+    )?;
+    Ok(SeedData {
+        seed,
+        split,
+        setting,
+        description,
+    })
+}
+
+/// Runs the table for one `seed` ([`prepare_seed`] then [`run_prepared_seed`]).
+///
+/// # Errors
+///
+/// Those of [`prepare_seed`] and [`run_prepared_seed`].
 pub fn run_seed(
     checked: &Checked,
     seed: u64,
@@ -424,10 +454,31 @@ pub fn run_seed(
     observer: &dyn Observer,
     rows: &dyn CellSink<Cell>,
 ) -> Result<SeedRun> {
-    let (split, setting, description) = agree(
-        placement,
-        data::data(checked, checked.eta, seed, placement, observer),
-    )?;
+    let data = prepare_seed(checked, seed, placement, observer)?;
+    run_prepared_seed(checked, data, placement, observer, rows)
+}
+
+/// Runs the table on one seed's `data`: every method on every network where it applies,
+/// each cell put in `rows` as it finishes; the cells an interrupted run finished (`rows`'s
+/// earlier ones) are kept.
+///
+/// # Errors
+///
+/// Earlier rows this run does not compute, a cell that fails (its method and network
+/// named), a sink that cannot keep a row.
+pub fn run_prepared_seed(
+    checked: &Checked,
+    data: SeedData,
+    placement: &Placement,
+    observer: &dyn Observer,
+    rows: &dyn CellSink<Cell>,
+) -> Result<SeedRun> {
+    let SeedData {
+        seed,
+        split,
+        setting,
+        description,
+    } = data;
     let protocol = Protocol {
         setting,
         outer_steps: checked.outer_steps(),

@@ -555,6 +555,7 @@ impl Protocol {
 pub(super) mod tests {
     use super::*;
     use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
+    use strum::VariantArray;
 
     /// The first `images` embedded digits split over `clients` clients in 3 clusters (HGP
     /// App. A.3) with `seed`.
