@@ -1,9 +1,30 @@
-//! The experiments of the `hgp` program as a library: for each, a [`Config`] (a plain serde
-//! struct with every default in one place), a `check` that turns it into a checked config or
-//! an error naming the field, and a `run` that returns a typed outcome (what `hgp … --json`
-//! prints). An experiment never prints, never opens a file to write and never parses a flag:
-//! what it reports while it runs goes through an [`Observer`](observe::Observer), and the
-//! rows it finishes one by one through small sinks the runner implements.
+//! The experiments of the `hgp` program as a library: for each (one module: [`error`],
+//! [`hypergrad`], [`influence`], [`personalize`], [`faults`], [`fbo`], [`fedhyper`],
+//! [`network`], [`reproduce`]), a `Config` (a plain serde struct with every default in one
+//! place), a `check` that turns it into a checked config or an error naming the option, and
+//! a `run` that returns a typed `Outcome` (what `hgp … --json` prints). An experiment never
+//! prints, never opens a file to write and never parses a flag: what it reports while it runs
+//! goes through an [`Observer`](observe::Observer), and the rows it finishes one by one
+//! through a [`CellSink`](cells::CellSink) the runner implements.
+//!
+//! ```no_run
+//! use hgp_experiments::cells::NoRows;
+//! use hgp_experiments::observe::Silent;
+//! use hgp_experiments::{Placement, influence};
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! // HGP Sec. 5.2 with logistic regression, at `--quick`'s sizes.
+//! let config = influence::Config { quick: true, ..influence::Config::default() };
+//! let outcome =
+//!     influence::prepare_and_run(&config.check()?, &Placement::local(), &Silent, &NoRows)?;
+//! println!("R² {:?}, F1 {:?}", outcome.r2, outcome.f1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A config is what a run's `hgp-settings.json` holds, tagged by its experiment
+//! ([`ExperimentConfig`]); `examples/from_code.rs` runs a personalization cell and an
+//! influence run this way.
 
 pub mod cells;
 pub mod error;

@@ -70,8 +70,8 @@ fn print_text(o: &Outcome) {
     let p = &o.edge_probability;
     println!("{} ({})", o.network, o.law);
     let mut table = Table::new(["client i", "w*_i", "p̄_{i→i}", "E[out-links]", "E[in-links]"]);
-    for i in 0..n.min(SHOWN_CLIENTS) {
-        let out: f64 = (0..n).filter(|&k| k != i).map(|k| p[i][k]).sum();
+    for (i, row) in p.iter().enumerate().take(SHOWN_CLIENTS) {
+        let out: f64 = (0..n).filter(|&k| k != i).map(|k| row[k]).sum();
         let inn: f64 = (0..n).filter(|&k| k != i).map(|k| p[k][i]).sum();
         table.row([
             i.to_string(),

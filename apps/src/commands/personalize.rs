@@ -656,3 +656,43 @@ impl Command<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::read_rows;
+
+    #[test]
+    fn rows_round_trip() {
+        let c = Cell {
+            method: Method::HgpMtl,
+            network: NetworkKind::Randd,
+            average: 0.6612345678901234,
+            bottom10: 0.5,
+            curve: vec![0.5, 0.625, 0.6],
+            outer_loss: vec![2.5, 2.25, 2.0, 1.9],
+            chosen: 2,
+            training: Some(Training {
+                accuracy: 0.96875,
+                grad_norm: 0.0123456789,
+                grad_norm_start: 2.5,
+            }),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        write_csv(&path, HEADER, [CellRow::from_cell(&c)]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(",5e-1;6.25e-1;6e-1,2.5e0;2.25e0;2e0;1.9e0"),
+            "{text}"
+        );
+        let back: Vec<CellRow> = read_rows(&path, HEADER).unwrap();
+        let back: Vec<Cell> = back.into_iter().map(|r| r.into_cell().unwrap()).collect();
+        assert_eq!(back, [c]);
+        // A name the table does not know is refused, naming it.
+        std::fs::write(&path, text.replace("hgp-mtl", "hgp-xyz")).unwrap();
+        let back: Vec<CellRow> = read_rows(&path, HEADER).unwrap();
+        let err = back.into_iter().next().unwrap().into_cell().unwrap_err();
+        assert!(err.to_string().contains("hgp-xyz"), "{err}");
+    }
+}

@@ -571,6 +571,13 @@ pub(super) mod tests {
     }
     use hgp_hypergrad::{Eta, PowerIteration};
 
+    #[test]
+    fn clients_without_a_set_are_left_out() {
+        let acc = [Some((0.5, 10)), None, Some((1.0, 30))];
+        assert!((weighted_mean(&acc) - 0.875).abs() < 1e-15);
+        assert!((bottom10(&acc) - 0.55).abs() < 1e-15);
+    }
+
     /// Paper 004's Table 2 rates with colour images: the decays at the last 100 and 50 of
     /// 1,200 steps, one inner rate for every method, Adam's rate 1 and L2 0.01 on every
     /// network; HGP's Table 6 otherwise.
