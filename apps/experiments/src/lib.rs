@@ -49,6 +49,12 @@ use serde::{Deserialize, Serialize};
 /// rank): what `run` takes beside the checked config.
 pub use hgp_averaging::Placement;
 
+/// An experiment's config whose seed (of every random choice) can be set.
+pub trait Seeded {
+    /// Sets the seed.
+    fn set_seed(&mut self, seed: u64);
+}
+
 /// The one list of experiments: [`ExperimentConfig`]'s variants, their names, and the
 /// conversions between each config and the enum.
 macro_rules! experiments {
@@ -106,6 +112,12 @@ macro_rules! experiments {
         }
 
         $(
+            impl Seeded for $module::Config {
+                fn set_seed(&mut self, seed: u64) {
+                    self.seed = seed;
+                }
+            }
+
             impl From<$module::Config> for ExperimentConfig {
                 fn from(config: $module::Config) -> Self {
                     Self::$variant(config)

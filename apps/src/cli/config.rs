@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use hgp_experiments::ExperimentConfig;
+use hgp_experiments::{ExperimentConfig, Seeded};
 
 use crate::engine::EngineArgs;
 use crate::progress::ReportArgs;
@@ -74,6 +74,24 @@ where
 }
 
 impl RunFlags {
+    /// The experiment's config: `--config`'s, or the defaults of `command`, with the flags
+    /// `apply` writes and `--seed`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`base_config`].
+    pub fn config<C>(&self, command: &str, apply: impl FnOnce(&mut C)) -> Result<C>
+    where
+        C: Default + TryFrom<ExperimentConfig, Error = ExperimentConfig> + Seeded,
+    {
+        let mut config: C = base_config(self.config.as_deref(), command)?;
+        apply(&mut config);
+        if let Some(seed) = self.seed {
+            config.set_seed(seed);
+        }
+        Ok(config)
+    }
+
     /// Where an experiment with these flags runs and writes: `out`, the command's folder
     /// (none for a command that writes no files).
     pub fn output<'a>(&'a self, out: Option<&'a Path>) -> crate::lifecycle::Output<'a> {

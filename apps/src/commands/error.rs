@@ -16,8 +16,8 @@ use hgp_experiments::setup::{
 use serde::Serialize;
 
 use crate::cli::{
-    ConvergenceFlags, DataFlags, NetworkFlags, RunFlags, base_config, choice, choice_of, eta_help,
-    flags, power_help, with_default,
+    ConvergenceFlags, DataFlags, NetworkFlags, RunFlags, choice, choice_of, eta_help, flags,
+    power_help, with_default,
 };
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
@@ -132,12 +132,7 @@ pub struct ErrorCmd {
 impl ErrorCmd {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "error")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("error", |c| self.flags.apply(c))
     }
 
     /// Runs the command.

@@ -13,7 +13,7 @@ use hgp_experiments::faults::{
 use hgp_experiments::setup::{L2_LAMBDA, LR_DECAY};
 use hgp_graphs::Short;
 
-use crate::cli::{NetworkFlags, RunFlags, base_config, comma_list, flags, with_default};
+use crate::cli::{NetworkFlags, RunFlags, comma_list, flags, with_default};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Scale, Series};
@@ -115,12 +115,7 @@ pub struct FaultsCmd {
 impl FaultsCmd {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "faults")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("faults", |c| self.flags.apply(c))
     }
 
     /// Runs the command.

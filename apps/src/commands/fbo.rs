@@ -17,7 +17,7 @@ use hgp_graphs::Short;
 use hgp_models::HyperRepConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{ImageFlags, RunFlags, base_config, choice, comma_list, flags, with_default};
+use crate::cli::{ImageFlags, RunFlags, choice, comma_list, flags, with_default};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
@@ -103,12 +103,7 @@ pub struct Fbo {
 impl Fbo {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "fbo")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("fbo", |c| self.flags.apply(c))
     }
 
     /// Runs the command.

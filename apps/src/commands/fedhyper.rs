@@ -16,7 +16,7 @@ use hgp_experiments::fedhyper::{
 use hgp_graphs::Short;
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 
-use crate::cli::{ImageFlags, RunFlags, TextFlags, base_config, choice, flags, with_default};
+use crate::cli::{ImageFlags, RunFlags, TextFlags, choice, flags, with_default};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
@@ -123,12 +123,7 @@ pub fn after_help() -> String {
 impl FedHyperCmd {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "fedhyper")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("fedhyper", |c| self.flags.apply(c))
     }
 
     /// Runs the command.

@@ -8,7 +8,7 @@ use hgp_experiments::hypergrad::{Checked, Config, DEFAULTS, Outcome, Problem, ru
 use hgp_experiments::setup::L2_LAMBDA;
 use hgp_graphs::Short;
 
-use crate::cli::{DataFlags, PipelineFlags, RunFlags, base_config};
+use crate::cli::{DataFlags, PipelineFlags, RunFlags};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::progress::Speaker;
@@ -46,16 +46,13 @@ pub struct Hypergrad {
 impl Hypergrad {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "hypergrad")?;
-        self.data.apply(&mut config.data);
-        self.pipeline.apply(&mut config.pipeline);
-        if let Some(lambda) = &self.lambda {
-            config.lambda = Some(lambda.clone());
-        }
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("hypergrad", |c: &mut Config| {
+            self.data.apply(&mut c.data);
+            self.pipeline.apply(&mut c.pipeline);
+            if let Some(lambda) = &self.lambda {
+                c.lambda = Some(lambda.clone());
+            }
+        })
     }
 
     /// Runs the command.

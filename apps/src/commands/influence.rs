@@ -14,7 +14,7 @@ use hgp_experiments::numbers::sci_exact;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{DataFlags, PipelineFlags, RunFlags, base_config, choice, flags};
+use crate::cli::{DataFlags, PipelineFlags, RunFlags, choice, flags};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
@@ -106,12 +106,7 @@ pub struct Influence {
 impl Influence {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "influence")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("influence", |c| self.flags.apply(c))
     }
 
     /// Runs the command.

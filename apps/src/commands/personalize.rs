@@ -18,9 +18,7 @@ use hgp_experiments::setup::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{
-    ImageFlags, RunFlags, TextFlags, base_config, choice, eta_help, flags, power_help,
-};
+use crate::cli::{ImageFlags, RunFlags, TextFlags, choice, eta_help, flags, power_help};
 use crate::engine::Engine;
 use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
@@ -185,12 +183,7 @@ pub struct Personalize {
 impl Personalize {
     /// The experiment's config: `--config`'s, or the defaults, with the flags given.
     pub fn config(&self) -> Result<Config> {
-        let mut config: Config = base_config(self.run.config.as_deref(), "personalize")?;
-        self.flags.apply(&mut config);
-        if let Some(seed) = self.run.seed {
-            config.seed = seed;
-        }
-        Ok(config)
+        self.run.config("personalize", |c| self.flags.apply(c))
     }
 
     /// Runs the command.
