@@ -504,10 +504,16 @@ impl Protocol {
         let mut losses = vec![outer_loss(&x, &lambda)];
         let mut curve = Vec::new();
         let mut tests = Vec::new();
-        for _ in 0..self.outer_steps {
+        for t in 1..=self.outer_steps {
             let v = estimator.estimate(&clients, &x, &lambda)?.v;
             adam.step(&mut lambda, &v);
-            x = solve(&lambda)?;
+            // A solve that fails after an outer step failed at the λ that step chose: the
+            // outer step is named, with the rate that sized it.
+            x = solve(&lambda).with_context(|| {
+                format!(
+                    "after outer step {t} (Adam on λ at rate {hyper_lr}; a smaller --hyper-lr keeps λ where the inner problem is solved)"
+                )
+            })?;
             losses.push(outer_loss(&x, &lambda));
             curve.push(weighted_mean(&accuracies(
                 placement,
