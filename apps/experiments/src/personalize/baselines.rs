@@ -6,10 +6,8 @@
 use anyhow::{Result, bail};
 use hgp_averaging::{ClientBuffer, Placement};
 use hgp_data::images::ImageClient;
-use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_inner_solvers::{
-    Aggregation, ClusteredFl, FedEm, FedProx, InnerSolver, OnProgress, PFedMe, Procedure,
-    ProxPersonal,
+    ClusteredFl, FedEm, FedProx, InnerSolver, OnProgress, PFedMe, ProxPersonal,
 };
 use hgp_models::{InnerCost, PerClient};
 use hgp_nn::{DerivativeMode, HyperMode, NetClient, NetConfig};
@@ -18,11 +16,9 @@ use super::methods::Method;
 use super::protocol::{
     Cell, OnImages, Protocol, Set, accuracies_with, bottom10, set_of, weighted_mean,
 };
-use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::ranks::agree as agree_on;
-use crate::setup::{NetworkConfig, NetworkKind, derive, domain, total_outer_loss_on};
+use crate::setup::{NetworkKind, derive, domain, total_outer_loss_on};
 
 /// FedProx's μ (HGP App. A.3: the best of 10¹ … 10⁻² by grid search).
 pub const FEDPROX_MU: f64 = 1e-2;
@@ -31,31 +27,25 @@ pub const PERSONAL_MU: f64 = 1.0;
 /// pFedMe's personalization steps K (Dinh et al.'s code's default).
 pub const PFEDME_STEPS: usize = 5;
 
-/// The inner solve of SGP, Local and the methods that tune λ on FC and FixU.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum InnerProcedure {
-    /// Marfoq et al.'s procedure, as HGP Sec. 5.3 on FC and FixU: --rounds rounds of one
-    /// local epoch per client (batches of --batch, SGD with momentum 0.9), the server's
-    /// average weighted by training sizes (FC) or FixU's fastest-mixing matrix, the rate
-    /// (HGP Table 7) × 0.1 at half and three quarters of the rounds.
-    #[default]
-    Marfoq,
-    /// --sgp-steps steps of SGP (decentralized SGD on FixU), as on RandU and RandD.
-    Sgp,
+/// One method on one network under `protocol`: the comparison methods of HGP Table 2 on
+/// Marfoq et al.'s procedure ([`Baselines::cell`]), the others by [`Protocol::cell`];
+/// `progress` after every inner SGP step (or round of the procedure).
+///
+/// # Errors
+///
+/// Those of the method's cell.
+pub fn cell(
+    protocol: &Protocol,
+    method: Method,
+    network: NetworkKind,
+    split: &[ImageClient],
+    progress: &dyn Fn(),
+) -> Result<Cell> {
+    if method.is_baseline() {
+        Baselines(protocol).cell(method, network, split, progress)
+    } else {
+        protocol.cell(method, network, split, progress)
+    }
 }
 
 /// The comparison methods of a protocol: Marfoq et al.'s procedure and the cells it
@@ -71,42 +61,6 @@ impl std::ops::Deref for Baselines<'_> {
 }
 
 impl Baselines<'_> {
-    /// Marfoq et al.'s procedure for `method` on `network` over `n` clients: the server
-    /// (FC), FixU's fastest-mixing matrix, or none for Local; HGP Table 7's rate; the last
-    /// short batch dropped for networks with batch normalization (as the reference code).
-    pub fn procedure(&self, method: Method, network: NetworkKind, n: usize) -> Result<Procedure> {
-        let s = &self.setting;
-        let aggregation = if method == Method::Local {
-            Aggregation::Alone
-        } else {
-            match network {
-                NetworkKind::Fc => Aggregation::Server,
-                NetworkKind::Fixu => {
-                    let stream = derive(self.seed, domain::INNER);
-                    let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
-                    let Some(graph) = &net.fixed else {
-                        bail!("FixU has no fixed graph");
-                    };
-                    let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
-                    Aggregation::Mixing(w)
-                }
-                other => bail!(
-                    "Marfoq et al.'s procedure runs on fc and fixu, not on {}",
-                    other.name()
-                ),
-            }
-        };
-        Ok(Procedure::new(
-            self.rounds,
-            s.batch,
-            self.lr(method, network),
-            aggregation,
-            derive(self.seed, domain::INNER),
-        )?
-        .with_drop_last(s.arch.batch_statistics())
-        .with_placement(self.placement.clone()))
-    }
-
     /// One comparison method on one network (HGP Table 2's rows FedProx to FedEM).
     pub fn cell(
         &self,
@@ -281,10 +235,14 @@ fn mixture_loss(
 
 #[cfg(test)]
 mod tests {
+    use super::super::methods::{InnerProcedure, PersonalizeEstimator, Rates};
+    use super::super::protocol::Setting;
     use super::super::protocol::tests::digits;
     use super::*;
-    use hgp_inner_solvers::InnerSolver;
+    use hgp_hypergrad::{Eta, PowerIteration};
+    use hgp_inner_solvers::{Aggregation, InnerSolver, Procedure};
     use hgp_nn::Architecture;
+    use strum::VariantArray;
 
     /// FedEM with one component on the networks of `personalize` (each instance's loss
     /// weighted by its responsibility, here 1) is FedAvg on the same clients with weights
@@ -320,5 +278,67 @@ mod tests {
         assert_eq!(em.components, fedavg);
         assert!(em.weights.as_slice().iter().all(|&p| p == 1.0));
         assert_ne!(fedavg, x0);
+    }
+
+    /// Every method on a static and a time-varying network, under both estimators, with the
+    /// clients spread over thread ranks (one per client, and blocks of clients), each rank
+    /// holding only its own clients' images: the cells of one process, bit for bit.
+    #[test]
+    fn cells_over_ranks_are_the_cells_of_one_process() {
+        use hgp_averaging::ThreadRanks;
+        let split = digits(400, 4, 2);
+        let protocol = |estimator, inner, placement| Protocol {
+            setting: Setting {
+                arch: Architecture::Linear { classes: 10 },
+                steps: 6,
+                batch: 8,
+                classes: 10,
+                eta: Eta::Auto(PowerIteration::default()),
+            },
+            outer_steps: 2,
+            neumann_terms: 3,
+            rates: Rates::Hgp,
+            push_steps: 3,
+            seed: 4,
+            estimator,
+            placement,
+            inner,
+            rounds: 2,
+            components: 3,
+            procedure_lr: None,
+            hyper_lr: None,
+        };
+        // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
+        // with the others on Marfoq et al.'s procedure there.
+        let (hgp, pdbo) = (PersonalizeEstimator::Hgp, PersonalizeEstimator::Pdbo);
+        let (marfoq, sgp) = (InnerProcedure::Marfoq, InnerProcedure::Sgp);
+        let cases = vec![
+            (hgp, marfoq, NetworkKind::Fc),
+            (hgp, marfoq, NetworkKind::Fixu),
+            (hgp, sgp, NetworkKind::Fixu),
+            (hgp, sgp, NetworkKind::Randd),
+            (pdbo, sgp, NetworkKind::Randu),
+        ];
+        let run = |placement: Placement| -> Vec<Cell> {
+            let mut mine = split.clone();
+            super::super::data::keep_own_images(&mut mine, &placement);
+            let mut cells = Vec::new();
+            for &(estimator, inner, network) in &cases {
+                let p = protocol(estimator, inner, placement.clone());
+                for &method in Method::VARIANTS {
+                    if method.applies(network).is_ok() {
+                        cells.push(cell(&p, method, network, &mine, &|| {}).unwrap());
+                    }
+                }
+            }
+            cells
+        };
+        let local = run(Placement::local());
+        assert_eq!(local.len(), 5 * 5 + 6 + 2);
+        for ranks in [4, 3] {
+            for (rank, cells) in ThreadRanks::spawn(ranks, run).into_iter().enumerate() {
+                assert_eq!(cells, local, "rank {rank} of {ranks}");
+            }
+        }
     }
 }

@@ -286,3 +286,30 @@ impl Rates {
         self.inner_lr(ensemble) * 0.01
     }
 }
+
+/// The inner solve of SGP, Local and the methods that tune λ on FC and FixU.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    VariantArray,
+    IntoStaticStr,
+    EnumMessage,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum InnerProcedure {
+    /// Marfoq et al.'s procedure, as HGP Sec. 5.3 on FC and FixU: --rounds rounds of one
+    /// local epoch per client (batches of --batch, SGD with momentum 0.9), the server's
+    /// average weighted by training sizes (FC) or FixU's fastest-mixing matrix, the rate
+    /// (HGP Table 7) × 0.1 at half and three quarters of the rounds.
+    #[default]
+    Marfoq,
+    /// --sgp-steps steps of SGP (decentralized SGD on FixU), as on RandU and RandD.
+    Sgp,
+}

@@ -24,8 +24,10 @@ use crate::setup::{
     refuse_unused, resolve_step,
 };
 
-pub use baselines::{FEDPROX_MU, InnerProcedure, PERSONAL_MU, PFEDME_STEPS};
-pub use methods::{Method, PersonalizeEstimator, Rates, table6_hyper_lr, table6_l2_lambda};
+pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
+pub use methods::{
+    InnerProcedure, Method, PersonalizeEstimator, Rates, table6_hyper_lr, table6_l2_lambda,
+};
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
 pub use protocol::{Cell, Protocol, Setting, Training, bottom10, weighted_mean};
 pub use sizes::{
@@ -541,8 +543,7 @@ pub fn run_prepared_seed(
             method.label(estimator),
             network.name()
         ));
-        let cell = protocol
-            .cell(method, network, &split, &|| stage.inc(1))
+        let cell = cell(&protocol, method, network, &split, &|| stage.inc(1))
             .with_context(|| format!("{} on {}", method.label(estimator), network.name()))?;
         put_row(placement, rows, &cell)?;
         observer.line(&format!(

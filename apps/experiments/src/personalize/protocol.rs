@@ -3,18 +3,19 @@
 //! estimator, the outer Adam steps on λ and the accuracies measured, as a function of a
 //! [`Protocol`].
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
 use hgp_data::images::ImageClient;
+use hgp_graphs::{FmmcOptions, fastest_mixing};
 use hgp_hypergrad::OnProgress;
 use hgp_hypergrad::{Adam, HyperGradient};
+use hgp_inner_solvers::{Aggregation, Procedure};
 use hgp_inner_solvers::{InnerSolver, LrSchedule, SgpOrder};
 use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
-use super::baselines::Baselines;
-pub use super::baselines::InnerProcedure;
+pub use super::methods::InnerProcedure;
 pub use super::methods::{Method, PersonalizeEstimator, Rates, table7_lr};
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
@@ -229,6 +230,42 @@ pub fn bottom10(acc: &[Option<(f64, usize)>]) -> f64 {
 }
 
 impl Protocol {
+    /// Marfoq et al.'s procedure for `method` on `network` over `n` clients: the server
+    /// (FC), FixU's fastest-mixing matrix, or none for Local; HGP Table 7's rate; the last
+    /// short batch dropped for networks with batch normalization (as the reference code).
+    pub fn procedure(&self, method: Method, network: NetworkKind, n: usize) -> Result<Procedure> {
+        let s = &self.setting;
+        let aggregation = if method == Method::Local {
+            Aggregation::Alone
+        } else {
+            match network {
+                NetworkKind::Fc => Aggregation::Server,
+                NetworkKind::Fixu => {
+                    let stream = derive(self.seed, domain::INNER);
+                    let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
+                    let Some(graph) = &net.fixed else {
+                        bail!("FixU has no fixed graph");
+                    };
+                    let w = fastest_mixing(graph.graph_ref(), FmmcOptions::default())?.matrix;
+                    Aggregation::Mixing(w)
+                }
+                other => bail!(
+                    "Marfoq et al.'s procedure runs on fc and fixu, not on {}",
+                    other.name()
+                ),
+            }
+        };
+        Ok(Procedure::new(
+            self.rounds,
+            s.batch,
+            self.lr(method, network),
+            aggregation,
+            derive(self.seed, domain::INNER),
+        )?
+        .with_drop_last(s.arch.batch_statistics())
+        .with_placement(self.placement.clone()))
+    }
+
     /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
     pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
         self.procedure_lr
@@ -343,7 +380,7 @@ impl Protocol {
         s: &Setting,
     ) -> Result<Box<dyn InnerSolver<f32, NetClient<f32>>>> {
         if self.on_procedure(method, network) {
-            return Ok(Box::new(Baselines(self).procedure(method, network, n)?));
+            return Ok(Box::new(self.procedure(method, network, n)?));
         }
         let lr = self.rates.inner_lr(self.ensemble(method));
         let stream = derive(self.seed, domain::INNER);
@@ -437,7 +474,9 @@ impl Protocol {
         progress: &dyn Fn(),
     ) -> Result<Cell> {
         if method.is_baseline() {
-            return Baselines(self).cell(method, network, split, progress);
+            anyhow::bail!(
+                "{method} is a comparison method of Marfoq et al.'s procedure: its cell is `baselines::cell`'s"
+            );
         }
         let s = &self.setting;
         let clients = self.clients(method, network, split, s)?;
@@ -727,67 +766,5 @@ pub(super) mod tests {
                 .unwrap()
         );
         assert_eq!(Method::HgpMtl.label(PersonalizeEstimator::Pdbo), "pdbo-mtl");
-    }
-
-    /// Every method on a static and a time-varying network, under both estimators, with the
-    /// clients spread over thread ranks (one per client, and blocks of clients), each rank
-    /// holding only its own clients' images: the cells of one process, bit for bit.
-    #[test]
-    fn cells_over_ranks_are_the_cells_of_one_process() {
-        use hgp_averaging::ThreadRanks;
-        let split = digits(400, 4, 2);
-        let protocol = |estimator, inner, placement| Protocol {
-            setting: Setting {
-                arch: Architecture::Linear { classes: 10 },
-                steps: 6,
-                batch: 8,
-                classes: 10,
-                eta: Eta::Auto(PowerIteration::default()),
-            },
-            outer_steps: 2,
-            neumann_terms: 3,
-            rates: Rates::Hgp,
-            push_steps: 3,
-            seed: 4,
-            estimator,
-            placement,
-            inner,
-            rounds: 2,
-            components: 3,
-            procedure_lr: None,
-            hyper_lr: None,
-        };
-        // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
-        // with the others on Marfoq et al.'s procedure there.
-        let (hgp, pdbo) = (PersonalizeEstimator::Hgp, PersonalizeEstimator::Pdbo);
-        let (marfoq, sgp) = (InnerProcedure::Marfoq, InnerProcedure::Sgp);
-        let cases = vec![
-            (hgp, marfoq, NetworkKind::Fc),
-            (hgp, marfoq, NetworkKind::Fixu),
-            (hgp, sgp, NetworkKind::Fixu),
-            (hgp, sgp, NetworkKind::Randd),
-            (pdbo, sgp, NetworkKind::Randu),
-        ];
-        let run = |placement: Placement| -> Vec<Cell> {
-            let mut mine = split.clone();
-            super::super::data::keep_own_images(&mut mine, &placement);
-            let mut cells = Vec::new();
-            for &(estimator, inner, network) in &cases {
-                let p = protocol(estimator, inner, placement.clone());
-                for &method in Method::VARIANTS {
-                    if method.applies(network).is_ok() {
-                        cells.push(p.cell(method, network, &mine, &|| {}).unwrap());
-                    }
-                }
-            }
-            cells
-        };
-        let local = run(Placement::local());
-        assert_eq!(local.len(), 5 * 5 + 6 + 2);
-        for ranks in [4, 3] {
-            for (rank, cells) in ThreadRanks::spawn(ranks, run).into_iter().enumerate() {
-                assert_eq!(cells, local, "rank {rank} of {ranks}");
-            }
-        }
     }
 }
