@@ -149,7 +149,7 @@ impl Engine {
     /// Every rank's `result` compared: if any failed, every rank returns the failure of the
     /// lowest failing rank (rank 0 prints it), so all stop together.
     pub fn agree<R>(&self, result: Result<R>) -> Result<R> {
-        agree_on(&self.placement, result)
+        hgp_experiments::ranks::agree(&self.placement, result)
     }
 
     /// What went between the ranks, summed over all ranks (a collective: every rank calls
@@ -225,11 +225,6 @@ impl Engine {
         }
         Ok(())
     }
-}
-
-/// Every rank's `result` compared (see [`hgp_experiments::ranks::agree`]).
-pub fn agree_on<R>(placement: &Placement, result: Result<R>) -> Result<R> {
-    hgp_experiments::ranks::agree(placement, result)
 }
 
 /// The per-rank part of [`Engine::traffic_json`] in one line: each rank's share of the wall

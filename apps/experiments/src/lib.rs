@@ -26,6 +26,32 @@
 //! ([`ExperimentConfig`]); `examples/from_code.rs` runs a personalization cell and an
 //! influence run this way.
 
+/// Declares a named choice (a network, an estimator, a method …): an enum whose values are
+/// written in configs, on the command line and in outputs by their kebab-case names, listed
+/// with their doc lines ([`setup::Choice`]). Extra derives (`Default`, `Ord`) go among the
+/// enum's attributes.
+#[macro_export]
+macro_rules! choice {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(
+            Clone,
+            Copy,
+            Debug,
+            PartialEq,
+            Eq,
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            ::strum::VariantArray,
+            ::strum::IntoStaticStr,
+            ::strum::EnumMessage,
+        )]
+        #[serde(rename_all = "kebab-case")]
+        #[strum(serialize_all = "kebab-case")]
+        $vis enum $name { $($body)* }
+    };
+}
+
 pub mod cells;
 pub mod error;
 pub mod faults;

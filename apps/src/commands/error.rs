@@ -7,12 +7,14 @@ use std::time::Instant;
 
 use anyhow::Result;
 use hgp_experiments::error::{
-    BATCH, Checked, Config, Curves, ETA, INNER_STEPS, MAX_SIZE, Outcome, PUSH_STEPS, Panels,
-    Problem, SEEDS, TERMS, batch_name, plotted, report_at, run,
+    BATCH, Checked, Config, Curves, ETA, Outcome, PUSH_STEPS, Panels, Problem, SEEDS, TERMS,
+    batch_name, plotted, report_at, run,
 };
 use hgp_experiments::setup::{
-    AveragerKind, EstimatorKind, EtaArg, FIG1_MILESTONES, FRACTION, InnerKind, L2_LAMBDA, parse_eta,
+    AveragerKind, EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind,
+    L2_LAMBDA, parse_eta,
 };
+use hgp_hypergrad::EXACT_MAX_SIZE;
 use serde::Serialize;
 
 use crate::cli::{
@@ -29,11 +31,11 @@ use crate::report::{Reporter, Table, percentile, prepare_out, sci, sci_exact, wr
 pub fn after_help() -> String {
     format!(
         "Defaults: Fig. 1 of the HGP paper: n = 3 clients of the synthetic data, λ = 0.01, \
-         RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with {INNER_STEPS} steps (lr 2, ×0.1 at \
+         RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with {FIG1_STEPS} steps (lr 2, ×0.1 at \
          {FIG1_MILESTONES:?}), HGP with η = 1, --seeds {} and --neumann-terms {} ({} and {} \
          with --quick).\n\nWith --data, --lambda, --network and --averager the same figure is \
          drawn for your problem; the reference is the exact d_λF at the same inner solution \
-         (n·d ≤ {MAX_SIZE}).",
+         (n·d ≤ {EXACT_MAX_SIZE}).",
         SEEDS[0], TERMS[0], SEEDS[1], TERMS[1]
     )
 }

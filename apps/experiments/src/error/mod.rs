@@ -8,41 +8,27 @@ mod run;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use hgp_hypergrad::EXACT_MAX_SIZE;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use crate::setup::{
     AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, EstimatorKind, EtaArg,
-    FIG1_MILESTONES, FIG1_STEPS, InnerKind, NetworkConfig, at_least_one, positive, refuse_unused,
-    resolve_step,
+    FIG1_MILESTONES, InnerKind, NetworkConfig, at_least_one, positive, refuse_unused, resolve_step,
 };
 
 pub use run::{Problem, run};
 
-/// Which of the two panels of Fig. 1 to run.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Panels {
-    /// Fig. 1a: Jacobians and Hessians on the full batch.
-    Full,
-    /// Fig. 1b: on mini-batches of 20 (the inner SGP uses them too).
-    Mini,
-    /// Both.
-    Both,
+crate::choice! {
+    /// Which of the two panels of Fig. 1 to run.
+    pub enum Panels {
+        /// Fig. 1a: Jacobians and Hessians on the full batch.
+        Full,
+        /// Fig. 1b: on mini-batches of 20 (the inner SGP uses them too).
+        Mini,
+        /// Both.
+        Both,
+    }
 }
 
 /// Seeds per setting by default (3 with `quick`).
@@ -410,8 +396,3 @@ pub fn batch_name(b: BatchSize) -> String {
         BatchSize::Size(b) => b.to_string(),
     }
 }
-
-/// The largest problem the exact reference handles, for the help.
-pub const MAX_SIZE: usize = EXACT_MAX_SIZE;
-/// The steps of the published inner schedule, for the help.
-pub const INNER_STEPS: usize = FIG1_STEPS;

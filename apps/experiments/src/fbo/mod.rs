@@ -10,7 +10,7 @@ use hgp_data::images::ImageSet;
 use hgp_models::{HyperRep, HyperRepConfig};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use crate::cells::{CellSink, put_row};
 use crate::memory::MemoryPlan;
@@ -73,30 +73,18 @@ pub const LENET_TAUS: [usize; 1] = [5];
 /// LeNet-5's communication rounds (see [`LENET_INNER_LR`]).
 pub const LENET_ROUNDS: usize = 1000;
 
-/// The networks of `model`.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum ModelKind {
-    /// The 2-layer MLP of paper 003 (hidden layer = representation, linear head = lower
-    /// variable), with analytic derivatives.
-    Mlp,
-    /// The 7-layer LeNet-5 of paper 003's CIFAR-10 experiment (App. A.2): its two
-    /// convolutions and first linear layer are the representation, its last two linear
-    /// layers the lower variable; on candle, with exact HVPs by double backward. Grey
-    /// 28 × 28 images are zero-padded to 32 × 32.
-    Lenet,
+crate::choice! {
+    /// The networks of `model`.
+    pub enum ModelKind {
+        /// The 2-layer MLP of paper 003 (hidden layer = representation, linear head = lower
+        /// variable), with analytic derivatives.
+        Mlp,
+        /// The 7-layer LeNet-5 of paper 003's CIFAR-10 experiment (App. A.2): its two
+        /// convolutions and first linear layer are the representation, its last two linear
+        /// layers the lower variable; on candle, with exact HVPs by double backward. Grey
+        /// 28 × 28 images are zero-padded to 32 × 32.
+        Lenet,
+    }
 }
 
 /// What to run. Every option is named as its flag.

@@ -13,8 +13,6 @@ use hgp_hypergrad::{
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::{BatchSize, ClientObjective, HyperRep, HyperRepConfig, InnerCost, PerClient};
 use hgp_nn::{NetClient, NetConfig};
-use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::setup::{derive, domain};
 
@@ -22,34 +20,22 @@ use crate::setup::{derive, domain};
 /// hidden layers, 100 × 157,000, take 63 MB).
 pub type Real = f32;
 
-/// The methods of paper 003's Sec. 5.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Method {
-    /// FBO-AggITD (Alg. 3): AggITD over FedSVRG-type lower rounds (One-Round-Lower), then
-    /// One-Round-Upper.
-    FboAggitd,
-    /// FBO-AggITD with SGD-type (FedAvg) lower rounds (Fig. 4).
-    FboAggitdSgd,
-    /// FedNest: FedInn (FedSVRG) lower rounds, FedIHGP (the Neumann series of the averaged
-    /// Hessian, one round per term), FedOut.
-    Fednest,
-    /// FedNest with SGD-type lower rounds (Fig. 4).
-    FednestSgd,
-    /// LFedNest: every client's own Neumann series, SGD-type lower rounds (Fig. 3).
-    Lfednest,
+crate::choice! {
+    /// The methods of paper 003's Sec. 5.
+    pub enum Method {
+        /// FBO-AggITD (Alg. 3): AggITD over FedSVRG-type lower rounds (One-Round-Lower), then
+        /// One-Round-Upper.
+        FboAggitd,
+        /// FBO-AggITD with SGD-type (FedAvg) lower rounds (Fig. 4).
+        FboAggitdSgd,
+        /// FedNest: FedInn (FedSVRG) lower rounds, FedIHGP (the Neumann series of the averaged
+        /// Hessian, one round per term), FedOut.
+        Fednest,
+        /// FedNest with SGD-type lower rounds (Fig. 4).
+        FednestSgd,
+        /// LFedNest: every client's own Neumann series, SGD-type lower rounds (Fig. 3).
+        Lfednest,
+    }
 }
 
 impl Method {
@@ -107,26 +93,14 @@ impl std::fmt::Display for Method {
     }
 }
 
-/// How the images are dealt to the clients.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Split {
-    /// Equal random parts, half training and half validation.
-    Iid,
-    /// Sorted by label into 2 shards per client, 80 % training / 20 % validation (FedNest).
-    Noniid,
+crate::choice! {
+    /// How the images are dealt to the clients.
+    pub enum Split {
+        /// Equal random parts, half training and half validation.
+        Iid,
+        /// Sorted by label into 2 shards per client, 80 % training / 20 % validation (FedNest).
+        Noniid,
+    }
 }
 
 impl Split {

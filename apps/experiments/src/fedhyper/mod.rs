@@ -12,7 +12,7 @@ use anyhow::{Result, bail};
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 use hgp_nn::Architecture;
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use crate::numbers::{mean, std_dev};
 use crate::setup::{
@@ -63,29 +63,17 @@ pub const ADAM_LR: f64 = 0.01;
 /// FedAdagrad's server rate η.
 pub const ADAGRAD_LR: f64 = 0.1;
 
-/// The network of a run.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Model {
-    /// The small CNN of HGP Table 3: Conv(1,20,5)–MaxPool–Conv(20,20,5)–MaxPool–Linear(320,C).
-    Cnn,
-    /// MLP 784-200-C.
-    Mlp,
-    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
-    /// symbols): 256 units, 32 with --quick; the only model of --dataset shakespeare.
-    Lstm,
+crate::choice! {
+    /// The network of a run.
+    pub enum Model {
+        /// The small CNN of HGP Table 3: Conv(1,20,5)–MaxPool–Conv(20,20,5)–MaxPool–Linear(320,C).
+        Cnn,
+        /// MLP 784-200-C.
+        Mlp,
+        /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+        /// symbols): 256 units, 32 with --quick; the only model of --dataset shakespeare.
+        Lstm,
+    }
 }
 
 /// What to run. Every option is named as its flag (`g-hyper-lr` for `--g-hyper-lr`).

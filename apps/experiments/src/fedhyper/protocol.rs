@@ -18,53 +18,40 @@ use crate::ranks::agree as agree_on;
 use crate::setup::{derive, domain};
 use hgp_averaging::Placement;
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 /// The scalar of the networks: f32, as the papers' PyTorch code.
 pub type Real = f32;
 
-/// The methods of paper 001's experiments.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Method {
-    /// FedAvg: constant local rate β^0, global step Δ^t.
-    Fedavg,
-    /// Server learning-rate decay α^t = ρ^t.
-    Decay,
-    /// FedExP: extrapolated server step max(1, Σ‖Δ_m‖² / (2M‖Δ̄‖²)).
-    Fedexp,
-    /// FedAdam (Reddi et al., 2021) on the server.
-    Fedadam,
-    /// FedAdagrad (Reddi et al., 2021) on the server.
-    Fedadagrad,
-    /// FedHyper-G: the global rate by hyper-gradient descent (Alg. 1 lines 12–15).
-    #[serde(rename = "fedhyper-g")]
-    #[strum(serialize = "fedhyper-g")]
-    FedhyperG,
-    /// FedHyper-SL: the broadcast local rate by the global hyper-gradient.
-    #[serde(rename = "fedhyper-sl")]
-    #[strum(serialize = "fedhyper-sl")]
-    FedhyperSl,
-    /// FedHyper-CL: each client's local rate by hyper-gradient descent (Alg. 1 lines 3–9).
-    #[serde(rename = "fedhyper-cl")]
-    #[strum(serialize = "fedhyper-cl")]
-    FedhyperCl,
-    /// FedHyper-G on the server and FedHyper-CL on the clients (Fig. 7).
-    #[serde(rename = "fedhyper-g+cl")]
-    #[strum(serialize = "fedhyper-g+cl")]
-    FedhyperGCl,
+crate::choice! {
+    /// The methods of paper 001's experiments.
+    pub enum Method {
+        /// FedAvg: constant local rate β^0, global step Δ^t.
+        Fedavg,
+        /// Server learning-rate decay α^t = ρ^t.
+        Decay,
+        /// FedExP: extrapolated server step max(1, Σ‖Δ_m‖² / (2M‖Δ̄‖²)).
+        Fedexp,
+        /// FedAdam (Reddi et al., 2021) on the server.
+        Fedadam,
+        /// FedAdagrad (Reddi et al., 2021) on the server.
+        Fedadagrad,
+        /// FedHyper-G: the global rate by hyper-gradient descent (Alg. 1 lines 12–15).
+        #[serde(rename = "fedhyper-g")]
+        #[strum(serialize = "fedhyper-g")]
+        FedhyperG,
+        /// FedHyper-SL: the broadcast local rate by the global hyper-gradient.
+        #[serde(rename = "fedhyper-sl")]
+        #[strum(serialize = "fedhyper-sl")]
+        FedhyperSl,
+        /// FedHyper-CL: each client's local rate by hyper-gradient descent (Alg. 1 lines 3–9).
+        #[serde(rename = "fedhyper-cl")]
+        #[strum(serialize = "fedhyper-cl")]
+        FedhyperCl,
+        /// FedHyper-G on the server and FedHyper-CL on the clients (Fig. 7).
+        #[serde(rename = "fedhyper-g+cl")]
+        #[strum(serialize = "fedhyper-g+cl")]
+        FedhyperGCl,
+    }
 }
 
 impl Method {

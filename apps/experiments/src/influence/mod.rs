@@ -17,7 +17,6 @@ use hgp_averaging::Placement;
 use hgp_inner_solvers::ConvergenceTest;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::outcome::Comm;
 use crate::setup::{
@@ -27,26 +26,14 @@ use crate::setup::{
 pub use protocol::{Fit, Removal, f1_lowers, fit, rank_instances};
 pub use run::{Problem, prepare_and_run, run};
 
-/// The model whose instances are scored.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum ModelKind {
-    /// Logistic regression on the synthetic data or a client CSV directory (Fig. 1c).
-    Logistic,
-    /// The small CNN of HGP Table 3 on MNIST-format digits (Table 4, rows 2–3).
-    Cnn,
+crate::choice! {
+    /// The model whose instances are scored.
+    pub enum ModelKind {
+        /// Logistic regression on the synthetic data or a client CSV directory (Fig. 1c).
+        Logistic,
+        /// The small CNN of HGP Table 3 on MNIST-format digits (Table 4, rows 2–3).
+        Cnn,
+    }
 }
 
 /// Eq. (12) with logistic regression: HGP Sec. 5.2 (M = 500), η from the problem.

@@ -1,69 +1,54 @@
 //! The methods of the personalize experiment (HGP Table 2, PDBO Table 1), the networks each applies
 //! to, and their rates (HGP Tables 6 and 7, paper 004 Table 2).
 
-use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
-
 use crate::setup::NetworkKind;
 
-/// The methods of HGP Table 2 and PDBO Table 1.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Method {
-    /// HGP-PL: a class-wise mask C·softmax(λ_i) on the logits of one shared CNN.
-    HgpPl,
-    /// HGP-MTL: three base CNNs trained jointly, mixed with weights softmax(λ_i).
-    HgpMtl,
-    /// PDBO-MTL (local): HGP-MTL's model tuned with the local gradient ∂_λ f_i only.
-    PdboMtlLocal,
-    /// SGP: one global model.
-    Sgp,
-    /// Local: every client trains alone.
-    Local,
-    /// FedProx (Li et al., 2020): FedAvg with a proximal pull μ = 10⁻² towards the round's
-    /// server model (HGP App. A.3); FC only.
-    #[serde(rename = "fedprox")]
-    #[strum(serialize = "fedprox")]
-    FedProx,
-    /// FedAvg+ (Jiang et al., 2019): FedAvg, then each client tunes the global model for
-    /// one local epoch before it is evaluated; FC only.
-    #[serde(rename = "fedavg+")]
-    #[strum(serialize = "fedavg+")]
-    FedAvgPlus,
-    /// Clustered-FL (Sattler et al., 2020): clusters split by the cosine similarity of the
-    /// updates, tolerances ε₁ = 0.4, ε₂ = 1.6; FC only.
-    ClusteredFl,
-    /// pFedMe as Dinh et al. (2020) define it: Moreau-envelope personalized models, λ = 1,
-    /// K = 5 personalization steps; FC only.
-    #[serde(rename = "pfedme")]
-    #[strum(serialize = "pfedme")]
-    PFedMe,
-    /// The personalization Marfoq et al.'s code runs and reports as pFedMe (what produced
-    /// HGP Table 2's pFedMe row): each client keeps its model, pulled with μ = 1 towards
-    /// the average; FC only.
-    ProxPersonal,
-    /// FedEM (Marfoq et al., 2021): a mixture of --components base networks per client
-    /// trained by federated EM through the server; FC only.
-    #[serde(rename = "fedem")]
-    #[strum(serialize = "fedem")]
-    FedEm,
-    /// D-FedEM: FedEM with FixU's doubly-stochastic matrix in place of the server; FixU
-    /// only.
-    #[serde(rename = "d-fedem")]
-    #[strum(serialize = "d-fedem")]
-    DFedEm,
+crate::choice! {
+    /// The methods of HGP Table 2 and PDBO Table 1.
+    pub enum Method {
+        /// HGP-PL: a class-wise mask C·softmax(λ_i) on the logits of one shared CNN.
+        HgpPl,
+        /// HGP-MTL: three base CNNs trained jointly, mixed with weights softmax(λ_i).
+        HgpMtl,
+        /// PDBO-MTL (local): HGP-MTL's model tuned with the local gradient ∂_λ f_i only.
+        PdboMtlLocal,
+        /// SGP: one global model.
+        Sgp,
+        /// Local: every client trains alone.
+        Local,
+        /// FedProx (Li et al., 2020): FedAvg with a proximal pull μ = 10⁻² towards the round's
+        /// server model (HGP App. A.3); FC only.
+        #[serde(rename = "fedprox")]
+        #[strum(serialize = "fedprox")]
+        FedProx,
+        /// FedAvg+ (Jiang et al., 2019): FedAvg, then each client tunes the global model for
+        /// one local epoch before it is evaluated; FC only.
+        #[serde(rename = "fedavg+")]
+        #[strum(serialize = "fedavg+")]
+        FedAvgPlus,
+        /// Clustered-FL (Sattler et al., 2020): clusters split by the cosine similarity of the
+        /// updates, tolerances ε₁ = 0.4, ε₂ = 1.6; FC only.
+        ClusteredFl,
+        /// pFedMe as Dinh et al. (2020) define it: Moreau-envelope personalized models, λ = 1,
+        /// K = 5 personalization steps; FC only.
+        #[serde(rename = "pfedme")]
+        #[strum(serialize = "pfedme")]
+        PFedMe,
+        /// The personalization Marfoq et al.'s code runs and reports as pFedMe (what produced
+        /// HGP Table 2's pFedMe row): each client keeps its model, pulled with μ = 1 towards
+        /// the average; FC only.
+        ProxPersonal,
+        /// FedEM (Marfoq et al., 2021): a mixture of --components base networks per client
+        /// trained by federated EM through the server; FC only.
+        #[serde(rename = "fedem")]
+        #[strum(serialize = "fedem")]
+        FedEm,
+        /// D-FedEM: FedEM with FixU's doubly-stochastic matrix in place of the server; FixU
+        /// only.
+        #[serde(rename = "d-fedem")]
+        #[strum(serialize = "d-fedem")]
+        DFedEm,
+    }
 }
 
 impl std::fmt::Display for Method {
@@ -170,31 +155,19 @@ pub fn table7_lr(method: Method, network: NetworkKind) -> f64 {
     10f64.powf(log10)
 }
 
-/// The hyper-gradient estimator of the methods that tune λ.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum PersonalizeEstimator {
-    /// HGP of the NeurIPS paper (Push-Sum S steps per average, η, ω kept), the inner solve
-    /// SGP mix-then-step (decentralized SGD on FixU): HGP Table 2.
-    #[default]
-    Hgp,
-    /// HGP of paper 004 (Alg. 2, eq. 12) differentiating the inner SGP (step then mix, on
-    /// every network) with γ its final learning rate: hgp-pl and hgp-mtl become PDBO-PL and
-    /// PDBO-MTL (paper 004 Table 1).
-    Pdbo,
+crate::choice! {
+    /// The hyper-gradient estimator of the methods that tune λ.
+    #[derive(Default)]
+    pub enum PersonalizeEstimator {
+        /// HGP of the NeurIPS paper (Push-Sum S steps per average, η, ω kept), the inner solve
+        /// SGP mix-then-step (decentralized SGD on FixU): HGP Table 2.
+        #[default]
+        Hgp,
+        /// HGP of paper 004 (Alg. 2, eq. 12) differentiating the inner SGP (step then mix, on
+        /// every network) with γ its final learning rate: hgp-pl and hgp-mtl become PDBO-PL and
+        /// PDBO-MTL (paper 004 Table 1).
+        Pdbo,
+    }
 }
 
 impl Method {
@@ -287,29 +260,17 @@ impl Rates {
     }
 }
 
-/// The inner solve of SGP, Local and the methods that tune λ on FC and FixU.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum InnerProcedure {
-    /// Marfoq et al.'s procedure, as HGP Sec. 5.3 on FC and FixU: --rounds rounds of one
-    /// local epoch per client (batches of --batch, SGD with momentum 0.9), the server's
-    /// average weighted by training sizes (FC) or FixU's fastest-mixing matrix, the rate
-    /// (HGP Table 7) × 0.1 at half and three quarters of the rounds.
-    #[default]
-    Marfoq,
-    /// --sgp-steps steps of SGP (decentralized SGD on FixU), as on RandU and RandD.
-    Sgp,
+crate::choice! {
+    /// The inner solve of SGP, Local and the methods that tune λ on FC and FixU.
+    #[derive(Default)]
+    pub enum InnerProcedure {
+        /// Marfoq et al.'s procedure, as HGP Sec. 5.3 on FC and FixU: --rounds rounds of one
+        /// local epoch per client (batches of --batch, SGD with momentum 0.9), the server's
+        /// average weighted by training sizes (FC) or FixU's fastest-mixing matrix, the rate
+        /// (HGP Table 7) × 0.1 at half and three quarters of the rounds.
+        #[default]
+        Marfoq,
+        /// --sgp-steps steps of SGP (decentralized SGD on FixU), as on RandU and RandD.
+        Sgp,
+    }
 }

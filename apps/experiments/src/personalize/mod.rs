@@ -14,7 +14,7 @@ mod sizes;
 use anyhow::{Context, Result, bail};
 use hgp_averaging::Placement;
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
@@ -35,60 +35,36 @@ pub use sizes::{
     TEXT_SIZES,
 };
 
-/// The networks the models are built from.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum ModelKind {
-    /// The CNN of HGP Table 5.
-    Cnn5,
-    /// The small CNN of HGP Table 3.
-    Cnn3,
-    /// An MLP 784–200–C.
-    Mlp,
-    /// The CNN for 32 × 32 colour images (CIFAR; the default of --quick and --preset cpu
-    /// with --dataset cifar10 and cifar100).
-    CifarCnn,
-    /// MobileNet-v2 with a linear classifier (paper 004's network for CIFAR; the default of
-    /// the paper's setting with --dataset cifar10 and cifar100; batch normalization by batch
-    /// statistics, see `hgp_nn::Architecture::MobileNetV2`).
-    MobilenetV2,
-    /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
-    /// symbols): 256 units in the paper's setting, 32 with --quick and --preset cpu; the only
-    /// model of --dataset shakespeare.
-    Lstm,
+crate::choice! {
+    /// The networks the models are built from.
+    pub enum ModelKind {
+        /// The CNN of HGP Table 5.
+        Cnn5,
+        /// The small CNN of HGP Table 3.
+        Cnn3,
+        /// An MLP 784–200–C.
+        Mlp,
+        /// The CNN for 32 × 32 colour images (CIFAR; the default of --quick and --preset cpu
+        /// with --dataset cifar10 and cifar100).
+        CifarCnn,
+        /// MobileNet-v2 with a linear classifier (paper 004's network for CIFAR; the default of
+        /// the paper's setting with --dataset cifar10 and cifar100; batch normalization by batch
+        /// statistics, see `hgp_nn::Architecture::MobileNetV2`).
+        MobilenetV2,
+        /// Paper 004's next-character LSTM (embedding 8, two layers, a dense layer to the 80
+        /// symbols): 256 units in the paper's setting, 32 with --quick and --preset cpu; the only
+        /// model of --dataset shakespeare.
+        Lstm,
+    }
 }
 
-/// Named settings.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Preset {
-    /// 10 clients, MLP, 200 SGP steps (20 rounds on fc and fixu) of batch 32, 3 outer
-    /// steps, 3 seeds: under 45 minutes on 2 cores.
-    Cpu,
+crate::choice! {
+    /// Named settings.
+    pub enum Preset {
+        /// 10 clients, MLP, 200 SGP steps (20 rounds on fc and fixu) of batch 32, 3 outer
+        /// steps, 3 seeds: under 45 minutes on 2 cores.
+        Cpu,
+    }
 }
 
 /// What to run. Every option is named as its flag; those left out (`None`) take the

@@ -17,41 +17,27 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use crate::ExperimentOutcome;
 use claims::{Claim, SeedRun};
 use plan::{DataDirs, Job, command_line};
 use verdict::{Verdict, over_seeds};
 
-/// The four papers.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Paper {
-    /// Terashita & Hara, NeurIPS 2023: Push-Sum, HGP, influence, personalization.
-    Hgp,
-    /// Terashita & Hara, paper 004: PDBO, SRB, its HGP (Alg. 2), PDBO-MTL.
-    Pdbo,
-    /// Xiao & Ji, ICML 2023 (paper 003): AggITD, FBO-AggITD against FedNest.
-    Fbo,
-    /// FedHyper (paper 001): hyper-gradient learning-rate schedulers.
-    Fedhyper,
-    /// All four.
-    All,
+crate::choice! {
+    /// The four papers.
+    #[derive(PartialOrd, Ord)]
+    pub enum Paper {
+        /// Terashita & Hara, NeurIPS 2023: Push-Sum, HGP, influence, personalization.
+        Hgp,
+        /// Terashita & Hara, paper 004: PDBO, SRB, its HGP (Alg. 2), PDBO-MTL.
+        Pdbo,
+        /// Xiao & Ji, ICML 2023 (paper 003): AggITD, FBO-AggITD against FedNest.
+        Fbo,
+        /// FedHyper (paper 001): hyper-gradient learning-rate schedulers.
+        Fedhyper,
+        /// All four.
+        All,
+    }
 }
 
 impl Paper {
@@ -81,31 +67,19 @@ impl Paper {
     }
 }
 
-/// The sizes of the reproduction.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Preset {
-    /// Every experiment at a size a 2-core machine finishes in well under two hours for
-    /// `--paper all` with 3 seeds (the commands' `--preset cpu` and `--quick` sizes).
-    Cpu,
-    /// The papers' settings (each command's default): days on a CPU, for a cluster
-    /// (`--mpirun`) or a GPU build.
-    Paper,
-    /// Each experiment at a size of seconds: checks the pipeline and the report, its
-    /// verdicts say nothing of the papers.
-    Smoke,
+crate::choice! {
+    /// The sizes of the reproduction.
+    pub enum Preset {
+        /// Every experiment at a size a 2-core machine finishes in well under two hours for
+        /// `--paper all` with 3 seeds (the commands' `--preset cpu` and `--quick` sizes).
+        Cpu,
+        /// The papers' settings (each command's default): days on a CPU, for a cluster
+        /// (`--mpirun`) or a GPU build.
+        Paper,
+        /// Each experiment at a size of seconds: checks the pipeline and the report, its
+        /// verdicts say nothing of the papers.
+        Smoke,
+    }
 }
 
 impl Preset {

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, bail};
 use std::sync::Arc;
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use hgp_averaging::{
     Averager, Central, DebiasWeights, ExactAverage, Faults, Gossip, MassExchange, Placement,
@@ -19,35 +19,23 @@ pub const PUSH_STEPS: usize = 100;
 /// Default participation fraction C of the central server (every client, every round).
 pub const FRACTION: f64 = 1.0;
 
-/// Averaging schemes.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum AveragerKind {
-    /// The exact average Θ (every client gets the true mean; costed as all-to-all).
-    Exact,
-    /// Push-Sum over the network (HGP Alg. 1).
-    PushSum,
-    /// Push-Sum with running sums (Hadjicostis, Domínguez-García & Charalambous, IEEE TAC
-    /// 2016): each message carries the cumulative mass sent along its link, so a lost message
-    /// is made good by the next; the inner SGP uses running sums too.
-    RobustPushSum,
-    /// Doubly-stochastic gossip: fastest-mixing weights on fixu, Metropolis weights of each
-    /// undirected G(s) otherwise.
-    Gossip,
-    /// A server averaging a random fraction C of the clients.
-    Central,
+crate::choice! {
+    /// Averaging schemes.
+    pub enum AveragerKind {
+        /// The exact average Θ (every client gets the true mean; costed as all-to-all).
+        Exact,
+        /// Push-Sum over the network (HGP Alg. 1).
+        PushSum,
+        /// Push-Sum with running sums (Hadjicostis, Domínguez-García & Charalambous, IEEE TAC
+        /// 2016): each message carries the cumulative mass sent along its link, so a lost message
+        /// is made good by the next; the inner SGP uses running sums too.
+        RobustPushSum,
+        /// Doubly-stochastic gossip: fastest-mixing weights on fixu, Metropolis weights of each
+        /// undirected G(s) otherwise.
+        Gossip,
+        /// A server averaging a random fraction C of the clients.
+        Central,
+    }
 }
 
 /// What the command line knows of an averager: the one place that describes it.

@@ -11,48 +11,36 @@ use hgp_hypergrad::{
 use hgp_inner_solvers::LocalUpdate;
 use hgp_models::{BatchSize, ClientObjective};
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
+use strum::VariantArray;
 
 use super::*;
 
-/// Hyper-gradient estimators.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum EstimatorKind {
-    /// Hyper-Gradient Push (HGP Alg. 2) with the chosen averager.
-    Hgp,
-    /// The exact hyper-gradient by a dense solve (small problems).
-    Exact,
-    /// The local outer gradient ∂_λ f_i (no cooperation).
-    Local,
-    /// AggITD (Xiao & Ji, ICML 2023, Alg. 1) over a central server: runs its own lower
-    /// level (FedSVRG-type rounds) and builds the estimate during it.
-    Aggitd,
-    /// FedNest's AID estimator (Tarzanagh et al., ICML 2022) over a central server: FedSVRG
-    /// lower rounds, then a Neumann series of the averaged Hessian (T' = --neumann-terms).
-    Fednest,
-    /// SRB of paper 004 (eq. 9): recurrent backpropagation through the SGP iteration along
-    /// sending edges (decentralized on undirected networks only; a centralized reference on
-    /// directed ones).
-    Srb,
-    /// HGP of paper 004 (Alg. 2): SRB along receiving edges, reweighted by the network's
-    /// expected weights (eq. 12); runs on random directed networks.
-    PdboHgp,
-    /// The exact hyper-gradient of paper 004's formulation: the fixed point of the expected
-    /// SGP map with step γ, differentiated densely (small problems).
-    PdboExact,
+crate::choice! {
+    /// Hyper-gradient estimators.
+    pub enum EstimatorKind {
+        /// Hyper-Gradient Push (HGP Alg. 2) with the chosen averager.
+        Hgp,
+        /// The exact hyper-gradient by a dense solve (small problems).
+        Exact,
+        /// The local outer gradient ∂_λ f_i (no cooperation).
+        Local,
+        /// AggITD (Xiao & Ji, ICML 2023, Alg. 1) over a central server: runs its own lower
+        /// level (FedSVRG-type rounds) and builds the estimate during it.
+        Aggitd,
+        /// FedNest's AID estimator (Tarzanagh et al., ICML 2022) over a central server: FedSVRG
+        /// lower rounds, then a Neumann series of the averaged Hessian (T' = --neumann-terms).
+        Fednest,
+        /// SRB of paper 004 (eq. 9): recurrent backpropagation through the SGP iteration along
+        /// sending edges (decentralized on undirected networks only; a centralized reference on
+        /// directed ones).
+        Srb,
+        /// HGP of paper 004 (Alg. 2): SRB along receiving edges, reweighted by the network's
+        /// expected weights (eq. 12); runs on random directed networks.
+        PdboHgp,
+        /// The exact hyper-gradient of paper 004's formulation: the fixed point of the expected
+        /// SGP map with step γ, differentiated densely (small problems).
+        PdboExact,
+    }
 }
 
 /// What the command line knows of an estimator: its shape and the options it reads.

@@ -5,44 +5,31 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use super::*;
 
-/// The image data sets (`--dataset`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum Dataset {
-    /// MNIST digits (IDX files in --data-dir, or the embedded 10,000-digit subset).
-    #[default]
-    Mnist,
-    /// Fashion-MNIST (IDX files in --data-dir).
-    Fmnist,
-    /// EMNIST (IDX files in --data-dir).
-    Emnist,
-    /// CIFAR-10, 32 × 32 colour (the binary files, their folder `cifar-10-batches-bin/`
-    /// or `cifar-10-binary.tar.gz` in --data-dir).
-    Cifar10,
-    /// CIFAR-100, 32 × 32 colour, fine labels (`train.bin` / `test.bin`, their folder
-    /// `cifar-100-binary/` or `cifar-100-binary.tar.gz` in --data-dir).
-    Cifar100,
-    /// Shakespeare's plays, next-character prediction, one client per speaking character
-    /// (LEAF's train/ and test/ folders of JSON files, or the complete-works text file, in
-    /// --data-dir). `personalize` and `fedhyper` only.
-    Shakespeare,
+crate::choice! {
+    /// The image data sets (`--dataset`).
+    #[derive(Default)]
+    pub enum Dataset {
+        /// MNIST digits (IDX files in --data-dir, or the embedded 10,000-digit subset).
+        #[default]
+        Mnist,
+        /// Fashion-MNIST (IDX files in --data-dir).
+        Fmnist,
+        /// EMNIST (IDX files in --data-dir).
+        Emnist,
+        /// CIFAR-10, 32 × 32 colour (the binary files, their folder `cifar-10-batches-bin/`
+        /// or `cifar-10-binary.tar.gz` in --data-dir).
+        Cifar10,
+        /// CIFAR-100, 32 × 32 colour, fine labels (`train.bin` / `test.bin`, their folder
+        /// `cifar-100-binary/` or `cifar-100-binary.tar.gz` in --data-dir).
+        Cifar100,
+        /// Shakespeare's plays, next-character prediction, one client per speaking character
+        /// (LEAF's train/ and test/ folders of JSON files, or the complete-works text file, in
+        /// --data-dir). `personalize` and `fedhyper` only.
+        Shakespeare,
+    }
 }
 
 impl Dataset {

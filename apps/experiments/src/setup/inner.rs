@@ -8,7 +8,6 @@ use hgp_inner_solvers::{
 };
 use hgp_models::{BatchSize, InnerHvp};
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use super::*;
 use crate::observe::Observer;
@@ -16,33 +15,21 @@ use crate::observe::Observer;
 /// Default SGP learning-rate decay factor at each milestone.
 pub const LR_DECAY: f64 = 0.1;
 
-/// The one registry of inner solvers: every command builds its x(λ) solver through
-/// [`InnerKind::build`]. `--inner` offers the first two; `hgp personalize` also trains its
-/// baselines with the last two (HGP Table 2's Local and FixU rows).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum InnerKind {
-    /// Stochastic gradient push over the network (the papers' solver).
-    Sgp,
-    /// Centralized Newton to machine precision (a reference; logistic models only).
-    Exact,
-    /// Local SGD: every client solves its own problem, no exchange.
-    Local,
-    /// Decentralized SGD with the fastest-mixing doubly-stochastic weights of the network's
-    /// fixed graph (FixU).
-    Dsgd,
+crate::choice! {
+    /// The one registry of inner solvers: every command builds its x(λ) solver through
+    /// [`InnerKind::build`]. `--inner` offers the first two; `hgp personalize` also trains its
+    /// baselines with the last two (HGP Table 2's Local and FixU rows).
+    pub enum InnerKind {
+        /// Stochastic gradient push over the network (the papers' solver).
+        Sgp,
+        /// Centralized Newton to machine precision (a reference; logistic models only).
+        Exact,
+        /// Local SGD: every client solves its own problem, no exchange.
+        Local,
+        /// Decentralized SGD with the fastest-mixing doubly-stochastic weights of the network's
+        /// fixed graph (FixU).
+        Dsgd,
+    }
 }
 
 /// What an inner solver is built from ([`InnerKind::build`]); each kind reads what it needs.
@@ -122,26 +109,14 @@ impl InnerKind {
     }
 }
 
-/// Orders of SGP's local step and exchange.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum OrderKind {
-    /// Local step, then Push-Sum (PDBO Alg. 1).
-    StepThenMix,
-    /// Push-Sum, then local step.
-    MixThenStep,
+crate::choice! {
+    /// Orders of SGP's local step and exchange.
+    pub enum OrderKind {
+        /// Local step, then Push-Sum (PDBO Alg. 1).
+        StepThenMix,
+        /// Push-Sum, then local step.
+        MixThenStep,
+    }
 }
 
 /// The inner solve x(λ).

@@ -8,7 +8,6 @@ use hgp_graphs::{
     StaticUndirected,
 };
 use serde::{Deserialize, Serialize};
-use strum::{EnumMessage, IntoStaticStr, VariantArray};
 
 use super::*;
 
@@ -21,32 +20,20 @@ pub const BASE_P: f64 = 1.0;
 /// Default edge probability of the static Erdős–Rényi graph of FixU.
 pub const EDGE_P: f64 = 0.5;
 
-/// The kinds of network of the papers.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    VariantArray,
-    IntoStaticStr,
-    EnumMessage,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum NetworkKind {
-    /// Fully connected (every client talks to every other at every step).
-    Fc,
-    /// Static undirected Erdős–Rényi graph (gossip uses fastest-mixing weights).
-    Fixu,
-    /// Time-varying undirected: each link up in both directions with its own probability.
-    Randu,
-    /// Time-varying directed: each one-way link up with its own probability.
-    Randd,
-    /// Exponential one-peer graph: each client sends to one peer per step.
-    Exp,
+crate::choice! {
+    /// The kinds of network of the papers.
+    pub enum NetworkKind {
+        /// Fully connected (every client talks to every other at every step).
+        Fc,
+        /// Static undirected Erdős–Rényi graph (gossip uses fastest-mixing weights).
+        Fixu,
+        /// Time-varying undirected: each link up in both directions with its own probability.
+        Randu,
+        /// Time-varying directed: each one-way link up with its own probability.
+        Randd,
+        /// Exponential one-peer graph: each client sends to one peer per step.
+        Exp,
+    }
 }
 
 impl std::fmt::Display for NetworkKind {
