@@ -50,7 +50,7 @@ pub fn fig1_final_lr() -> f64 {
 }
 
 /// What to measure. Defaults: Fig. 1 of the HGP paper: n = 3 clients of the synthetic data,
-/// λ = 0.01, RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with [`FIG1_STEPS`] steps (lr 2, ×0.1 at
+/// λ = 0.01, RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with [`FIG1_STEPS`](crate::setup::FIG1_STEPS) steps (lr 2, ×0.1 at
 /// [`FIG1_MILESTONES`]), HGP with η = 1, [`SEEDS`] seeds and [`TERMS`] Neumann terms.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
