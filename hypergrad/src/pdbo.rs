@@ -88,11 +88,20 @@ fn check_gamma(gamma: f64) -> Result<()> {
 }
 
 /// Which realized edges carry u: SRB's sending edges (eq. 11) or HGP's receiving edges,
-/// reweighted (eq. 12).
+/// reweighted (eq. 12); or, as the negative controls of Sec. 4.2–4.3, the receiving edges
+/// without eq. 12's reweighting, or SRB's step with what a client receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Edges {
     Sending,
     Receiving,
+    /// ū_i = Σ_j p̄_{i→j} δ_{j→i} u_j: eq. 12 without the division by δ̄_{j→i}, biased
+    /// wherever a link is up with probability below 1.
+    ReceivingUnweighted,
+    /// ū_i = Σ_j p_{j→i}(δ_j) u_j over i's in-neighbours: SRB's step with the weights its
+    /// senders push, the only mix a client can form on a directed network without eq. 12;
+    /// its expectation is E[P] u, not SRB's E[P]ᵀ u, so it is biased unless E[P] is
+    /// symmetric.
+    ReceivingAsSent,
 }
 
 /// The iteration shared by SRB and paper 004's HGP.
@@ -111,7 +120,7 @@ impl SgpDifferentiation {
     fn new(network: Arc<dyn Network>, options: PdboOptions, edges: Edges) -> Result<Self> {
         check_options(&options)?;
         let expected = ExpectedNetwork::of(network.as_ref())?;
-        if edges == Edges::Receiving
+        if matches!(edges, Edges::Receiving | Edges::ReceivingUnweighted)
             && let Some((from, to)) = expected.one_way_link()
         {
             return Err(HypergradError::OneWayLink { from, to });
@@ -130,6 +139,8 @@ impl SgpDifferentiation {
         match self.edges {
             Edges::Sending => "SRB",
             Edges::Receiving => "paper 004's HGP",
+            Edges::ReceivingUnweighted => "paper 004's HGP without eq. 12's reweighting",
+            Edges::ReceivingAsSent => "SRB along receiving edges",
         }
     }
 
@@ -170,11 +181,17 @@ impl SgpDifferentiation {
                         }
                     }
                 }
-                // ū_i = Σ_j p̄_{i→j} δ_{j→i} / δ̄_{j→i} u_j over i's in-neighbours j (eq. 12).
-                Edges::Receiving => {
+                // ū_i = Σ_j p̄_{i→j} δ_{j→i} / δ̄_{j→i} u_j over i's in-neighbours j (eq. 12;
+                // the controls: without the division, or with the senders' own weights).
+                Edges::Receiving | Edges::ReceivingUnweighted | Edges::ReceivingAsSent => {
                     for &j in g.in_neighbours(i) {
-                        let weight =
-                            T::cast(e.expected_mixing[(i, j)] / e.edge_probability[(j, i)]);
+                        let weight = T::cast(match self.edges {
+                            Edges::Receiving => {
+                                e.expected_mixing[(i, j)] / e.edge_probability[(j, i)]
+                            }
+                            Edges::ReceivingUnweighted => e.expected_mixing[(i, j)],
+                            _ => 1.0 / g.out_neighbours(j).len() as f64,
+                        });
                         for (r, &uj) in row.iter_mut().zip(u.row(j)) {
                             *r += weight * uj;
                         }
@@ -377,6 +394,18 @@ impl Srb {
         )?))
     }
 
+    /// The negative control of Sec. 4.2: SRB's step run with what a client can receive on
+    /// a directed network, the weights p_{j→i}(δ_j) its in-neighbours push, in place of the
+    /// weights of its own sending edges. Biased where the expected mixing is not symmetric
+    /// (a random directed network): what paper 004's eq. 12 corrects.
+    pub fn along_received_edges(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
+        Ok(Self(SgpDifferentiation::new(
+            network,
+            options,
+            Edges::ReceivingAsSent,
+        )?))
+    }
+
     /// The network's expected quantities (w*).
     pub fn expected(&self) -> &ExpectedNetwork {
         &self.0.expected
@@ -394,6 +423,11 @@ sgp_differentiation_estimator!(Srb);
 
 impl Describe for Srb {
     fn describe(&self) -> String {
+        if self.0.edges == Edges::ReceivingAsSent {
+            return self.0.describe(
+                "SRB along receiving edges (the negative control of paper 004 Sec. 4.2: biased on directed networks)",
+            );
+        }
         let g = self.0.network.graph(1);
         let undirected = g.is_symmetric() && self.0.expected.one_way_link().is_none();
         let name = if undirected {
@@ -430,6 +464,17 @@ impl PdboHgp {
         )?))
     }
 
+    /// The negative control of Sec. 4.3: the receiving edges weighted p̄_{i→j} without eq.
+    /// 12's division by δ̄_{j→i}; its expectation falls short of SRB's wherever a link is up
+    /// with probability below 1.
+    pub fn without_reweighting(network: Arc<dyn Network>, options: PdboOptions) -> Result<Self> {
+        Ok(Self(SgpDifferentiation::new(
+            network,
+            options,
+            Edges::ReceivingUnweighted,
+        )?))
+    }
+
     /// The network's expected quantities (p̄, δ̄, w*).
     pub fn expected(&self) -> &ExpectedNetwork {
         &self.0.expected
@@ -448,7 +493,11 @@ sgp_differentiation_estimator!(PdboHgp);
 impl Describe for PdboHgp {
     fn describe(&self) -> String {
         self.0
-            .describe("HGP of paper 004 (Alg. 2, receiving edges reweighted by eq. 12)")
+            .describe(if self.0.edges == Edges::ReceivingUnweighted {
+                "HGP of paper 004 without eq. 12's reweighting (a negative control: biased)"
+            } else {
+                "HGP of paper 004 (Alg. 2, receiving edges reweighted by eq. 12)"
+            })
     }
 }
 

@@ -164,6 +164,7 @@ const SUMMARY_HEADER: &[&str] = &[
     "seeds",
     "final_accuracy",
     "final_accuracy_std",
+    "final_mean",
     "rounds_to_target",
     "seeds_reaching_target",
     "seconds_per_round",

@@ -49,13 +49,18 @@ flags! {
         /// [default: cpu].
         #[arg(long, value_parser = choice::<Preset>())]
         preset: Option<Preset> => set,
-        #[arg(long, value_name = "N", help = with_default("Seeds of every experiment: --seed, --seed + 1, …", 3))]
+        #[arg(long, value_name = "N", help = with_default("Seeds of every experiment: --seed, --seed + 1, …; each comparison is decided on its paired differences over them (REPORT.md states the rule)", hgp_experiments::reproduce::SEEDS))]
         seeds: Option<usize> => set,
         /// The first seed [default: 0].
         #[arg(long, value_name = "K")]
         seed: Option<u64> => set,
-        /// EMNIST's IDX files, for paper 004's EMNIST task (without it the embedded MNIST digits
-        /// stand in, and the report says so).
+        /// MNIST's IDX files (the four train/t10k files, or their folder): every digit
+        /// experiment, paper 003's 60,000 digits among them (without it, or --emnist, the
+        /// embedded 10,000 digits stand in, and each claim's settings say so).
+        #[arg(long, value_name = "DIR")]
+        mnist: Option<PathBuf> => some,
+        /// EMNIST's IDX files: every digit experiment (HGP Table 2 and Table 4's CNN rows,
+        /// paper 004's EMNIST task, and paper 003's in place of MNIST's).
         #[arg(long, value_name = "DIR")]
         emnist: Option<PathBuf> => some,
         /// CIFAR-10's binary files (or their folder or .tar.gz): paper 004's CIFAR-10 task and
@@ -252,6 +257,9 @@ impl Experiment for Command<'_> {
         }
         stage.finish("");
         let outcome = assess(checked, &results, started.elapsed().as_secs_f64());
+        if let Some(w) = &outcome.warning {
+            reporter.line(w);
+        }
         Ok(Ran { outcome, results })
     }
 
@@ -587,18 +595,22 @@ fn run_seed(
 
 /// The verdict table (one row a claim), for the terminal and the report's top.
 fn verdict_table(report: &Outcome) -> Table {
-    let mut t = Table::new(["paper", "claim", "where", "verdict", "seeds passed"]);
+    let mut t = Table::new(["paper", "claim", "where", "verdict", "tests held"]);
     for c in &report.claims {
-        let passed = c.seeds.iter().filter(|s| s.passed).count();
+        let held = c
+            .tests
+            .iter()
+            .filter(|t| t.verdict == Verdict::Holds)
+            .count();
         t.row([
             c.paper.to_string(),
             c.id.to_string(),
             c.place.to_string(),
-            c.verdict.label().to_string(),
-            if c.seeds.is_empty() {
+            c.verdict_text.clone(),
+            if c.tests.is_empty() {
                 "–".to_string()
             } else {
-                format!("{passed} / {}", c.seeds.len())
+                format!("{held} / {}", c.tests.len())
             },
         ]);
     }
@@ -609,6 +621,9 @@ fn verdict_table(report: &Outcome) -> Table {
 fn markdown(invocation: &str, report: &Outcome) -> String {
     let mut md = String::new();
     md.push_str("# Reproduction report\n\n");
+    if let Some(w) = &report.warning {
+        md.push_str(&format!("> **{w}**\n\n"));
+    }
     let clock = |s: f64| crate::progress::clock(std::time::Duration::from_secs_f64(s));
     md.push_str(&format!(
         "`{}`: preset `{}`, seeds {}; the experiments took {} ({} this run).\n\n",
@@ -625,10 +640,14 @@ fn markdown(invocation: &str, report: &Outcome) -> String {
     ));
     md.push_str(&report.rules);
     md.push_str("\n\n");
-    let mut tally = Table::new(["verdict", "claims"]);
+    let mut tally = Table::new(["verdict", "claims", "of them at reduced settings"]);
     for v in Verdict::ALL {
-        let k = report.claims.iter().filter(|c| c.verdict == v).count();
-        tally.row([v.label().to_string(), k.to_string()]);
+        let of: Vec<&ClaimResult> = report.claims.iter().filter(|c| c.verdict == v).collect();
+        tally.row([
+            v.label().to_string(),
+            of.len().to_string(),
+            of.iter().filter(|c| c.reduced).count().to_string(),
+        ]);
     }
     md.push_str(&tally.markdown());
     md.push('\n');
@@ -639,7 +658,7 @@ fn markdown(invocation: &str, report: &Outcome) -> String {
         };
         md.push_str(&format!("\n## {}\n", paper.title()));
         for c in report.claims.iter().filter(|c| &c.paper == name) {
-            md.push_str(&claim_section(c));
+            md.push_str(&claim_section(c, report.seeds.len()));
         }
     }
     md.push_str("\n## Experiments\n\n");
@@ -676,26 +695,50 @@ fn write_report(invocation: &str, report: &Outcome, out: &Path) -> Result<()> {
     write_whole(&out.join("report.json"), format!("{json}\n").as_bytes())
 }
 
-fn claim_section(c: &ClaimResult) -> String {
-    let passed = c.seeds.iter().filter(|s| s.passed).count();
-    let seeds = if c.seeds.is_empty() {
-        String::new()
+/// One claim's section of `REPORT.md` (`seeds`: the run's).
+fn claim_section(c: &ClaimResult, seeds: usize) -> String {
+    let ours = if seeds == 1 {
+        "Ours (one seed)"
     } else {
-        format!(" ({passed} of {} seeds)", c.seeds.len())
+        "Ours (mean ± sd over seeds)"
     };
     let mut s = format!(
-        "\n### {} — {}\n\n> {}\n\n- **Paper:** {}\n- **Ours** (mean ± sd over seeds): {}\n- **Test** (each seed): {}\n- **Verdict: {}**{seeds} — {}\n",
-        c.id,
-        c.place,
-        c.claim,
-        c.paper_value,
-        c.measured,
-        c.test,
-        c.verdict.label(),
-        c.why
+        "\n### {} — {}\n\n> {}\n\n- **Paper:** {}\n- **{ours}:** {}\n- **Test:** {}\n",
+        c.id, c.place, c.claim, c.paper_value, c.measured, c.test,
     );
-    if let Some(note) = &c.note {
-        s.push_str(&format!("- **What we found:** {note}\n"));
+    for t in &c.tests {
+        s.push_str(&format!("  - {}\n", t.line()));
+    }
+    s.push_str(&format!("- **Verdict: {}**", c.verdict_text));
+    if !c.why.is_empty() {
+        s.push_str(&format!(" — {}", c.why));
+    }
+    s.push('\n');
+    if !c.settings.is_empty() {
+        s.push_str("- **Settings that differ from the paper's** (ours read from the configs that ran):\n\n");
+        let mut t = Table::new([
+            "experiment",
+            "setting",
+            "paper",
+            "ours",
+            "the paper's source",
+        ]);
+        for x in &c.settings {
+            t.row([
+                x.experiment.clone(),
+                x.setting.clone(),
+                x.paper.clone(),
+                x.ours.clone(),
+                x.source.clone(),
+            ]);
+        }
+        s.push_str(&t.markdown());
+    }
+    if let Some(f) = &c.finding {
+        s.push_str(&format!(
+            "- **What we found** (an earlier run at --preset {}, {} seeds, commit {}): {}\n",
+            f.preset, f.seeds, f.commit, f.text
+        ));
     }
     for f in &c.figures {
         s.push_str(&format!("\n![{}]({f})\n", c.id));

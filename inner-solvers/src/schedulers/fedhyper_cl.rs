@@ -17,9 +17,10 @@ use crate::error::{InnerError, Result};
 /// - Line 7 at k = 0 would need a gradient before the round's first; the rate then is the
 ///   broadcast β^t (line 4), and the update starts at k = 1.
 /// - g · g' is the hyper-gradient of the loss in the previous step's rate (Baydin et al.'s
-///   hyper-gradient descent); η_β is its learning rate, which Alg. 1 writes as 1. The rate is
-///   a step size of order β^0 while g · g' can be of order one, so our default is
-///   η_β = 10⁻³ (η_β = 0 is FedAvg); the bounds are relative to β^0 (module docs).
+///   hyper-gradient descent); η_β is its learning rate, which Alg. 1 line 7 writes as 1, our
+///   default (η_β = 0 is FedAvg). The rate is a step size of order β^0 while g · g' can be
+///   of order one, so at η_β = 1 the bounds, relative to β^0 (module docs), do the work
+///   the paper gives them.
 /// - The factor is the paper's, sign(g · Δ^{t−1}) of the *gradient* against the last global
 ///   *update*. The public code uses a local update (−β g) in place of g, the opposite sign,
 ///   and a multiplicative rule; we follow the paper.
@@ -31,8 +32,8 @@ pub struct FedHyperCl {
 }
 
 impl FedHyperCl {
-    /// Default hyper learning rate η_β.
-    pub const HYPER_LR: f64 = 1e-3;
+    /// Default hyper learning rate η_β: 1, as Alg. 1 line 7 has it.
+    pub const HYPER_LR: f64 = 1.0;
     /// Default bound γ_β.
     pub const BOUND: f64 = 10.0;
     /// Default ε.

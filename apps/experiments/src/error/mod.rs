@@ -258,6 +258,10 @@ impl Config {
         match self.estimator {
             EstimatorKind::PdboHgp => return "HGP of paper 004".to_string(),
             EstimatorKind::Srb => return "SRB".to_string(),
+            EstimatorKind::PdboHgpUnweighted => {
+                return "HGP of paper 004 without eq. 12's reweighting".to_string();
+            }
+            EstimatorKind::SrbReceiving => return "SRB along receiving edges".to_string(),
             _ => {}
         }
         match self.averager.unwrap_or(AveragerKind::PushSum) {
@@ -338,6 +342,10 @@ pub struct Panel {
     pub rows: Vec<Row>,
     /// The error of the mean over seeds at each m (paper 004's estimators; `None` for HGP).
     pub error_of_mean: Option<Vec<Option<f64>>>,
+    /// The root-mean-square error of one seed's estimate at each m, the scale of
+    /// `error_of_mean` (√seeds × it for an unbiased estimator); paper 004's estimators only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rms_error: Option<Vec<Option<f64>>>,
 }
 
 /// Every run's full curve, for the files and the figure (not in the JSON).
@@ -351,6 +359,8 @@ pub struct Curves {
     pub curves: Vec<Vec<f64>>,
     /// Per panel, the error of the mean over seeds at the drawn m (paper 004's estimators).
     pub means: Vec<Vec<(usize, f64)>>,
+    /// Per panel, the root-mean-square error of one seed at the drawn m (the same).
+    pub rms: Vec<Vec<(usize, f64)>>,
     /// Clients n.
     pub n: usize,
 }

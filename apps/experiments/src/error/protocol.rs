@@ -92,6 +92,36 @@ pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64
         .collect()
 }
 
+/// The root-mean-square over runs of ‖v^(m) − reference‖ / ‖reference‖ at every kept m:
+/// the scale of [`error_of_mean`] for unbiased runs (the mean of N unbiased draws has
+/// E‖mean − reference‖² = this² / N).
+pub fn rms_error(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64)> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let scale = exact.norm();
+    first
+        .kept
+        .iter()
+        .enumerate()
+        .map(|(t, (m, _))| {
+            let sq: f64 = runs
+                .iter()
+                .map(|r| {
+                    r.kept[t]
+                        .1
+                        .iter()
+                        .zip(exact.as_slice())
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>()
+                })
+                .sum::<f64>()
+                / runs.len() as f64;
+            (*m, sq.sqrt() / scale)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use hgp_inner_solvers::{
 use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 
-use super::protocol::{Curve, error_curve, error_of_mean};
+use super::protocol::{Curve, error_curve, error_of_mean, rms_error};
 use super::{
     BATCH, Checked, Curves, ETA, Outcome, Panel, Panels, Row, Settings, batch_name, plotted,
     report_at,
@@ -307,21 +307,27 @@ pub fn run(
     stage.finish("");
     // Paper 004's estimators are unbiased for eq. 8 truncated at m: the error of their mean
     // over the seeds, per panel.
-    let means: Vec<Vec<(usize, f64)>> = (0..setups.len())
+    let of_panel = |p: usize| -> Vec<&Curve> {
+        tasks
+            .iter()
+            .zip(&runs)
+            .filter(|((tp, _, _), _)| *tp == p)
+            .map(|(_, c)| c)
+            .collect()
+    };
+    let (means, rms): (Vec<_>, Vec<_>) = (0..setups.len())
         .map(|p| {
-            let of_panel: Vec<&Curve> = tasks
-                .iter()
-                .zip(&runs)
-                .filter(|((tp, _, _), _)| *tp == p)
-                .map(|(_, c)| c)
-                .collect();
             if pdbo {
-                error_of_mean(&of_panel, &setups[p].exact)
+                let runs = of_panel(p);
+                (
+                    error_of_mean(&runs, &setups[p].exact),
+                    rms_error(&runs, &setups[p].exact),
+                )
             } else {
-                Vec::new()
+                (Vec::new(), Vec::new())
             }
         })
-        .collect();
+        .unzip();
     let curves: Vec<Vec<f64>> = runs.into_iter().map(|c| c.errors).collect();
     // Never a table of NaN: a curve that is not a number is an error (the estimators catch
     // divergence; this is the last line of defence).
@@ -341,6 +347,7 @@ pub fn run(
         tasks,
         curves,
         means,
+        rms,
         n,
     };
     let at = report_at(m_max);
@@ -360,6 +367,7 @@ pub fn run(
                 })
                 .collect();
             let of_mean = &curves.means[p];
+            let rms = &curves.rms[p];
             Panel {
                 batch: batch_name(setup.batch),
                 consensus_error: setup.solution.consensus_error,
@@ -369,6 +377,11 @@ pub fn run(
                 error_of_mean: (!of_mean.is_empty()).then(|| {
                     at.iter()
                         .map(|&m| of_mean.iter().find(|(k, _)| *k == m).map(|(_, e)| *e))
+                        .collect()
+                }),
+                rms_error: (!rms.is_empty()).then(|| {
+                    at.iter()
+                        .map(|&m| rms.iter().find(|(k, _)| *k == m).map(|(_, e)| *e))
                         .collect()
                 }),
             }

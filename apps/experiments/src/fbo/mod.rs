@@ -47,6 +47,8 @@ pub const TEST_IMAGES: usize = 1000;
 /// Pixels (in [0, 1]) are divided by MNIST's standard deviation, as the papers' loaders do
 /// (the mean is not subtracted, so blank pixels stay zero and the representation sparse).
 pub const PIXEL_STD: f64 = 0.3081;
+/// Evaluations averaged for a run's final accuracy in `final_mean`.
+pub const FINAL_EVALUATIONS: usize = 10;
 /// The test accuracy of Table 2.
 pub const TARGET: f64 = 0.9;
 /// Communication rounds of a run. Figs. 2–4 stop at 2,000; with 90 images a client (the
@@ -526,8 +528,15 @@ pub struct Row {
     pub rounds_to_target: Option<usize>,
     /// Test accuracy after the last iteration (`None` if the run diverged).
     pub final_accuracy: Option<f64>,
+    /// The mean test accuracy of the last [`FINAL_EVALUATIONS`] evaluations (`None` if the
+    /// run diverged): the final accuracy with the round-to-round swing averaged out.
+    #[serde(default)]
+    pub final_mean: Option<f64>,
     /// Communication rounds run.
     pub rounds: usize,
+    /// Outer iterations run (each evaluated).
+    #[serde(default)]
+    pub iterations: usize,
     /// Where and why the run diverged.
     pub diverged: Option<Diverged>,
 }
@@ -555,6 +564,12 @@ pub struct Details {
 pub struct Outcome {
     /// The runs, in the order they ran.
     pub rows: Vec<Row>,
+    /// Lower rounds N per outer iteration.
+    #[serde(default)]
+    pub inner_steps: usize,
+    /// FedNest's Neumann rounds T′.
+    #[serde(default)]
+    pub neumann_terms: usize,
     /// What the files and the text say beyond the JSON.
     #[serde(skip)]
     pub details: Details,
@@ -682,7 +697,9 @@ fn run_on<C: RepClient>(
             tau: r.tau,
             rounds_to_target: r.rounds_to_target(settings.target),
             final_accuracy: r.final_accuracy(),
+            final_mean: r.final_mean(FINAL_EVALUATIONS),
             rounds: r.rounds(),
+            iterations: r.iterations(),
             diverged: r.diverged.as_ref().map(|d| Diverged {
                 iteration: d.iteration,
                 error: d.error.clone(),
@@ -691,6 +708,8 @@ fn run_on<C: RepClient>(
         .collect();
     Ok(Outcome {
         rows,
+        inner_steps: settings.inner_steps,
+        neumann_terms: settings.neumann_terms,
         details: Details { runs, description },
     })
 }

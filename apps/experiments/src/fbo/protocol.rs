@@ -313,6 +313,21 @@ impl Run {
         }
     }
 
+    /// The mean test accuracy of the last `k` evaluations (fewer where the run has fewer
+    /// after round 0); `None` for a run that diverged.
+    pub fn final_mean(&self, k: usize) -> Option<f64> {
+        if self.diverged.is_some() || self.curve.len() < 2 || k == 0 {
+            return None;
+        }
+        let tail = &self.curve[self.curve.len().saturating_sub(k).max(1)..];
+        Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+    }
+
+    /// Outer iterations run (evaluations after round 0).
+    pub fn iterations(&self) -> usize {
+        self.curve.len().saturating_sub(1)
+    }
+
     /// The rounds at which the test accuracy first reached `target`.
     pub fn rounds_to_target(&self, target: f64) -> Option<usize> {
         self.curve.iter().find(|p| p.1 >= target).map(|p| p.0)

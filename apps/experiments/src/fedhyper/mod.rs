@@ -439,6 +439,11 @@ pub struct Summary {
     pub final_accuracy: Option<f64>,
     /// Its standard deviation over the seeds (0 for one seed).
     pub final_accuracy_std: Option<f64>,
+    /// The mean over the seeds of each run's mean test accuracy in its last
+    /// [`FINAL_ROUNDS`] rounds: the final accuracy with the round-to-round swing averaged
+    /// out.
+    #[serde(default)]
+    pub final_mean: Option<f64>,
     /// Mean rounds to the target, if every seed reached it.
     pub rounds_to_target: Option<f64>,
     /// Seeds that reached the target.
@@ -451,6 +456,9 @@ pub struct Summary {
     /// Seeds that diverged.
     pub diverged: usize,
 }
+
+/// Rounds averaged for a run's final accuracy in `final_mean`.
+pub const FINAL_ROUNDS: usize = 5;
 
 /// The summaries of `runs`, in the order methods and splits were given.
 pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64) -> Vec<Summary> {
@@ -472,6 +480,10 @@ pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64
                 continue;
             }
             let finals: Vec<f64> = mine.iter().filter_map(|r| r.final_accuracy()).collect();
+            let tails: Vec<f64> = mine
+                .iter()
+                .filter_map(|r| r.final_mean(FINAL_ROUNDS))
+                .collect();
             let reached: Vec<f64> = mine
                 .iter()
                 .filter_map(|r| r.rounds_to_target(target))
@@ -490,6 +502,7 @@ pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64
                 seeds: mine.len(),
                 final_accuracy: mean(&finals),
                 final_accuracy_std: std_dev(&finals),
+                final_mean: mean(&tails),
                 rounds_to_target: if reached.len() == mine.len() {
                     mean(&reached)
                 } else {

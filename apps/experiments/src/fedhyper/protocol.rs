@@ -299,6 +299,16 @@ impl Run {
         self.records.last().map(|r| r.accuracy)
     }
 
+    /// The mean test accuracy of the last `k` rounds (fewer where the run has fewer);
+    /// `None` for a run that diverged.
+    pub fn final_mean(&self, k: usize) -> Option<f64> {
+        if self.diverged.is_some() || self.records.is_empty() || k == 0 {
+            return None;
+        }
+        let tail = &self.records[self.records.len().saturating_sub(k)..];
+        Some(tail.iter().map(|r| r.accuracy).sum::<f64>() / tail.len() as f64)
+    }
+
     /// The first round after which the accuracy reached `target`.
     pub fn rounds_to_target(&self, target: f64) -> Option<usize> {
         self.records

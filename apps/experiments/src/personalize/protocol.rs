@@ -628,8 +628,16 @@ pub(super) mod tests {
     /// network; HGP's Table 6 otherwise.
     #[test]
     fn rates_follow_their_tables() {
-        let paper = Rates::Paper004 { inner_lr: 0.2 };
+        let paper = Rates::Paper004 {
+            inner_lr: 0.2,
+            paper_steps: 1200,
+        };
         assert_eq!(paper.milestones(1200), [1100, 1150]);
+        let digits = Rates::Paper004 {
+            inner_lr: 0.5,
+            paper_steps: 600,
+        };
+        assert_eq!(digits.milestones(600), [500, 550]);
         assert_eq!(Rates::Hgp.milestones(600), [500, 550]);
         for m in Method::VARIANTS {
             assert_eq!(

@@ -10,6 +10,7 @@
 
 pub mod claims;
 pub mod plan;
+pub mod settings;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -21,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::ExperimentOutcome;
 use claims::{Claim, SeedRun};
 use plan::{DataDirs, Job, command_line};
-use verdict::{Verdict, over_seeds};
+use settings::Setting;
+use verdict::{TestResult, Verdict, combine};
 
 crate::choice! {
     /// The four papers.
@@ -101,7 +103,11 @@ pub struct Config {
     pub seeds: usize,
     /// The first seed.
     pub seed: u64,
-    /// EMNIST's IDX files, for paper 004's EMNIST task.
+    /// MNIST's IDX files: every digit experiment (paper 003's 60,000 digits; the
+    /// embedded 10,000 stand in without them).
+    pub mnist: Option<PathBuf>,
+    /// EMNIST's IDX files: every digit experiment of the HGP paper and paper 004 (before
+    /// `mnist`).
     pub emnist: Option<PathBuf>,
     /// CIFAR-10's binary files (or their folder or .tar.gz).
     pub cifar10: Option<PathBuf>,
@@ -118,8 +124,9 @@ impl Default for Config {
         Self {
             paper: vec![Paper::All],
             preset: Preset::Cpu,
-            seeds: 3,
+            seeds: SEEDS,
             seed: 0,
+            mnist: None,
             emnist: None,
             cifar10: None,
             cifar100: None,
@@ -128,6 +135,13 @@ impl Default for Config {
         }
     }
 }
+
+/// Seeds of every experiment by default: enough for the paired tests of [`verdict`] to find
+/// an effect of twice the seeds' spread.
+pub const SEEDS: usize = 5;
+
+/// The largest `--seeds`: each seed runs every experiment once.
+pub const MAX_SEEDS: usize = 1000;
 
 /// The checked plan: the claims to report and the experiments to run.
 pub struct Checked {
@@ -193,6 +207,12 @@ impl Config {
         if self.seeds == 0 {
             bail!("--seeds must be at least 1");
         }
+        if self.seeds > MAX_SEEDS {
+            bail!(
+                "--seeds {}: at most {MAX_SEEDS} (each seed runs every experiment once)",
+                self.seeds
+            );
+        }
         if self.seed.checked_add(self.seeds as u64).is_none() {
             bail!("--seed {} + --seeds {} overflows", self.seed, self.seeds);
         }
@@ -200,6 +220,7 @@ impl Config {
             bail!("--paper needs at least one paper");
         }
         for (flag, dir) in [
+            ("--mnist", &self.mnist),
             ("--emnist", &self.emnist),
             ("--cifar10", &self.cifar10),
             ("--cifar100", &self.cifar100),
@@ -227,6 +248,7 @@ impl Config {
             .filter(|c| papers.contains(&c.paper))
             .collect();
         let data = DataDirs {
+            mnist: self.mnist.clone(),
             emnist: self.emnist.clone(),
             cifar10: self.cifar10.clone(),
             cifar100: self.cifar100.clone(),
@@ -257,16 +279,27 @@ pub struct SeedResult {
     pub seconds: Option<f64>,
 }
 
-/// One seed's outcome of a claim's test.
+/// One seed's headline number of a claim.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SeedOutcome {
     /// The seed.
     pub seed: u64,
-    /// Whether it passed the claim's test.
-    pub passed: bool,
     /// Its headline number (null when it is not a number: a diverged run, an undefined
     /// score).
     pub value: Option<f64>,
+}
+
+/// What we found out about a claim, and where it was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FindingRecord {
+    /// The preset it was measured at.
+    pub preset: String,
+    /// The commit.
+    pub commit: String,
+    /// The seeds.
+    pub seeds: usize,
+    /// What we found.
+    pub text: String,
 }
 
 /// One claim's result.
@@ -283,21 +316,30 @@ pub struct ClaimResult {
     pub claim: String,
     /// The paper's number(s).
     pub paper_value: String,
-    /// The test one seed passes or fails.
+    /// What is tested, in words.
     pub test: String,
     /// Ours: mean ± sd over seeds (or why there is nothing).
     pub measured: String,
-    /// Each seed's outcome.
+    /// Each seed's headline number.
     pub seeds: Vec<SeedOutcome>,
+    /// Each test over the seeds, with its verdict.
+    pub tests: Vec<TestResult>,
     /// The verdict.
     pub verdict: Verdict,
+    /// Whether the experiments ran at settings that differ from the paper's (`settings`).
+    pub reduced: bool,
+    /// The verdict in words, "at reduced settings" where they differ.
+    pub verdict_text: String,
     /// One line of why.
     pub why: String,
+    /// The settings of its experiments that differ from the paper's: the paper's value and
+    /// ours, read from the configs that ran.
+    pub settings: Vec<Setting>,
     /// The figures the claim cites, relative to the report's folder.
     pub figures: Vec<String>,
-    /// What we found out about the claim where it does not hold at `preset: cpu` (null
-    /// where there is nothing to add).
-    pub note: Option<String>,
+    /// What we found out about the claim at this preset in an earlier run (null where
+    /// there is nothing, or it was measured at another preset).
+    pub finding: Option<FindingRecord>,
 }
 
 /// One experiment's record in the report: what ran and what it took.
@@ -319,6 +361,8 @@ pub struct JobRecord {
 pub struct Outcome {
     /// The preset.
     pub preset: String,
+    /// A warning that applies to every verdict (a smoke run's say nothing of the papers).
+    pub warning: Option<String>,
     /// The seeds.
     pub seeds: Vec<u64>,
     /// The papers reported.
@@ -338,6 +382,9 @@ pub struct Outcome {
 
 /// The measured line of a claim whose experiments' output could not be read.
 pub const UNREADABLE: &str = "unreadable";
+
+/// What a smoke report says at its top.
+pub const SMOKE_WARNING: &str = "This is a --preset smoke run: every experiment ran for seconds, to check the pipeline and the report. Its verdicts say nothing of the papers; run --preset cpu (or paper) for those.";
 
 /// Every claim's result and every experiment's record, from each job's seeds' results
 /// (`runs_of`: by job id, in the seeds' order), as the report of a run that took
@@ -361,6 +408,24 @@ pub fn assess(
                 Some(format!("runs/{id}/seed-{seed}/{f}"))
             })
             .collect();
+        let mut settings: Vec<Setting> = c
+            .jobs
+            .iter()
+            .filter_map(|id| job(id))
+            .flat_map(|j| j.settings())
+            .collect();
+        settings.sort();
+        settings.dedup();
+        let finding = c
+            .finding
+            .as_ref()
+            .filter(|f| f.preset == checked.preset)
+            .map(|f| FindingRecord {
+                preset: f.preset.name().to_string(),
+                commit: f.commit.to_string(),
+                seeds: f.seeds,
+                text: f.text.to_string(),
+            });
         let mut result = ClaimResult {
             paper: c.paper.name().to_string(),
             id: c.id.to_string(),
@@ -370,10 +435,14 @@ pub fn assess(
             test: c.test.to_string(),
             measured: "not run".to_string(),
             seeds: Vec::new(),
+            tests: Vec::new(),
             verdict: Verdict::NotTestable,
+            reduced: false,
+            verdict_text: Verdict::NotTestable.label().to_string(),
             why: String::new(),
+            settings,
             figures,
-            note: (!c.note.is_empty()).then(|| c.note.to_string()),
+            finding,
         };
         // The experiments this claim can read: all of them, or (for a claim over whichever
         // ran) those that ran.
@@ -388,6 +457,11 @@ pub fn assess(
             .copied()
             .filter(|id| runs_of.contains_key(id))
             .collect();
+        if let Some(why) = c.untestable {
+            result.why = why.to_string();
+            results.push(result);
+            continue;
+        }
         if usable.is_empty() || (!c.any_job && !missing.is_empty()) {
             result.why = missing.join("; ");
             results.push(result);
@@ -422,25 +496,32 @@ pub fn assess(
         }
         match (c.assess)(&runs) {
             Ok(a) => {
-                result.verdict = over_seeds(&a.passed);
+                result.tests = a.tests.iter().map(|t| t.decide()).collect();
+                result.verdict = combine(&result.tests);
+                result.reduced = !result.settings.is_empty();
+                result.verdict_text = result.verdict.text(result.reduced);
                 result.seeds = runs
                     .iter()
-                    .zip(&a.passed)
                     .enumerate()
-                    .map(|(k, (r, &passed))| SeedOutcome {
+                    .map(|(k, r)| SeedOutcome {
                         seed: r.seed,
-                        passed,
                         value: a.values.get(k).copied().filter(|v| v.is_finite()),
                     })
                     .collect();
                 result.measured = a.measured;
                 let mut why = a.why;
                 if !missing.is_empty() {
-                    why.push_str(&format!("; not run: {}", missing.join("; ")));
+                    if !why.is_empty() {
+                        why.push_str("; ");
+                    }
+                    why.push_str(&format!("not run: {}", missing.join("; ")));
                 }
                 if !failures.is_empty() {
+                    if !why.is_empty() {
+                        why.push(' ');
+                    }
                     why.push_str(&format!(
-                        " (without the seeds that failed: {})",
+                        "(without the seeds that failed: {})",
                         failures.join("; ")
                     ));
                 }
@@ -486,6 +567,7 @@ pub fn assess(
         .collect();
     Outcome {
         preset: checked.preset.name().to_string(),
+        warning: (checked.preset == Preset::Smoke).then(|| SMOKE_WARNING.to_string()),
         seeds: checked.seeds.clone(),
         papers: checked
             .papers

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use hgp_models::BatchSize;
 
 use super::Preset;
+use super::settings::{self as set, PaperValue, paper};
 use crate::ExperimentConfig;
 use crate::setup::{Dataset, EstimatorKind, NetworkKind};
 use crate::{error, fbo, fedhyper, influence, personalize};
@@ -13,6 +14,9 @@ use crate::{error, fbo, fedhyper, influence, personalize};
 /// The data sets the reproduction does not hold itself, as its config gives them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DataDirs {
+    /// MNIST's IDX files (paper 003's 60,000 digits; the embedded 10,000 stand in without
+    /// them).
+    pub mnist: Option<PathBuf>,
     /// EMNIST IDX files (paper 004's EMNIST task; the embedded MNIST digits stand in
     /// without them).
     pub emnist: Option<PathBuf>,
@@ -40,6 +44,8 @@ pub struct Job {
     pub figure: Option<&'static str>,
     /// Why the preset cannot run it (a data set not given), with the option that would.
     pub missing: Option<String>,
+    /// The paper's value of each setting, cited (ours are read from `config`).
+    pub paper: Vec<PaperValue>,
 }
 
 impl Job {
@@ -51,7 +57,19 @@ impl Job {
             resumable: false,
             figure: None,
             missing: None,
+            paper: Vec::new(),
         }
+    }
+
+    /// The paper's settings of this experiment.
+    fn paper(mut self, values: Vec<PaperValue>) -> Self {
+        self.paper = values;
+        self
+    }
+
+    /// The settings where this experiment differs from the paper's.
+    pub fn settings(&self) -> Vec<set::Setting> {
+        set::differing(self.id, &self.paper, &self.config)
     }
 
     fn figure(mut self, name: &'static str) -> Self {
@@ -124,7 +142,47 @@ pub fn command_line(config: &ExperimentConfig) -> String {
         .join(" ")
 }
 
-/// The personalization of paper 004's Table 1 at `preset`.
+/// The grey digits of a job: EMNIST where `--emnist` gives it, MNIST's files where
+/// `--mnist` does, the embedded MNIST digits otherwise.
+fn digits(data: &DataDirs) -> (Dataset, Option<PathBuf>) {
+    match (&data.emnist, &data.mnist) {
+        (Some(d), _) => (Dataset::Emnist, Some(d.clone())),
+        (None, Some(d)) => (Dataset::Mnist, Some(d.clone())),
+        (None, None) => (Dataset::Mnist, None),
+    }
+}
+
+/// Paper 004's Table 2 settings of a task (every method: 600 or 1,200 inner steps of batch
+/// 128, inner L2 0.001; PDBO-MTL: Adam's rate 1.0, 5 or 10 outer steps, M = 200 or 20) and
+/// its App. A.1 clients and networks.
+fn pdbo_paper(dataset: Dataset) -> Vec<PaperValue> {
+    const T2: &str = "paper 004 Table 2";
+    const A1: &str = "paper 004 App. A.1";
+    let (data, clients, model, steps, outer, m, lr) = match dataset {
+        Dataset::Cifar10 => ("CIFAR-10", 20, "mobilenet-v2", 1200, 10, 20, "0.1"),
+        Dataset::Cifar100 => ("CIFAR-100", 20, "mobilenet-v2", 1200, 10, 20, "0.2"),
+        Dataset::Shakespeare => ("Shakespeare", 20, "lstm", 1200, 10, 20, "10"),
+        _ => ("EMNIST", 100, "cnn5", 600, 5, 200, "0.5"),
+    };
+    vec![
+        paper(set::DATA, data, A1),
+        paper(set::CLIENTS, clients, A1),
+        paper(set::MODEL, model, A1),
+        paper(set::INNER_STEPS, steps, T2),
+        paper(set::OUTER_STEPS, outer, T2),
+        paper(set::TERMS, m, T2),
+        paper(set::BATCH, 128, T2),
+        paper(set::HYPER_LR, 1, T2),
+        paper(set::INNER_LR, lr, T2),
+    ]
+}
+
+/// The personalization of paper 004's Table 1 at `preset`: its Table 2 rates (the
+/// estimator's: Adam's rate 1 on λ), its outer steps and M; at `cpu` the preset's clients,
+/// network and batch with the paper's 5 outer steps on the digits, its 600 inner steps cut
+/// to 300 and M = 50: at M = 200 paper 004's HGP grows on the preset's MLP (‖u‖ doubles from
+/// m = 64 to 128 at γ = 0.005, a Hessian with negative curvature), which the estimator
+/// refuses.
 fn pdbo_task(preset: Preset, dataset: Dataset, dir: Option<&Path>) -> personalize::Config {
     let mut c = personalize::Config {
         estimator: personalize::PersonalizeEstimator::Pdbo,
@@ -132,17 +190,29 @@ fn pdbo_task(preset: Preset, dataset: Dataset, dir: Option<&Path>) -> personaliz
     };
     c.data.dataset = dataset;
     c.data.data_dir = dir.map(Path::to_path_buf);
+    let grey = !dataset.colour() && !dataset.text();
     match preset {
         Preset::Cpu => {
             c.preset = Some(personalize::Preset::Cpu);
             c.seeds = Some(1);
+            if grey {
+                c.outer_steps = Some(5);
+                c.neumann_terms = Some(50);
+                c.sgp_steps = Some(300);
+            }
         }
-        Preset::Paper => {}
+        Preset::Paper => {
+            if grey {
+                c.data.clients = Some(100);
+                c.outer_steps = Some(5);
+                c.neumann_terms = Some(200);
+            }
+        }
         Preset::Smoke => {
             c.quick = true;
             c.sgp_steps = Some(2);
             c.outer_steps = Some(1);
-            if dataset != Dataset::Mnist && dataset != Dataset::Emnist {
+            if !grey {
                 c.data.clients = Some(2);
                 // Text is windows, not images: its clients are speaking characters.
                 if !dataset.text() {
@@ -163,6 +233,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         Paper => paper,
         Smoke => 0.02,
     };
+    let (grey, grey_dir) = digits(data);
     let mut jobs = Vec::new();
 
     // HGP Fig. 1a/1b: the experiment's own 10 HGP runs a seed, both panels.
@@ -170,7 +241,14 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         quick: smoke,
         ..error::Config::default()
     };
-    jobs.push(Job::new("error", error, minutes(0.02, 0.02)).figure("error.svg"));
+    jobs.push(
+        Job::new("error", error, minutes(0.02, 0.02))
+            .figure("error.svg")
+            .paper(vec![
+                paper(set::RUNS, 10, "HGP Sec. 5.1"),
+                paper(set::TERMS, 1000, "HGP Fig. 1"),
+            ]),
+    );
     // HGP Table 4.
     let logistic = influence::Config {
         quick: smoke,
@@ -179,7 +257,11 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     jobs.push(
         Job::new("influence-logistic", logistic, minutes(0.03, 0.03))
             .figure("influence.svg")
-            .resumable(),
+            .resumable()
+            .paper(vec![
+                paper(set::TERMS, 500, "HGP App. A.2"),
+                paper(set::INNER_STEPS, 5000, "HGP App. A.1"),
+            ]),
     );
     // The CNN at --quick's 300 images and M = 50, with 500 SGP steps (--quick's 150 leave the
     // gradient above half its start in some seeds, which the experiment refuses) and the top
@@ -187,6 +269,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     let cnn = |batch: Option<usize>| {
         let mut c = influence::Config {
             model: influence::ModelKind::Cnn,
+            data_dir: grey_dir.clone(),
             ..influence::Config::default()
         };
         match preset {
@@ -209,10 +292,19 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         c.pipeline.estimator.batch = batch.map(BatchSize::Size);
         c
     };
+    let cnn_paper = |batch: &str| {
+        vec![
+            paper(set::DATA, "EMNIST", "HGP App. A.2"),
+            paper(set::INNER_STEPS, 5000, "HGP App. A.2"),
+            paper(set::TERMS, 1000, "HGP App. A.2"),
+            paper(set::BATCH, batch, "HGP Table 4"),
+        ]
+    };
     jobs.push(
         Job::new("influence-cnn", cnn(None), minutes(1.0, 600.0))
             .figure("influence.svg")
-            .resumable(),
+            .resumable()
+            .paper(cnn_paper("full")),
     );
     // The mini-batch row: the paper's batch of 512, or the quick run's 32 of its 100 images a
     // client.
@@ -228,16 +320,19 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             minutes(1.0, 600.0),
         )
         .figure("influence.svg")
-        .resumable(),
+        .resumable()
+        .paper(cnn_paper("512")),
     );
     // HGP Table 2.
     let mut table2 = personalize::Config::default();
+    table2.data.dataset = grey;
+    table2.data.data_dir = grey_dir.clone();
     match preset {
         Cpu => {
             table2.preset = Some(personalize::Preset::Cpu);
             table2.seeds = Some(1);
         }
-        Paper => {}
+        Paper => table2.data.clients = Some(100),
         Smoke => {
             table2.quick = true;
             table2.rounds = Some(1);
@@ -245,32 +340,76 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             table2.outer_steps = Some(1);
         }
     }
+    const HGP_A3: &str = "HGP App. A.3";
     jobs.push(
-        Job::new("personalize", table2, minutes(9.5, 1440.0))
+        Job::new("personalize", table2.clone(), minutes(9.5, 1440.0))
             .figure("curves.svg")
-            .resumable(),
+            .resumable()
+            .paper(vec![
+                paper(set::DATA, "EMNIST", "HGP Sec. 5.3"),
+                paper(set::CLIENTS, 100, "HGP Sec. 5.3"),
+                paper(set::MODEL, "cnn5", "HGP Table 5"),
+                paper(set::INNER_STEPS, 600, HGP_A3),
+                paper(set::OUTER_STEPS, 5, HGP_A3),
+                paper(set::TERMS, 10, "HGP Sec. 5.3"),
+                paper(set::PUSH_STEPS, 10, "HGP Sec. 5.3"),
+                paper(set::BATCH, 128, HGP_A3),
+                paper(set::HYPER_LR, "Table 6", "HGP Table 6"),
+            ]),
+    );
+    // HGP footnote 5 and Fig. 4b–d: the same table on the time-varying networks with S = 1.
+    let mut one_push = table2;
+    one_push.networks = Some(vec![NetworkKind::Randu, NetworkKind::Randd]);
+    one_push.methods = Some(vec![
+        personalize::Method::HgpPl,
+        personalize::Method::HgpMtl,
+    ]);
+    one_push.push_steps = 1;
+    jobs.push(
+        Job::new("personalize-s1", one_push, minutes(4.0, 720.0))
+            .figure("curves.svg")
+            .resumable()
+            .paper(vec![
+                paper(set::CLIENTS, 100, "HGP Sec. 5.3"),
+                paper(set::PUSH_STEPS, 1, "HGP footnote 5"),
+            ]),
     );
 
-    // Paper 004: its HGP (Alg. 2) on RandD, the mean of 40 draws against eq. 8's exact value.
+    // Paper 004: its HGP (Alg. 2) on RandD, the mean of 200 draws against eq. 8's exact
+    // value (enough draws that a bias of a tenth of one draw's error would show; a second
+    // at every preset).
+    let draws = 200;
     let mut pdbo_hgp = error::Config {
         estimator: EstimatorKind::PdboHgp,
         pdbo_lr: Some(1.0),
         panels: error::Panels::Full,
-        seeds: Some(if smoke { 4 } else { 40 }),
+        seeds: Some(draws),
         quick: smoke,
         ..error::Config::default()
     };
     pdbo_hgp.network.network = NetworkKind::Randd;
-    jobs.push(Job::new("pdbo-hgp", pdbo_hgp, minutes(0.02, 0.02)).figure("error.svg"));
+    jobs.push(Job::new("pdbo-hgp", pdbo_hgp.clone(), minutes(0.1, 0.1)).figure("error.svg"));
+    // The negative control: the same draws without eq. 12's reweighting of the received
+    // vectors (each in-neighbour's share taken as if every edge were always there).
+    let mut unweighted = pdbo_hgp.clone();
+    unweighted.estimator = EstimatorKind::PdboHgpUnweighted;
+    jobs.push(Job::new(
+        "pdbo-hgp-unweighted",
+        unweighted,
+        minutes(0.1, 0.1),
+    ));
+    // Paper 004 Sec. 4.2: SRB (eq. 9) needs the u of the clients a client sends to, which a
+    // directed network does not return: run on RandD with receiving edges only, it is biased.
+    let mut srb = pdbo_hgp;
+    srb.estimator = EstimatorKind::SrbReceiving;
+    jobs.push(Job::new("pdbo-srb-directed", srb, minutes(0.1, 0.1)));
     // Paper 004 Table 1, one task a job.
-    let digits = match &data.emnist {
-        Some(dir) => pdbo_task(preset, Dataset::Emnist, Some(dir)),
-        None => pdbo_task(preset, Dataset::Mnist, None),
-    };
+    let task = pdbo_task(preset, grey, grey_dir.as_deref());
     jobs.push(
-        Job::new("pdbo-emnist", digits, minutes(2.0, 1440.0))
+        Job::new("pdbo-emnist", task, minutes(4.0, 1440.0))
             .figure("curves.svg")
-            .resumable(),
+            .resumable()
+            .paper(pdbo_paper(Dataset::Emnist)),
     );
     for (id, dataset, dir, flag, what) in [
         (
@@ -301,23 +440,60 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             Job::new(id, task, minutes(cpu_minutes, 20000.0))
                 .figure("curves.svg")
                 .resumable()
-                .needs(dir.is_some(), flag, what),
+                .needs(dir.is_some(), flag, what)
+                .paper(pdbo_paper(dataset)),
         );
     }
 
-    // Paper 003 Table 2: FBO-AggITD against FedNest, 3,000 rounds (the figures' 2,000 and
-    // FedNest's 90 % on the embedded subset).
+    // Paper 003 Table 2: FBO-AggITD against FedNest at App. A.3's steps (inner 0.003, outer
+    // 0.01, 5 lower steps), 3,000 rounds (the figures' 2,000 and FedNest's 90 % on the
+    // embedded subset).
+    const A3: &str = "paper 003 App. A.3";
+    let fbo_paper = || {
+        vec![
+            paper(set::DATA, "MNIST", "paper 003 Sec. 5"),
+            paper(set::CLIENTS, 100, "paper 003 Sec. 5"),
+            paper(set::MODEL, "mlp", "paper 003 Sec. 5"),
+            paper(set::INNER_LR, "0.003", A3),
+            paper(set::OUTER_LR, "0.01", A3),
+            paper(set::INNER_STEPS, 5, A3),
+        ]
+    };
     let fbo_methods = vec![fbo::Method::FboAggitd, fbo::Method::Fednest];
     let mut table2 = fbo::Config {
         methods: fbo_methods.clone(),
+        inner_lr: Some(0.003),
         ..fbo::Config::default()
     };
+    table2.data.data_dir = data.mnist.clone();
     if smoke {
         table2.rounds = Some(40);
         table2.data.images = Some(1400);
         table2.data.clients = Some(10);
     }
-    jobs.push(Job::new("fbo", table2, minutes(4.0, 4.0)).figure("curves.svg"));
+    jobs.push(
+        Job::new("fbo", table2.clone(), minutes(4.0, 4.0))
+            .figure("curves.svg")
+            .paper(fbo_paper()),
+    );
+    // Paper 003 Figs. 3 and 4 (App. A.3): non-i.i.d., τ = 1, C = 0.1; FBO-AggITD, FedNest
+    // and LFedNest, and the first two with SGD-type (FedAvg) lower rounds in place of
+    // FedSVRG's.
+    let mut fig34 = table2;
+    fig34.methods = vec![
+        fbo::Method::FboAggitd,
+        fbo::Method::FboAggitdSgd,
+        fbo::Method::Fednest,
+        fbo::Method::FednestSgd,
+        fbo::Method::Lfednest,
+    ];
+    fig34.split = vec![fbo::Split::Noniid];
+    fig34.local_steps = vec![1];
+    jobs.push(
+        Job::new("fbo-fig3-4", fig34, minutes(3.0, 3.0))
+            .figure("curves.svg")
+            .paper(fbo_paper()),
+    );
     // Paper 003 Fig. 6: the CNN on MNIST (LeNet-5), FBO-AggITD against FedNest and LFedNest
     // on the non-i.i.d. split. Paper 003 gives FBO-AggITD steps 0.003 / 0.01 for its CNN
     // (App. A.3, on its own, unstated MNIST CNN): with LeNet-5 on our pixels those leave it
@@ -337,6 +513,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         l2: Some(0.001),
         ..fbo::Config::default()
     };
+    lenet.data.data_dir = data.mnist.clone();
     match preset {
         Cpu => {
             lenet.rounds = Some(800);
@@ -350,7 +527,28 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             lenet.split = vec![fbo::Split::Noniid];
         }
     }
-    jobs.push(Job::new("fbo-cnn", lenet, minutes(8.0, 60.0)).figure("curves.svg"));
+    // Fig. 6's i.i.d. row: FBO-AggITD alone.
+    let mut lenet_iid = lenet.clone();
+    lenet_iid.methods = vec![fbo::Method::FboAggitd];
+    lenet_iid.split = vec![fbo::Split::Iid];
+    jobs.push(
+        Job::new("fbo-cnn-iid", lenet_iid, minutes(3.0, 20.0))
+            .figure("curves.svg")
+            .paper(vec![
+                paper(set::DATA, "MNIST", "paper 003 App. A.1"),
+                paper(set::ROUNDS, 2000, "paper 003 Fig. 6"),
+            ]),
+    );
+    jobs.push(
+        Job::new("fbo-cnn", lenet, minutes(8.0, 60.0))
+            .figure("curves.svg")
+            .paper(vec![
+                paper(set::DATA, "MNIST", "paper 003 App. A.1"),
+                paper(set::INNER_LR, "0.003", "paper 003 App. A.1"),
+                paper(set::OUTER_LR, "0.01", "paper 003 App. A.1"),
+                paper(set::ROUNDS, 2000, "paper 003 Fig. 6"),
+            ]),
+    );
     // Paper 003 Fig. 5: CIFAR-10, i.i.d.; the MLP at the figure's steps (inner 0.002, outer
     // 0.01, τ = 1), LeNet-5 at the steps that train it (`hgp fbo`'s LeNet defaults: the
     // paper's leave it near chance on grey digits).
@@ -383,11 +581,16 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         jobs.push(
             Job::new(id, c, minutes(cpu, cpu * 5.0))
                 .figure("curves.svg")
-                .needs(data.cifar10.is_some(), "--cifar10", "CIFAR-10"),
+                .needs(data.cifar10.is_some(), "--cifar10", "CIFAR-10")
+                .paper(vec![
+                    paper(set::INNER_LR, "0.002", A3),
+                    paper(set::OUTER_LR, "0.01", A3),
+                ]),
         );
     }
 
-    // FedHyper: every scheduler, iid and Dirichlet splits.
+    // FedHyper: every scheduler, the i.i.d. split and Dirichlet α = 0.75, 0.5, 0.25 (paper
+    // 001 Table 2), CL at Alg. 1's hyper learning rate 1.
     let mut schedulers = fedhyper::Config {
         quick: preset != Paper,
         ..fedhyper::Config::default()
@@ -398,7 +601,11 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     jobs.push(
         Job::new("fedhyper", schedulers, minutes(1.0, 60.0))
             .figure("accuracy.svg")
-            .resumable(),
+            .resumable()
+            .paper(vec![
+                paper(set::ROUNDS, 100, "paper 001 Fig. 6"),
+                paper(set::HYPER_LR, "CL 1", "paper 001 Alg. 1 line 7"),
+            ]),
     );
     jobs
 }
@@ -466,6 +673,7 @@ mod tests {
     #[test]
     fn every_job_checks() {
         let data = DataDirs {
+            mnist: Some("/data/mnist".into()),
             emnist: Some("/data/emnist".into()),
             cifar10: Some("/data/cifar10".into()),
             cifar100: Some("/data/cifar100".into()),

@@ -40,6 +40,12 @@ crate::choice! {
         /// The exact hyper-gradient of paper 004's formulation: the fixed point of the expected
         /// SGP map with step γ, differentiated densely (small problems).
         PdboExact,
+        /// A negative control: paper 004's HGP without eq. 12's reweighting of the received
+        /// vectors (biased wherever a link is up with probability below 1).
+        PdboHgpUnweighted,
+        /// A negative control: SRB's step with the weights a client's in-neighbours push, all a
+        /// client has on a directed network (paper 004 Sec. 4.2: biased there).
+        SrbReceiving,
     }
 }
 
@@ -156,6 +162,26 @@ impl EstimatorKind {
                 over_ranks: true,
                 reads: &["--neumann-terms", "--batch", "--pdbo-lr"],
                 note: "Alg. 2 of paper 004 always uses one draw for both products",
+                ..POST_HOC
+            },
+            Self::PdboHgpUnweighted => EstimatorSpec {
+                name: "pdbo-hgp-unweighted",
+                sgp_step: true,
+                over_ranks: true,
+                reads: &["--neumann-terms", "--batch", "--pdbo-lr"],
+                note: "Alg. 2 of paper 004 always uses one draw for both products",
+                ..POST_HOC
+            },
+            Self::SrbReceiving => EstimatorSpec {
+                name: "srb-receiving",
+                sgp_step: true,
+                over_ranks: true,
+                reads: &[
+                    "--neumann-terms",
+                    "--batch",
+                    "--shared-samples",
+                    "--pdbo-lr",
+                ],
                 ..POST_HOC
             },
             Self::PdboExact => EstimatorSpec {
@@ -395,7 +421,11 @@ impl EstimatorConfig {
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
             gamma,
             batch: self.batch(defaults),
-            samples: if self.shared_samples || self.estimator == EstimatorKind::PdboHgp {
+            samples: if self.shared_samples
+                || matches!(
+                    self.estimator,
+                    EstimatorKind::PdboHgp | EstimatorKind::PdboHgpUnweighted
+                ) {
                 SampleMode::Shared
             } else {
                 SampleMode::Independent
@@ -432,6 +462,16 @@ impl EstimatorConfig {
             EstimatorKind::PdboHgp => post_hoc(Box::new(
                 PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
                     .context("--estimator pdbo-hgp")?
+                    .with_placement(on),
+            )),
+            EstimatorKind::PdboHgpUnweighted => post_hoc(Box::new(
+                PdboHgp::without_reweighting(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("--estimator pdbo-hgp-unweighted")?
+                    .with_placement(on),
+            )),
+            EstimatorKind::SrbReceiving => post_hoc(Box::new(
+                Srb::along_received_edges(network(), self.pdbo_options(gamma, seed, defaults))
+                    .context("--estimator srb-receiving")?
                     .with_placement(on),
             )),
             EstimatorKind::PdboExact => post_hoc(Box::new(

@@ -1,0 +1,240 @@
+//! The settings of an experiment beside the paper's: each job of the plan names the paper's
+//! value of each setting (with its table or section), ours are read from the config that
+//! runs ([`ours`]), and a claim lists those that differ ([`differing`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ExperimentConfig;
+use crate::numbers::num;
+use crate::setup::Dataset;
+
+/// The data set (and how much of it).
+pub const DATA: &str = "data set";
+/// Clients (agents).
+pub const CLIENTS: &str = "clients";
+/// The network trained.
+pub const MODEL: &str = "model";
+/// Inner steps (SGP steps, or the lower solve's).
+pub const INNER_STEPS: &str = "inner steps";
+/// Outer steps on λ.
+pub const OUTER_STEPS: &str = "outer steps";
+/// The Neumann terms M of a hyper-gradient.
+pub const TERMS: &str = "Neumann terms M";
+/// Push-Sum steps S per average.
+pub const PUSH_STEPS: &str = "Push-Sum steps S";
+/// Communication rounds.
+pub const ROUNDS: &str = "rounds";
+/// The inner (lower) learning rate.
+pub const INNER_LR: &str = "inner rate";
+/// The outer (upper) learning rate.
+pub const OUTER_LR: &str = "outer rate";
+/// The learning rate on λ (Adam's, or a scheduler's hyper learning rate).
+pub const HYPER_LR: &str = "hyper rate";
+/// Local steps τ.
+pub const TAU: &str = "local steps τ";
+/// Mini-batch.
+pub const BATCH: &str = "batch";
+/// Runs averaged (the paper's HGP iterations, or our seeds within one experiment).
+pub const RUNS: &str = "runs";
+
+/// A paper's value of one setting of an experiment, with where the paper gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaperValue {
+    /// The setting (one of this module's names).
+    pub setting: &'static str,
+    /// The paper's value, written as [`ours`] writes ours.
+    pub value: String,
+    /// The table or section that gives it.
+    pub source: &'static str,
+}
+
+/// The paper's `value` of `setting`, given in `source`.
+pub fn paper(setting: &'static str, value: impl ToString, source: &'static str) -> PaperValue {
+    PaperValue {
+        setting,
+        value: value.to_string(),
+        source,
+    }
+}
+
+/// One setting where our run differs from the paper's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Setting {
+    /// The setting.
+    pub setting: String,
+    /// The paper's value.
+    pub paper: String,
+    /// Ours, read from the config that ran.
+    pub ours: String,
+    /// Where the paper gives its value.
+    pub source: String,
+    /// The experiment whose config it is.
+    pub experiment: String,
+}
+
+/// The data set as the settings name it: the embedded MNIST subset where no folder is given.
+fn data_name(dataset: Dataset, dir: bool) -> String {
+    match (dataset, dir) {
+        (Dataset::Mnist, false) => "MNIST (the embedded 10,000 digits)".to_string(),
+        (Dataset::Mnist, true) => "MNIST".to_string(),
+        (Dataset::Emnist, _) => "EMNIST".to_string(),
+        (Dataset::Cifar10, _) => "CIFAR-10".to_string(),
+        (Dataset::Cifar100, _) => "CIFAR-100".to_string(),
+        (Dataset::Shakespeare, _) => "Shakespeare".to_string(),
+        (other, _) => other.name().to_string(),
+    }
+}
+
+/// A named choice's value as its flag takes it.
+fn kebab(v: impl Into<&'static str>) -> String {
+    v.into().to_string()
+}
+
+/// Our value of each setting the config fixes, written as the papers' are.
+pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
+    let mut s = BTreeMap::new();
+    match config {
+        ExperimentConfig::Personalize(c) => {
+            let sizes = c.sizes();
+            s.insert(DATA, data_name(c.data.dataset, c.data.data_dir.is_some()));
+            s.insert(CLIENTS, c.data.clients.unwrap_or(sizes.clients).to_string());
+            s.insert(MODEL, kebab(c.model.unwrap_or(sizes.model)));
+            s.insert(INNER_STEPS, c.sgp_steps.unwrap_or(sizes.steps).to_string());
+            s.insert(OUTER_STEPS, c.outer_steps().to_string());
+            s.insert(TERMS, c.neumann_terms().to_string());
+            s.insert(BATCH, c.batch.unwrap_or(sizes.batch).to_string());
+            if c.estimator == crate::personalize::PersonalizeEstimator::Hgp {
+                s.insert(PUSH_STEPS, c.push_steps.to_string());
+            }
+            let rates = c.rates();
+            s.insert(
+                HYPER_LR,
+                match (c.hyper_lr, rates) {
+                    (Some(lr), _) => num(lr),
+                    (None, crate::personalize::Rates::Hgp) => "Table 6".to_string(),
+                    (None, r) => num(r.hyper_lr(
+                        crate::personalize::Method::HgpMtl,
+                        crate::setup::NetworkKind::Randd,
+                    )),
+                },
+            );
+            s.insert(
+                INNER_LR,
+                match rates {
+                    crate::personalize::Rates::Hgp => "Table 6: 0.5 / 0.1".to_string(),
+                    r => num(r.inner_lr(true)),
+                },
+            );
+        }
+        ExperimentConfig::Fbo(c) => {
+            s.insert(DATA, data_name(c.data.dataset, c.data.data_dir.is_some()));
+            s.insert(CLIENTS, c.clients().to_string());
+            s.insert(MODEL, kebab(c.model));
+            s.insert(ROUNDS, c.rounds().to_string());
+            s.insert(INNER_LR, num(c.inner_lr()));
+            s.insert(OUTER_LR, num(c.outer_lr()));
+            s.insert(
+                TAU,
+                c.taus()
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+            s.insert(INNER_STEPS, c.inner_steps.to_string());
+        }
+        ExperimentConfig::Fedhyper(c) => {
+            s.insert(DATA, data_name(c.data.dataset, c.data.data_dir.is_some()));
+            s.insert(CLIENTS, c.clients().to_string());
+            s.insert(MODEL, kebab(c.model()));
+            s.insert(ROUNDS, c.rounds().to_string());
+            s.insert(HYPER_LR, format!("CL {}", num(c.cl_hyper_lr)));
+        }
+        ExperimentConfig::Error(c) => {
+            if let Some(m) = c.neumann_terms {
+                s.insert(TERMS, m.to_string());
+            }
+            if let Some(k) = c.seeds {
+                s.insert(RUNS, k.to_string());
+            }
+        }
+        ExperimentConfig::Influence(c) => {
+            let d = c.defaults();
+            s.insert(
+                INNER_STEPS,
+                c.pipeline
+                    .inner
+                    .sgp_steps
+                    .unwrap_or(d.sgp_steps)
+                    .to_string(),
+            );
+            s.insert(
+                TERMS,
+                c.pipeline
+                    .estimator
+                    .neumann_terms
+                    .unwrap_or(d.neumann_terms)
+                    .to_string(),
+            );
+            if c.model == crate::influence::ModelKind::Cnn {
+                s.insert(DATA, data_name(Dataset::Mnist, c.data_dir.is_some()));
+                s.insert(
+                    BATCH,
+                    match c.pipeline.estimator.batch.unwrap_or(d.batch) {
+                        hgp_models::BatchSize::Full => "full".to_string(),
+                        hgp_models::BatchSize::Size(b) => b.to_string(),
+                    },
+                );
+            }
+        }
+        _ => {}
+    }
+    s
+}
+
+/// The settings of `config` (experiment `id`) that differ from the paper's `values` (a
+/// setting the config does not fix is left out).
+pub fn differing(id: &str, values: &[PaperValue], config: &ExperimentConfig) -> Vec<Setting> {
+    let ours = ours(config);
+    values
+        .iter()
+        .filter_map(|p| {
+            let o = ours.get(p.setting)?;
+            (o != &p.value).then(|| Setting {
+                setting: p.setting.to_string(),
+                paper: p.value.clone(),
+                ours: o.clone(),
+                source: p.source.to_string(),
+                experiment: id.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A setting that matches the paper's is not listed; one that differs is, with both
+    /// values and the paper's source; one the config does not fix is left out.
+    #[test]
+    fn only_differing_settings_are_listed() {
+        let config = ExperimentConfig::Fbo(crate::fbo::Config {
+            inner_lr: Some(0.003),
+            ..crate::fbo::Config::default()
+        });
+        let values = [
+            paper(INNER_LR, "0.003", "paper 003 App. A.3"),
+            paper(CLIENTS, "100", "paper 003 Sec. 5"),
+            paper(DATA, "MNIST", "paper 003 Sec. 5"),
+            paper(PUSH_STEPS, "10", "none"),
+        ];
+        let d = differing("fbo", &values, &config);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].setting, DATA);
+        assert_eq!(d[0].ours, "MNIST (the embedded 10,000 digits)");
+        assert_eq!(d[0].source, "paper 003 Sec. 5");
+    }
+}
