@@ -42,8 +42,9 @@ flags! {
         /// 004), fbo (paper 003's AggITD), fedhyper (paper 001), or all [default: all].
         #[arg(long, value_parser = choice::<Paper>(), value_delimiter = ',')]
         paper: Option<Vec<Paper>> => set,
-        /// The sizes: `cpu` (every experiment at its command's `--preset cpu` or `--quick` size:
-        /// 1 h 16 min measured on 2 cores for --paper all and 3 seeds), `paper` (the papers'
+        /// The sizes: `cpu` (every experiment at its command's `--preset cpu` or `--quick` size,
+        /// with the papers' rates and steps where a CPU allows: about 3 h 10 min on 2 cores for
+        /// --paper all and 5 seeds; each claim lists the settings that differ), `paper` (the papers'
         /// settings: days on a CPU; for a cluster with --mpirun, or a GPU build) or `smoke`
         /// (seconds an experiment: checks the pipeline, its verdicts say nothing of the papers)
         /// [default: cpu].
@@ -110,9 +111,9 @@ pub struct Reproduce {
 
 /// The after-help of `hgp reproduce`.
 pub fn after_help() -> String {
-    "Examples:\n  hgp reproduce --out out/reproduce                   # every paper, --preset cpu, 3 seeds\n  hgp reproduce --paper hgp --seeds 5 --out out/hgp\n  hgp reproduce --out out/reproduce --resume          # after an interruption\n  hgp reproduce --cifar10 ~/cifar-10-binary.tar.gz --paper pdbo,fbo --out out/colour\n\nThe claims and the experiments that test them are in the documentation of \
-     hgp_experiments::reproduce (its claims and plan modules); REPORT.md states the rule of \
-     its verdicts."
+    "Examples:\n  hgp reproduce --out out/reproduce                   # every paper, --preset cpu, 5 seeds\n  hgp reproduce --paper hgp --seeds 10 --out out/hgp\n  hgp reproduce --out out/reproduce --resume          # after an interruption\n  hgp reproduce --cifar10 ~/cifar-10-binary.tar.gz --paper pdbo,fbo --out out/colour\n\nThe claims and the experiments that test them are in the documentation of \
+     hgp_experiments::reproduce (its claims, plan and settings modules); REPORT.md states the \
+     rule of its verdicts (paired tests over the seeds: holds, contradicted, inconclusive)."
         .to_string()
 }
 

@@ -4,9 +4,10 @@
 //! Each claim ([`claims::claims`]) names the experiments that test it; each experiment
 //! ([`plan::jobs`]) is the typed config of an existing experiment, run once a seed (the
 //! `hgp` program runs each as a child process of its own, so one experiment's memory is
-//! returned before the next starts). The claims read the experiments' typed outcomes, the
-//! verdicts follow the rules of [`verdict`], and the report is this experiment's
-//! [`Outcome`].
+//! returned before the next starts). Each job names the paper's value of its settings
+//! ([`settings`]): a claim lists those where ours differ. The claims read the experiments'
+//! typed outcomes and reduce them to paired tests over the seeds, decided by the rule of
+//! [`verdict`]; the report is this experiment's [`Outcome`].
 
 pub mod claims;
 pub mod plan;
@@ -72,8 +73,9 @@ impl Paper {
 crate::choice! {
     /// The sizes of the reproduction.
     pub enum Preset {
-        /// Every experiment at a size a 2-core machine finishes in well under two hours for
-        /// `--paper all` with 3 seeds (the commands' `--preset cpu` and `--quick` sizes).
+        /// Every experiment at a size a 2-core machine finishes in about three hours for
+        /// `--paper all` with 5 seeds (the commands' `--preset cpu` and `--quick` sizes, with
+        /// the papers' rates and steps where they fit).
         Cpu,
         /// The papers' settings (each command's default): days on a CPU, for a cluster
         /// (`--mpirun`) or a GPU build.
@@ -458,6 +460,25 @@ pub fn assess(
             .filter(|id| runs_of.contains_key(id))
             .collect();
         if let Some(why) = c.untestable {
+            // What the runs measured is shown; it decides nothing.
+            result.measured = "not measured".to_string();
+            if !usable.is_empty() {
+                let runs: Vec<SeedRun<'_>> = (0..checked.seeds.len())
+                    .filter_map(|k| {
+                        let outputs = usable
+                            .iter()
+                            .map(|id| Some((*id, runs_of[id][k].output.as_ref().ok()?)))
+                            .collect::<Option<BTreeMap<_, _>>>()?;
+                        Some(SeedRun {
+                            seed: checked.seeds[k],
+                            outputs,
+                        })
+                    })
+                    .collect();
+                if let Ok(a) = (c.assess)(&runs) {
+                    result.measured = a.measured;
+                }
+            }
             result.why = why.to_string();
             results.push(result);
             continue;

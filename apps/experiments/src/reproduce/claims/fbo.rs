@@ -125,10 +125,7 @@ type SetupTest = fn(&str, u64, &[Option<FboCell>], &[Option<FboCell>]) -> Test;
 
 /// The FBO-AggITD/FedNest comparison of Table 2 in each (split, τ): `test` makes the tests
 /// of one setup.
-fn table2(
-    seeds: &[SeedRun<'_>],
-    test: SetupTest,
-) -> Result<Assessment> {
+fn table2(seeds: &[SeedRun<'_>], test: SetupTest) -> Result<Assessment> {
     let all = all_cells(seeds, "fbo")?;
     let ran = setups(&all[0], "fbo-aggitd", "fednest");
     if ran.is_empty() {

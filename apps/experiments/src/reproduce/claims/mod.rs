@@ -604,7 +604,7 @@ pub fn claims() -> Vec<Claim> {
             claim: "FBO-AggITD's running time against FedNest's (Fig. 7)",
             paper_value: "no number (figure of test accuracy against seconds)",
             test: "none: wall-clock seconds on a shared 2-core machine vary by ±20 % between identical runs; the rounds each method needs are fbo-table2-fewer's",
-            jobs: &["fbo"],
+            jobs: &[],
             any_job: false,
             assess: fbo_final,
             untestable: Some(
