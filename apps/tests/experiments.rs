@@ -345,6 +345,81 @@ fn personalize_hyper_lr_is_adams_rate() {
     );
 }
 
+/// `--tune-rates` (HGP App. A.3's grid search) gives each cell on Marfoq et al.'s procedure
+/// the run of the grid's rate with the highest validation accuracy: the same cell as
+/// `--procedure-lr` at that rate, run alone; it is refused beside `--procedure-lr` and where
+/// no cell runs the procedure.
+#[test]
+fn tune_rates_picks_the_grids_best_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |k: usize, extra: &[&str]| -> serde_json::Value {
+        let out = dir.path().join(format!("out{k}"));
+        let mut args = vec![
+            "personalize",
+            "--quick",
+            "--methods",
+            "fedavg+",
+            "--networks",
+            "fc",
+            "--rounds",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend(extra);
+        json(&hgp(&args))["rows"][0].clone()
+    };
+    let tuned = run(0, &["--tune-rates"]);
+    let chosen = tuned["tuned_lr"].as_f64().unwrap();
+    let grid = [
+        "0.31622776601683794",
+        "0.1",
+        "0.03162277660168379",
+        "0.01",
+        "0.003162277660168379",
+        "0.001",
+    ];
+    let mut best = (f64::NEG_INFINITY, f64::NAN, serde_json::Value::Null);
+    for (k, lr) in grid.iter().enumerate() {
+        let alone = run(k + 1, &["--procedure-lr", lr]);
+        assert!(alone.get("tuned_lr").is_none(), "{alone}");
+        let v = alone["validation"][0].as_f64().unwrap();
+        if v > best.0 {
+            best = (v, lr.parse().unwrap(), alone);
+        }
+    }
+    assert_eq!(chosen, best.1, "{tuned}");
+    assert_eq!(tuned["average"], best.2["average"]);
+    assert_eq!(tuned["validation"], best.2["validation"]);
+    let out = dir.path().join("refused");
+    let err = fails(&[
+        "personalize",
+        "--quick",
+        "--tune-rates",
+        "--procedure-lr",
+        "0.1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--tune-rates") && err.contains("--procedure-lr"),
+        "{err}"
+    );
+    let err = fails(&[
+        "personalize",
+        "--quick",
+        "--networks",
+        "randd",
+        "--methods",
+        "sgp",
+        "--tune-rates",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--tune-rates"), "{err}");
+}
+
 /// `--seeds N` runs the table once per seed into DIR/seed-K and reports the mean ± sd of
 /// exactly those runs; `--seeds 0` and `--quick` with `--preset` are refused.
 #[test]

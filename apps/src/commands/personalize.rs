@@ -46,7 +46,7 @@ pub fn after_help() -> String {
         )
     };
     format!(
-        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images and text (inner rate 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd\n  --inner: marfoq with grey images and --estimator hgp (HGP Table 2), sgp otherwise (paper 004 runs SGP on every network); --components {FEDEM_COMPONENTS}\n  Marfoq et al.'s procedure: HGP Table 7's rates (log10): sgp -1.5 on fc, -1.0 on fixu; local, fedavg+, clustered-fl, hgp-pl -1.5; fedprox -0.5; pfedme, prox-personal, fedem, d-fedem, hgp-mtl -1.0; momentum 0.9 (fedprox, prox-personal: none); fedprox mu 0.01, pfedme lambda 1 and K 5, prox-personal mu 1, clustered-fl eps1 0.4, eps2 1.6",
+        "Defaults:\n{}\n{}\n{}\n{}\n{}\n  --preset cpu with colour images: as --quick, 3 seeds\n{} --seq {}\n{} --seq {} (each character's first {} training and {} validation and test windows)\n  --preset cpu with text: as --quick, 3 seeds\n  all: --push-steps {PUSH_STEPS} --eta {ETA}\n  rates: HGP Table 6 with grey images; paper 004 Table 2 with colour images, text and --estimator pdbo (inner rate 0.5 for the digits, 0.1 for cifar10, 0.2 for cifar100, 10.0 for shakespeare, × 0.1 at the last 100 and 50 of its 600 or 1,200 steps; Adam's rate 1.0; L2 on λ 0.01)\n  --estimator pdbo: --methods sgp,local,pdbo-mtl-local,hgp-mtl (paper 004 Table 1) --networks randd\n  --inner: marfoq with grey images and --estimator hgp (HGP Table 2), sgp otherwise (paper 004 runs SGP on every network); --components {FEDEM_COMPONENTS}\n  Marfoq et al.'s procedure: HGP Table 7's rates (log10): sgp -1.5 on fc, -1.0 on fixu; local, fedavg+, clustered-fl, hgp-pl -1.5; fedprox -0.5; pfedme, prox-personal, fedem, d-fedem, hgp-mtl -1.0; momentum 0.9 (fedprox, prox-personal: none); fedprox mu 0.01, pfedme lambda 1 and K 5, prox-personal mu 1, clustered-fl eps1 0.4, eps2 1.6",
         line(&SIZES[0]),
         line(&SIZES[1]),
         line(&SIZES[2]),
@@ -126,6 +126,12 @@ flags! {
         /// choosing again) [default: Table 7's, listed at the end].
         #[arg(long, value_name = "LR")]
         procedure_lr: Option<f64> => some,
+        /// Grid-search the rate of every method on Marfoq et al.'s procedure over HGP App.
+        /// A.3's grid (10^-0.5, 10^-1, …, 10^-3) by validation accuracy, in place of Table 7's
+        /// rates: the same tuning budget for every method (six runs a cell); the rate chosen
+        /// is in the CSV and the JSON (tuned_lr).
+        #[arg(long)]
+        tune_rates: bool => on,
         /// One Adam learning rate on λ for every λ-tuning method and network, in place of HGP
         /// Table 6's (0.1, or 1.0 for the ensembles on fc and fixu; paper 004's 1.0 with colour
         /// images and text) [default: the table's].
@@ -359,6 +365,7 @@ pub const HEADER: &[&str] = &[
     "train_accuracy",
     "grad_norm",
     "grad_norm_start",
+    "tuned_lr",
 ];
 
 /// The header of personalize-seeds.csv.
@@ -396,6 +403,8 @@ struct CellRow {
     train_accuracy: Option<f64>,
     grad_norm: Option<f64>,
     grad_norm_start: Option<f64>,
+    /// The rate the grid search chose (`--tune-rates`); empty otherwise.
+    tuned_lr: Option<f64>,
 }
 
 impl CsvRow<Cell> for CellRow {
@@ -413,6 +422,7 @@ impl CsvRow<Cell> for CellRow {
             train_accuracy: c.training.map(|t| t.accuracy),
             grad_norm: c.training.map(|t| t.grad_norm),
             grad_norm_start: c.training.map(|t| t.grad_norm_start),
+            tuned_lr: c.tuned_lr,
         }
     }
 
@@ -434,12 +444,16 @@ impl CsvRow<Cell> for CellRow {
                 }),
                 _ => None,
             },
+            tuned_lr: r.tuned_lr,
         })
     }
 }
 
 /// A method that does not apply on a network (HGP Table 2's "n/a").
 const NOT_APPLICABLE: &str = "n/a";
+
+/// What the table of the rates chosen by `--tune-rates` shows.
+const TUNED_CAPTION: &str = "rates on Marfoq et al.'s procedure chosen by validation accuracy over HGP App. A.3's grid (--tune-rates), log10 (\"-\": run by SGP, at Table 6's rate)";
 
 /// What the table of the inner solves shows.
 const TRAINING_CAPTION: &str =
@@ -581,10 +595,32 @@ impl Command<'_> {
             );
         }
         let training = self.training_table(|m, k| find(m, k).and_then(|c| c.training));
+        let tuned = self.checked.tune_rates.then(|| {
+            let mut t = Table::new(
+                std::iter::once("method").chain(self.checked.networks().iter().map(|k| k.name())),
+            );
+            for &m in &self.checked.methods() {
+                t.row(
+                    std::iter::once(m.label(self.checked.estimator).to_string()).chain(
+                        self.checked.networks().iter().map(|&k| {
+                            match find(m, k).and_then(|c| c.tuned_lr) {
+                                _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
+                                Some(lr) => format!("{:.1}", lr.log10()),
+                                None => "-".to_string(),
+                            }
+                        }),
+                    ),
+                );
+            }
+            t
+        });
         let md_path = out.join("personalize.md");
         let mut md = table.markdown();
         if let Some(t) = &training {
             md.push_str(&format!("\n{TRAINING_CAPTION}\n\n{}", t.markdown()));
+        }
+        if let Some(t) = &tuned {
+            md.push_str(&format!("\n{TUNED_CAPTION}\n\n{}", t.markdown()));
         }
         crate::report::write_whole(&md_path, md.as_bytes())?;
 
@@ -639,6 +675,9 @@ impl Command<'_> {
         if let Some(t) = &training {
             println!("\n{TRAINING_CAPTION}\n{}", t.terminal());
         }
+        if let Some(t) = &tuned {
+            println!("\n{TUNED_CAPTION}\n{}", t.terminal());
+        }
         println!();
         println!(
             "wrote {}, {} and {}",
@@ -670,6 +709,7 @@ mod tests {
                 grad_norm: 0.0123456789,
                 grad_norm_start: 2.5,
             }),
+            tuned_lr: Some(0.031_622_776_601_683_79),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.csv");

@@ -14,7 +14,7 @@ use hgp_nn::{DerivativeMode, HyperMode, NetClient, NetConfig};
 
 use super::methods::Method;
 use super::protocol::{
-    Cell, OnImages, Protocol, Set, accuracies_with, bottom10, set_of, weighted_mean,
+    Cell, OnImages, Protocol, Set, TUNE_GRID, accuracies_with, bottom10, set_of, weighted_mean,
 };
 
 use crate::ranks::agree as agree_on;
@@ -41,10 +41,50 @@ pub fn cell(
     split: &[ImageClient],
     progress: &dyn Fn(),
 ) -> Result<Cell> {
+    if protocol.tune_rates && protocol.on_procedure(method, network) {
+        return tuned_cell(protocol, method, network, split, progress);
+    }
     if method.is_baseline() {
         Baselines(protocol).cell(method, network, split, progress)
     } else {
         protocol.cell(method, network, split, progress)
+    }
+}
+
+/// The cell of `method` on `network` at the rate of [`TUNE_GRID`] with the highest
+/// validation accuracy (HGP App. A.3's grid search; the test accuracy is that of the rate
+/// chosen). A rate at which the run fails (diverges) is left out; if every rate fails, the
+/// last failure is the cell's.
+fn tuned_cell(
+    protocol: &Protocol,
+    method: Method,
+    network: NetworkKind,
+    split: &[ImageClient],
+    progress: &dyn Fn(),
+) -> Result<Cell> {
+    let mut best: Option<(f64, Cell)> = None;
+    let mut failure = None;
+    for lr in TUNE_GRID {
+        let at = Protocol {
+            procedure_lr: Some(lr),
+            tune_rates: false,
+            ..protocol.clone()
+        };
+        match cell(&at, method, network, split, progress) {
+            Ok(mut c) => {
+                let validation = c.curve.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                c.tuned_lr = Some(lr);
+                if best.as_ref().is_none_or(|(v, _)| validation > *v) {
+                    best = Some((validation, c));
+                }
+            }
+            Err(e) => failure = Some(e.context(format!("at the rate {lr} of the grid"))),
+        }
+    }
+    match (best, failure) {
+        (Some((_, c)), _) => Ok(c),
+        (None, Some(e)) => Err(e),
+        (None, None) => bail!("--tune-rates: the grid is empty"),
     }
 }
 
@@ -130,6 +170,7 @@ impl Baselines<'_> {
             outer_loss: vec![total_outer_loss_on(placement, &clients, &x, &lambda)],
             chosen: 0,
             training: None,
+            tuned_lr: None,
         })
     }
 
@@ -204,6 +245,7 @@ impl Baselines<'_> {
             outer_loss: vec![loss],
             chosen: 0,
             training: None,
+            tuned_lr: None,
         })
     }
 }
@@ -307,6 +349,7 @@ mod tests {
             components: 3,
             procedure_lr: None,
             hyper_lr: None,
+            tune_rates: false,
         };
         // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
         // with the others on Marfoq et al.'s procedure there.

@@ -26,7 +26,8 @@ use crate::setup::{
 
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
 pub use methods::{
-    InnerProcedure, Method, PersonalizeEstimator, Rates, table6_hyper_lr, table6_l2_lambda,
+    InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, table6_hyper_lr,
+    table6_l2_lambda,
 };
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
 pub use protocol::{Cell, Protocol, Setting, Training, bottom10, weighted_mean};
@@ -103,6 +104,10 @@ pub struct Config {
     /// One Adam learning rate on λ for every λ-tuning method and network, in place of the
     /// table's.
     pub hyper_lr: Option<f64>,
+    /// Grid-search the rate of every method on Marfoq et al.'s procedure over HGP App. A.3's
+    /// grid ([`TUNE_GRID`]) by validation accuracy, in place of Table 7's rates (the same
+    /// budget for every method: six runs a cell).
+    pub tune_rates: bool,
     /// FedEM's and D-FedEM's components K.
     pub components: usize,
     /// Mini-batch size of the inner solve and of HGP.
@@ -139,6 +144,7 @@ impl Default for Config {
             inner: None,
             procedure_lr: None,
             hyper_lr: None,
+            tune_rates: false,
             components: FEDEM_COMPONENTS,
             batch: None,
             outer_steps: None,
@@ -308,6 +314,25 @@ impl Config {
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
         if let Some(lr) = self.procedure_lr {
             positive(&[("--procedure-lr", lr)])?;
+            if self.tune_rates {
+                bail!(
+                    "--tune-rates searches the rate on Marfoq et al.'s procedure: give it or --procedure-lr, not both"
+                );
+            }
+        }
+        if self.tune_rates {
+            let inner = self.inner();
+            let any = self.networks().iter().any(|&k| {
+                self.methods().iter().any(|m| {
+                    m.applies(k).is_ok()
+                        && (m.is_baseline()
+                            || (inner == InnerProcedure::Marfoq
+                                && matches!(k, NetworkKind::Fc | NetworkKind::Fixu)))
+                })
+            });
+            refuse_unused(!any, || {
+                "--tune-rates: no method of this table runs on Marfoq et al.'s procedure (the comparison methods, or the others on fc and fixu with --inner marfoq)".to_string()
+            })?;
         }
         if let Some(lr) = self.hyper_lr {
             positive(&[("--hyper-lr", lr)])?;
@@ -478,6 +503,7 @@ pub fn run_prepared_seed(
         components: checked.components,
         procedure_lr: checked.procedure_lr,
         hyper_lr: checked.hyper_lr,
+        tune_rates: checked.tune_rates,
     };
     // The rows of an interrupted run (checked on rank 0, every rank learning them).
     let mut cells: Vec<Cell> = finished_rows(placement, rows)?;

@@ -31,6 +31,9 @@ pub struct CellJson {
     pub grad_norm: Option<f64>,
     /// The same at x0.
     pub grad_norm_start: Option<f64>,
+    /// The rate the grid search chose (`--tune-rates`, on Marfoq et al.'s procedure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_lr: Option<f64>,
 }
 
 impl From<&Cell> for CellJson {
@@ -46,6 +49,7 @@ impl From<&Cell> for CellJson {
             train_accuracy: c.training.map(|t| t.accuracy),
             grad_norm: c.training.map(|t| t.grad_norm),
             grad_norm_start: c.training.map(|t| t.grad_norm_start),
+            tuned_lr: c.tuned_lr,
         }
     }
 }

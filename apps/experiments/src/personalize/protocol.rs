@@ -16,7 +16,7 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
 pub use super::methods::InnerProcedure;
-pub use super::methods::{Method, PersonalizeEstimator, Rates, table7_lr};
+pub use super::methods::{Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_lr};
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
@@ -25,6 +25,7 @@ use crate::setup::{
 };
 
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
+#[derive(Clone)]
 pub struct Setting {
     /// The network.
     pub arch: Architecture,
@@ -39,6 +40,7 @@ pub struct Setting {
 }
 
 /// Everything a cell's numbers depend on, besides the data split.
+#[derive(Clone)]
 pub struct Protocol {
     /// Model and inner-solve sizes, HGP's step.
     pub setting: Setting,
@@ -67,6 +69,8 @@ pub struct Protocol {
     pub procedure_lr: Option<f64>,
     /// One Adam rate on λ in place of the table's.
     pub hyper_lr: Option<f64>,
+    /// Grid-search every rate on the procedure over [`TUNE_GRID`] by validation accuracy.
+    pub tune_rates: bool,
 }
 
 /// One cell of the table: a method on a network.
@@ -88,6 +92,9 @@ pub struct Cell {
     pub chosen: usize,
     /// How well the inner problem was solved (SGP and Local, which have no outer steps).
     pub training: Option<Training>,
+    /// The rate on Marfoq et al.'s procedure the grid search chose (`tune_rates`).
+    #[serde(default)]
+    pub tuned_lr: Option<f64>,
 }
 
 /// How far an inner solve went: the training accuracy and the inner gradient's norm at the
@@ -290,7 +297,10 @@ impl Protocol {
         split: &[ImageClient],
     ) -> Option<u64> {
         if self.on_procedure(method, network) {
-            (self.rounds as u64).checked_mul(self.per_round(method, network, split))
+            let grid = if self.tune_rates { TUNE_GRID.len() } else { 1 };
+            (self.rounds as u64)
+                .checked_mul(self.per_round(method, network, split))?
+                .checked_mul(grid as u64)
         } else {
             Some(self.setting.steps as u64)
         }
@@ -533,6 +543,7 @@ impl Protocol {
                 outer_loss: vec![outer_loss(&x, &lambda)],
                 chosen: 0,
                 training: Some(training),
+                tuned_lr: None,
             });
         }
         let hyper_lr = self
@@ -592,6 +603,7 @@ impl Protocol {
             outer_loss: losses,
             chosen: chosen + 1,
             training: None,
+            tuned_lr: None,
         })
     }
 }
@@ -688,6 +700,7 @@ pub(super) mod tests {
             components: 3,
             procedure_lr: None,
             hyper_lr: None,
+            tune_rates: false,
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -730,6 +743,7 @@ pub(super) mod tests {
             components: 3,
             procedure_lr: None,
             hyper_lr: None,
+            tune_rates: false,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {

@@ -332,7 +332,11 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
             table2.preset = Some(personalize::Preset::Cpu);
             table2.seeds = Some(1);
         }
-        Paper => table2.data.clients = Some(100),
+        Paper => {
+            table2.data.clients = Some(100);
+            // HGP App. A.3 grid-searched every method's rate on the procedure.
+            table2.tune_rates = true;
+        }
         Smoke => {
             table2.quick = true;
             table2.rounds = Some(1);
@@ -355,10 +359,12 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
                 paper(set::PUSH_STEPS, 10, "HGP Sec. 5.3"),
                 paper(set::BATCH, 128, HGP_A3),
                 paper(set::HYPER_LR, "Table 6", "HGP Table 6"),
+                paper(set::PROCEDURE_LR, set::GRID_SEARCH, HGP_A3),
             ]),
     );
     // HGP footnote 5 and Fig. 4b–d: the same table on the time-varying networks with S = 1.
     let mut one_push = table2;
+    one_push.tune_rates = false;
     one_push.networks = Some(vec![NetworkKind::Randu, NetworkKind::Randd]);
     one_push.methods = Some(vec![
         personalize::Method::HgpPl,

@@ -36,8 +36,13 @@ pub const HYPER_LR: &str = "hyper rate";
 pub const TAU: &str = "local steps τ";
 /// Mini-batch.
 pub const BATCH: &str = "batch";
+/// How the rates on Marfoq et al.'s procedure are set.
+pub const PROCEDURE_LR: &str = "procedure rates";
 /// Runs averaged (the paper's HGP iterations, or our seeds within one experiment).
 pub const RUNS: &str = "runs";
+
+/// The procedure rates of HGP App. A.3: a grid search by validation accuracy.
+pub const GRID_SEARCH: &str = "grid search by validation accuracy";
 
 /// A paper's value of one setting of an experiment, with where the paper gives it.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,6 +112,14 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
             s.insert(BATCH, c.batch.unwrap_or(sizes.batch).to_string());
             if c.estimator == crate::personalize::PersonalizeEstimator::Hgp {
                 s.insert(PUSH_STEPS, c.push_steps.to_string());
+                s.insert(
+                    PROCEDURE_LR,
+                    match (c.tune_rates, c.procedure_lr) {
+                        (true, _) => GRID_SEARCH.to_string(),
+                        (false, Some(lr)) => num(lr),
+                        (false, None) => "HGP Table 7's (EMNIST's CNN)".to_string(),
+                    },
+                );
             }
             let rates = c.rates();
             s.insert(

@@ -758,6 +758,7 @@ mod tests {
                 train_accuracy: None,
                 grad_norm: None,
                 grad_norm_start: None,
+                tuned_lr: None,
             })
             .collect();
         ExperimentOutcome::Personalize(PersonalizeOutcome::One(OneSeed { rows }))
