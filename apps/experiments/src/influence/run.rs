@@ -236,10 +236,14 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
         estimate,
         ..
     } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, observer)?;
-    // A retraining's F is the actual change only at a solution of its inner problem.
+    // A retraining's F is the actual change only at a solution of its inner problem. It
+    // starts warm, from x(λ), so its progress is judged from where the first training
+    // started (x0), as that training's was: halving a gradient already at the solve's noise
+    // floor would ask a second training of it (a network's retraining that stayed at x(λ)'s
+    // level, 0.50 × its warm start, was refused for it).
     let verify = |lambda: &PerClient<T>, s: &InnerSolution<T>, what: &str| {
         pipeline
-            .check_solution((&clients, lambda, &solution.x), s, what, observer)
+            .check_solution((&clients, lambda, &x0), s, what, observer)
             .map(|_| ())
     };
     let f0 = total_outer_loss_on(placement, &clients, &solution.x, &lambda);
