@@ -8,7 +8,7 @@ use common::{fails, hgp, json, stderr};
 use serde_json::Value;
 
 /// Every claim, by id, in the report's order.
-const CLAIMS: [&str; 42] = [
+const CLAIMS: [&str; 43] = [
     "hgp-fig1a",
     "hgp-fig1b",
     "hgp-theorem1-m",
@@ -31,6 +31,7 @@ const CLAIMS: [&str; 42] = [
     "pdbo-table1-cifar100",
     "pdbo-table1-shakespeare",
     "pdbo-table1-bottom10",
+    "fbo-fig1-right",
     "fbo-table1-rounds",
     "fbo-table2-fewer",
     "fbo-table2-factor",

@@ -347,6 +347,23 @@ pub(super) fn fbo_fig3(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
+pub(super) fn fbo_fig1(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = all_cells(seeds, "fbo-fig3-4")?;
+    let tests = vec![
+        final_beats(&all, "fbo-aggitd", "fednest", 1),
+        final_beats(&all, "fednest", "lfednest", 1),
+    ];
+    Ok(Assessment {
+        measured: format!(
+            "non-i.i.d., τ = 1, final test accuracy: {}",
+            finals(&all, &["fbo-aggitd", "fednest", "lfednest"], 1)
+        ),
+        values: accuracy(&get(&all, "fbo-aggitd", "noniid", 1)),
+        tests,
+        why: String::new(),
+    })
+}
+
 pub(super) fn fbo_fig4(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let all = all_cells(seeds, "fbo-fig3-4")?;
     let tests = vec![

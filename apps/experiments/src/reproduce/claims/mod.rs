@@ -20,8 +20,8 @@ use super::Paper;
 use super::verdict::Test;
 use crate::numbers::{mean, std_dev};
 use fbo::{
-    fbo_cifar, fbo_cnn, fbo_cnn_levels, fbo_factor, fbo_fewer, fbo_fig3, fbo_fig4, fbo_final,
-    fbo_rounds, fbo_tau,
+    fbo_cifar, fbo_cnn, fbo_cnn_levels, fbo_factor, fbo_fewer, fbo_fig1, fbo_fig3, fbo_fig4,
+    fbo_final, fbo_rounds, fbo_tau,
 };
 use fedhyper::{
     fedhyper_alpha, fedhyper_beats, fedhyper_convergence, fedhyper_fedexp, fedhyper_rate,
@@ -462,6 +462,19 @@ pub fn claims() -> Vec<Claim> {
             ],
             any_job: true,
             assess: table1_bottom,
+            untestable: None,
+            finding: None,
+        },
+        Claim {
+            paper: Paper::Fbo,
+            id: "fbo-fig1-right",
+            place: "Fig. 1 (right), Sec. 1",
+            claim: "The right plot compares the performance among fully local hypergradient estimator (i.e., using only local information), AID-based FHE and AggITD in federeated hyper-representation learning in the presence of data heterogeneity.",
+            paper_value: "no number (figure): AggITD above the AID-based estimator above the fully local one",
+            test: "non-i.i.d., τ = 1, C = 0.1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD (AggITD) above FedNest's (AID-based) above LFedNest's (fully local), paired over seeds",
+            jobs: &["fbo-fig3-4"],
+            any_job: false,
+            assess: fbo_fig1,
             untestable: None,
             finding: None,
         },
