@@ -375,7 +375,7 @@ pub fn claims() -> Vec<Claim> {
             place: "Sec. 4.3, eq. 12, Alg. 2",
             claim: "Alg. 2 is surely computable even on directed networks [...] each block has SRB's expectation (eq. 12: the receiving edges reweighted by their expected weights)",
             paper_value: "no number: unbiased for eq. 8",
-            test: "on RandD, the error of the mean of the draws over its Monte-Carlo scale (one draw's mean error / √draws) below 2 at the last m (unbiased), and, the negative control, above 2 for the same draws without eq. 12's reweighting (biased); in log10",
+            test: "on RandD, the error of the mean of the draws over its Monte-Carlo scale (one draw's root-mean-square error / √draws) below 2 at the last m (unbiased), and, the negative control, above 2 for the same draws without eq. 12's reweighting (biased); in log10",
             jobs: &["pdbo-hgp", "pdbo-hgp-unweighted"],
             any_job: false,
             assess: pdbo_directed,
