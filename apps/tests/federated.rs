@@ -375,3 +375,87 @@ fn fedhyper_runs_every_method_reproducibly() {
         assert!(err.contains(expected), "{flags:?}: {err}");
     }
 }
+
+/// `fedhyper --tune-server-rates` gives FedAdam and FedAdagrad the server rate of HGP App.
+/// A.3's grid with the best accuracy on validation images held out of the training pool
+/// (the log names it and its validation accuracy; the JSON and the CSV keep it), the same
+/// on a second run; it is refused where neither method runs, and with text.
+#[test]
+fn fedhyper_tunes_the_server_rates_on_validation_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = [
+        0.316_227_766_016_837_94,
+        0.1,
+        0.031_622_776_601_683_79,
+        0.01,
+        0.003_162_277_660_168_379,
+        0.001,
+    ];
+    let run = |name: &str| {
+        let out = dir.path().join(name);
+        let o = hgp(&[
+            "fedhyper",
+            "--quick",
+            "--methods",
+            "fedavg,fedadam,fedadagrad",
+            "--splits",
+            "iid",
+            "--rounds",
+            "6",
+            "--tune-server-rates",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        (
+            json(&o),
+            std::fs::read_to_string(out.join("hgp.log")).unwrap(),
+        )
+    };
+    let (a, log) = run("a");
+    let rows = a["rows"].as_array().unwrap();
+    assert!(rows[0]["tuned_server_lr"].is_null(), "{a}");
+    for (row, method) in rows[1..].iter().zip(["fedadam", "fedadagrad"]) {
+        let lr = row["tuned_server_lr"].as_f64().unwrap();
+        assert!(grid.contains(&lr), "{method}: {lr}");
+        assert!(
+            log.contains(&format!(
+                "{method}, split iid, seed 0: server rate {lr} chosen by validation accuracy"
+            )),
+            "{log}"
+        );
+    }
+    assert!(
+        log.contains("1000 validation images held out of the training pool"),
+        "{log}"
+    );
+    // The same seed, the same choices and numbers (times aside).
+    let (b, _) = run("b");
+    for (x, y) in rows.iter().zip(b["rows"].as_array().unwrap()) {
+        for key in ["method", "tuned_server_lr", "final_accuracy", "final_mean"] {
+            assert_eq!(x[key], y[key], "{key}");
+        }
+    }
+    let out = dir.path().join("refused");
+    let err = fails(&[
+        "fedhyper",
+        "--quick",
+        "--methods",
+        "fedavg,fedhyper-g",
+        "--tune-server-rates",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--tune-server-rates"), "{err}");
+    let err = fails(&[
+        "fedhyper",
+        "--dataset",
+        "shakespeare",
+        "--methods",
+        "fedadam",
+        "--tune-server-rates",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--tune-server-rates"), "{err}");
+}

@@ -82,6 +82,12 @@ flags! {
         adam_lr: Option<f64> => set,
         #[arg(long, value_name = "η", help = with_default("FedAdagrad's server rate η (β₁ = 0.9, τ = 10⁻³).", ADAGRAD_LR))]
         adagrad_lr: Option<f64> => set,
+        /// Grid-search FedAdam's and FedAdagrad's server rates over 10^-0.5, 10^-1, …, 10^-3
+        /// (HGP App. A.3's grid) by the accuracy on validation images held out of the training
+        /// pool (as many as --test-images; never the test set), each run then at its seed's
+        /// and split's best rate (in fedhyper.csv and the JSON as tuned_server_lr).
+        #[arg(long)]
+        tune_server_rates: bool => on,
         /// Repeat every run with seeds K, K+1, …, K+N−1; the table gives means and standard
         /// deviations over them [default: 1].
         #[arg(long, value_name = "N")]
@@ -165,6 +171,7 @@ const SUMMARY_HEADER: &[&str] = &[
     "final_accuracy",
     "final_accuracy_std",
     "final_mean",
+    "tuned_server_lr",
     "rounds_to_target",
     "seeds_reaching_target",
     "seconds_per_round",

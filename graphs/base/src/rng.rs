@@ -132,12 +132,15 @@ pub mod domain {
     pub const RUN_ESTIMATOR: u64 = 4;
     /// `hgp`: averagers with their own randomness (central participation).
     pub const RUN_AVERAGER: u64 = 5;
+    /// `hgp`: the validation images held out of the training pool (`fedhyper
+    /// --tune-server-rates`).
+    pub const RUN_VALIDATION: u64 = 6;
     /// `hgp`: a network's initial weights; member k of an ensemble uses `RUN_INIT + k`
     /// (k < 8).
     pub const RUN_INIT: u64 = 100;
 
     /// Every domain above, for the check that they are distinct.
-    pub const ALL: [u64; 35] = [
+    pub const ALL: [u64; 36] = [
         NETWORK_BUILD,
         PDBO,
         NETWORK_STEP,
@@ -172,6 +175,7 @@ pub mod domain {
         RUN_INNER,
         RUN_ESTIMATOR,
         RUN_AVERAGER,
+        RUN_VALIDATION,
         RUN_INIT,
     ];
 }

@@ -9,6 +9,26 @@ use super::protocol::Pool;
 use crate::memory::MemoryPlan;
 use crate::setup::load_image_experiment;
 
+/// The validation images of `--tune-server-rates`: as many as the test images, held out of
+/// the training pool (never the test set), drawn from the seed's own stream.
+pub(super) fn validation(config: &Config, rest: ImageSet) -> Result<(ImageSet, ImageSet)> {
+    let (rest, val) = hgp_data::images::hold_out(
+        &rest,
+        config.test_images(),
+        crate::setup::derive(config.seed, crate::setup::domain::VALIDATION),
+    )
+    .map_err(|e| anyhow::anyhow!("--tune-server-rates: validation images: {e}"))?;
+    if rest.len() < config.clients() {
+        bail!(
+            "--tune-server-rates holds {} validation images out of the training pool, leaving {} for {} clients: give more --images or fewer --test-images",
+            val.len(),
+            rest.len(),
+            config.clients()
+        );
+    }
+    Ok((rest, val))
+}
+
 /// The images (standardized by the clients' pixel mean and deviation, per channel for
 /// colour images), the held-out test set and a description.
 pub(super) fn images(config: &Config) -> Result<(ImageSet, ImageSet, String, usize)> {

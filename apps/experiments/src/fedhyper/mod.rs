@@ -17,7 +17,7 @@ use strum::VariantArray;
 use crate::numbers::{mean, std_dev};
 use crate::setup::{
     Dataset, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
-    check_seed_range, fraction, l2_step, num, positive, text_lstm, text_seq,
+    check_seed_range, fraction, l2_step, num, positive, refuse_unused, text_lstm, text_seq,
 };
 
 pub use protocol::{Federation, Method, Pool, RoundRecord, Run, SchedulerParams, Settings, Split};
@@ -128,6 +128,11 @@ pub struct Config {
     pub adam_lr: f64,
     /// FedAdagrad's server rate η.
     pub adagrad_lr: f64,
+    /// Grid-search FedAdam's and FedAdagrad's server rates over
+    /// [`TUNE_GRID`](crate::setup::TUNE_GRID) by the
+    /// accuracy on validation images held out of the training pool (as many as the test
+    /// images), each run then at its seed's and split's best rate.
+    pub tune_server_rates: bool,
     /// Runs of every (method, split) with seeds K, K+1, …, K+N−1.
     pub seeds: u64,
     /// Seed of every random choice (test images, split, initial network, participants,
@@ -163,6 +168,7 @@ impl Default for Config {
             decay: DECAY,
             adam_lr: ADAM_LR,
             adagrad_lr: ADAGRAD_LR,
+            tune_server_rates: false,
             seeds: 1,
             seed: 0,
         }
@@ -339,6 +345,22 @@ impl Config {
             adagrad_lr: self.adagrad_lr,
         };
         self.check_schedulers(&schedulers)?;
+        if self.tune_server_rates {
+            refuse_unused(
+                !self
+                    .methods
+                    .iter()
+                    .any(|m| matches!(m, Method::Fedadam | Method::Fedadagrad)),
+                || {
+                    "--tune-server-rates tunes FedAdam's and FedAdagrad's server rates: --methods has neither".to_string()
+                },
+            )?;
+            if self.dataset().text() {
+                bail!(
+                    "--tune-server-rates holds validation images out of the training pool; with --dataset shakespeare give --adam-lr and --adagrad-lr"
+                );
+            }
+        }
         check_image_counts(self.data.images, self.test_images(), self.clients())?;
         self.check_text()?;
         if self.dataset().colour() && self.model == Some(Model::Mlp) {
@@ -444,6 +466,10 @@ pub struct Summary {
     /// out.
     #[serde(default)]
     pub final_mean: Option<f64>,
+    /// The median over the seeds of the server rate `--tune-server-rates` chose (FedAdam
+    /// and FedAdagrad; `None` otherwise).
+    #[serde(default)]
+    pub tuned_server_lr: Option<f64>,
     /// Mean rounds to the target, if every seed reached it.
     pub rounds_to_target: Option<f64>,
     /// Seeds that reached the target.
@@ -455,6 +481,13 @@ pub struct Summary {
     pub overhead_vs_fedavg_percent: Option<f64>,
     /// Seeds that diverged.
     pub diverged: usize,
+}
+
+/// The median of `v` (the lower middle value for an even count, so a grid's value);
+/// `None` for none.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().saturating_sub(1) / 2).copied()
 }
 
 /// Rounds averaged for a run's final accuracy in `final_mean`.
@@ -503,6 +536,7 @@ pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64
                 final_accuracy: mean(&finals),
                 final_accuracy_std: std_dev(&finals),
                 final_mean: mean(&tails),
+                tuned_server_lr: median(mine.iter().filter_map(|r| r.server_lr).collect()),
                 rounds_to_target: if reached.len() == mine.len() {
                     mean(&reached)
                 } else {

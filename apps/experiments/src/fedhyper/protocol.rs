@@ -288,6 +288,8 @@ pub struct Run {
     pub records: Vec<RoundRecord>,
     /// The error that stopped the run early (a divergence), if any.
     pub diverged: Option<String>,
+    /// The server rate chosen by validation (`--tune-server-rates`), if tuned.
+    pub server_lr: Option<f64>,
 }
 
 impl Run {
@@ -459,6 +461,7 @@ impl Settings {
             seed,
             records: Vec::new(),
             diverged: None,
+            server_lr: None,
         };
         for r in 0..self.rounds {
             let started = Instant::now();

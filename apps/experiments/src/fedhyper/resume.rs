@@ -151,6 +151,7 @@ pub(super) fn resumed(
                     seed: row.seed,
                     records: Vec::new(),
                     diverged: None,
+                    server_lr: None,
                 });
             }
             let run = open.as_mut().context("a run is open")?;

@@ -2,22 +2,25 @@
 //! any run, so a bad split is reported first), then every (seed, split, method) run, the
 //! rows of each finished run kept as it finishes.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use hgp_averaging::Placement;
 use hgp_data::images::ImageSet;
 
-use super::data::{images, memory_plan, text};
-use super::protocol::{Federation, Method, Pool, Run, Settings};
+use super::data::{images, memory_plan, text, validation};
+use super::protocol::{Federation, Method, Pool, Run, SchedulerParams, Settings};
 use super::resume::{RoundRow, resumed};
 use super::{Checked, Details, Outcome, summarize};
 use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
 use crate::ranks::agree;
+use crate::setup::TUNE_GRID;
 
 /// The checked settings, the data and the first seed's splits.
 pub struct Prepared {
     images: Pool,
     test: ImageSet,
+    /// The validation images of `--tune-server-rates`, held out of the training pool.
+    validation: Option<ImageSet>,
     description: String,
     settings: Settings,
     first: Vec<Option<Federation>>,
@@ -55,6 +58,17 @@ impl Checked {
             let (images, test, description, classes) = images(self)?;
             (Pool::Pooled(images), test, description, classes)
         };
+        let (images, validation, description) = match (images, self.tune_server_rates) {
+            (Pool::Pooled(rest), true) => {
+                let (rest, val) = validation(self, rest)?;
+                let description = format!(
+                    "{description}; {} validation images held out of the training pool for --tune-server-rates",
+                    val.len()
+                );
+                (Pool::Pooled(rest), Some(val), description)
+            }
+            (images, _) => (images, None, description),
+        };
         memory_plan(self, &images, &test, classes).check()?;
         let settings = self.settings(classes);
         // The first seed's splits are built first, so a bad split is reported before any run.
@@ -70,10 +84,29 @@ impl Checked {
         Ok(Prepared {
             images,
             test,
+            validation,
             description,
             settings,
             first,
         })
+    }
+}
+
+/// `settings` with `method`'s server rate `lr` (FedAdam's or FedAdagrad's).
+fn with_server_lr(settings: &Settings, method: Method, lr: f64) -> Settings {
+    let schedulers = match method {
+        Method::Fedadam => SchedulerParams {
+            adam_lr: lr,
+            ..settings.schedulers
+        },
+        _ => SchedulerParams {
+            adagrad_lr: lr,
+            ..settings.schedulers
+        },
+    };
+    Settings {
+        schedulers,
+        ..settings.clone()
     }
 }
 
@@ -97,6 +130,7 @@ pub fn run(
     let Prepared {
         images,
         test,
+        validation,
         description,
         settings,
         mut first,
@@ -130,11 +164,22 @@ pub fn run(
         ));
     }
     let methods = &checked.methods;
+    let tuned =
+        |m: Method| validation.is_some() && matches!(m, Method::Fedadam | Method::Fedadagrad);
+    if resume && kept.runs.iter().any(|r| tuned(r.method)) {
+        bail!(
+            "--resume with --tune-server-rates: the earlier run's FedAdam and FedAdagrad rows do not say which rate their grid chose: run without --resume"
+        );
+    }
+    // A tuned method runs once per rate of the grid on the validation images, then once on
+    // the test images.
+    let runs_of = |m: Method| if tuned(m) { TUNE_GRID.len() + 1 } else { 1 };
+    let per_split_seed: usize = methods.iter().map(|&m| runs_of(m)).sum();
     let runs_total = checked.seeds as usize * splits.len() * methods.len();
     // Counted in local steps (a participant's; every participant takes K a round), so a long
     // round shows its progress; `check` made sure the count fits in a u64.
     let run_steps = settings.rounds as u64 * settings.local_steps as u64;
-    let total = run_steps * runs_total as u64;
+    let total = run_steps * (checked.seeds as usize * splits.len() * per_split_seed) as u64;
     let stage = observer.stage(
         &format!(
             "{} runs of {} rounds",
@@ -177,9 +222,47 @@ pub fn run(
                 }
                 let federation = federation.as_ref().context("the split is built")?;
                 stage.set_label(&format!("{method}, split {}, seed {seed}", split.name()));
-                let run = settings.run(method, federation, &|rounds| {
+                let (settings, server_lr) = match &validation {
+                    Some(val) if tuned(method) => {
+                        let on_val = agree(
+                            placement,
+                            settings.federation(&images, val, split, seed, placement),
+                        )?;
+                        let mut best: Option<(f64, f64)> = None;
+                        for lr in TUNE_GRID {
+                            let at = with_server_lr(&settings, method, lr);
+                            let trial = at.run(method, &on_val, &|rounds| {
+                                stage.tick(done + (rounds * k_steps) as u64, total)
+                            })?;
+                            done += run_steps;
+                            stage.set(done, total);
+                            // A rate whose run diverged is not a candidate.
+                            if let Some(v) = trial.final_mean(super::FINAL_ROUNDS)
+                                && best.is_none_or(|(b, _)| v > b)
+                            {
+                                best = Some((v, lr));
+                            }
+                        }
+                        let (v, lr) = best.with_context(|| {
+                            format!(
+                                "--tune-server-rates: {method} diverged at every rate of the grid on split {} with seed {seed}",
+                                split.name()
+                            )
+                        })?;
+                        observer.line(&format!(
+                            "{method}, split {}, seed {seed}: server rate {} chosen by validation accuracy {:.2} %",
+                            split.name(),
+                            crate::setup::num(lr),
+                            100.0 * v
+                        ));
+                        (with_server_lr(&settings, method, lr), Some(lr))
+                    }
+                    _ => (settings.clone(), None),
+                };
+                let mut run = settings.run(method, federation, &|rounds| {
                     stage.tick(done + (rounds * k_steps) as u64, total)
                 })?;
+                run.server_lr = server_lr;
                 done += run_steps;
                 stage.set(done, total);
                 for record in &run.records {

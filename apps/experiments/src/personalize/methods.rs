@@ -182,16 +182,7 @@ impl Method {
     }
 }
 
-/// HGP App. A.3's grid of learning rates, searched for every method on Marfoq et al.'s
-/// procedure: 10^-0.5, 10^-1, 10^-1.5, 10^-2, 10^-2.5 and 10^-3 (Table 7 lists what it chose).
-pub const TUNE_GRID: [f64; 6] = [
-    0.316_227_766_016_837_94,
-    0.1,
-    0.031_622_776_601_683_79,
-    0.01,
-    0.003_162_277_660_168_379,
-    0.001,
-];
+pub use crate::setup::TUNE_GRID;
 
 /// HGP Table 6: the L2 rate on λ of the outer problem (a network outside Table 2 takes the
 /// rate of its kind: `exp` changes at every step, so it takes the time-varying one).

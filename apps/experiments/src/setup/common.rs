@@ -12,11 +12,24 @@ use serde::{Deserialize, Serialize};
 pub mod domain {
     pub use hgp_graphs::rng::domain::{
         RUN_AVERAGER as AVERAGER, RUN_DATA as DATA, RUN_ESTIMATOR as ESTIMATOR, RUN_INIT as INIT,
-        RUN_INNER as INNER, RUN_NETWORK as NETWORK,
+        RUN_INNER as INNER, RUN_NETWORK as NETWORK, RUN_VALIDATION as VALIDATION,
     };
 }
 
 pub use crate::numbers::{approx, num};
+
+/// HGP App. A.3's grid of learning rates, searched for every method on Marfoq et al.'s
+/// procedure (`personalize --tune-rates`) and for the adaptive server optimizers' rates
+/// (`fedhyper --tune-server-rates`), the one tuning budget of the reproduction: 10^-0.5,
+/// 10^-1, 10^-1.5, 10^-2, 10^-2.5 and 10^-3 (HGP Table 7 lists what it chose).
+pub const TUNE_GRID: [f64; 6] = [
+    0.316_227_766_016_837_94,
+    0.1,
+    0.031_622_776_601_683_79,
+    0.01,
+    0.003_162_277_660_168_379,
+    0.001,
+];
 
 /// A choice among named values (`--network randd`, `"network": "randd"`): every value, its
 /// name as configs and flags write it, and its one-line description. Implemented for every
