@@ -532,6 +532,10 @@ pub struct Row {
     /// run diverged): the final accuracy with the round-to-round swing averaged out.
     #[serde(default)]
     pub final_mean: Option<f64>,
+    /// The standard deviation of the test accuracy over the same last evaluations: the
+    /// run's round-to-round swing (`None` if it diverged).
+    #[serde(default)]
+    pub final_spread: Option<f64>,
     /// Communication rounds run.
     pub rounds: usize,
     /// Outer iterations run (each evaluated).
@@ -698,6 +702,7 @@ fn run_on<C: RepClient>(
             rounds_to_target: r.rounds_to_target(settings.target),
             final_accuracy: r.final_accuracy(),
             final_mean: r.final_mean(FINAL_EVALUATIONS),
+            final_spread: r.final_spread(FINAL_EVALUATIONS),
             rounds: r.rounds(),
             iterations: r.iterations(),
             diverged: r.diverged.as_ref().map(|d| Diverged {

@@ -323,6 +323,20 @@ impl Run {
         Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
     }
 
+    /// The sample standard deviation of the test accuracy over the last `k` evaluations
+    /// (at least two; fewer where the run has fewer after round 0): the round-to-round swing
+    /// of a run, the figures' "variance"; `None` for a run that diverged.
+    pub fn final_spread(&self, k: usize) -> Option<f64> {
+        if self.diverged.is_some() || self.curve.len() < 3 || k < 2 {
+            return None;
+        }
+        let tail: Vec<f64> = self.curve[self.curve.len().saturating_sub(k).max(1)..]
+            .iter()
+            .map(|p| p.1)
+            .collect();
+        crate::numbers::std_dev(&tail)
+    }
+
     /// Outer iterations run (evaluations after round 0).
     pub fn iterations(&self) -> usize {
         self.curve.len().saturating_sub(1)
@@ -524,5 +538,34 @@ impl Settings {
                     .context(format!("{method}, outer iteration {iteration}")))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's final accuracy is the mean of its last evaluations (round 0 never counts) and
+    /// its swing their sample standard deviation; a diverged run has neither.
+    #[test]
+    fn final_mean_and_spread_read_the_last_evaluations() {
+        let mut run = Run {
+            method: Method::FboAggitd,
+            split: Split::Iid,
+            tau: 1,
+            curve: vec![(0, 0.1), (13, 0.5), (26, 0.7), (39, 0.9)],
+            diverged: None,
+        };
+        assert!((run.final_mean(2).unwrap() - 0.8).abs() < 1e-15);
+        assert!((run.final_spread(2).unwrap() - 0.02f64.sqrt()).abs() < 1e-15);
+        // More evaluations asked than run: those after round 0.
+        assert!((run.final_mean(10).unwrap() - 0.7).abs() < 1e-15);
+        assert!((run.final_spread(10).unwrap() - 0.2).abs() < 1e-15);
+        assert_eq!(run.iterations(), 3);
+        run.diverged = Some(Divergence {
+            iteration: 3,
+            error: "diverged".to_string(),
+        });
+        assert_eq!((run.final_mean(2), run.final_spread(2)), (None, None));
     }
 }

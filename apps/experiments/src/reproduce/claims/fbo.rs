@@ -16,6 +16,7 @@ use crate::reproduce::verdict::{Claimed, Test};
 pub(super) struct FboCell {
     rounds_to_target: Option<f64>,
     accuracy: f64,
+    spread: f64,
     rounds: f64,
 }
 
@@ -39,6 +40,7 @@ pub(super) fn fbo_cells(v: &FboOutcome) -> FboCells {
                 FboCell {
                     rounds_to_target: r.rounds_to_target.map(|k| k as f64),
                     accuracy: r.final_mean.or(r.final_accuracy).unwrap_or(f64::NAN),
+                    spread: r.final_spread.unwrap_or(f64::NAN),
                     rounds: r.rounds as f64,
                 },
             )
@@ -74,6 +76,22 @@ fn accuracy(v: &[Option<FboCell>]) -> Vec<f64> {
     v.iter()
         .map(|c| c.map_or(f64::NAN, |c| c.accuracy))
         .collect()
+}
+
+fn spread(v: &[Option<FboCell>]) -> Vec<f64> {
+    v.iter().map(|c| c.map_or(f64::NAN, |c| c.spread)).collect()
+}
+
+/// "`a` swings more than `b`" (the sd of the last evaluations, points) on the non-i.i.d.
+/// τ = `tau` runs, paired over seeds.
+fn swings_more(all: &[FboCells], a: &str, b: &str, tau: u64) -> Test {
+    Test::beats(
+        format!("{a} − {b}: sd of the test accuracy over the last 10 evaluations, non-i.i.d. τ = {tau}, points"),
+        &spread(&get(all, a, "noniid", tau)),
+        &spread(&get(all, b, "noniid", tau)),
+        None,
+    )
+    .scaled(100.0)
 }
 
 pub(super) fn rounds_text(v: &[Option<FboCell>]) -> String {
@@ -333,17 +351,56 @@ pub(super) fn fbo_fig3(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
         final_beats(&all, "fbo-aggitd", "fednest", 1),
         final_beats(&all, "fbo-aggitd", "lfednest", 1),
         final_beats(&all, "fednest", "lfednest", 1),
+        swings_more(&all, "lfednest", "fbo-aggitd", 1),
+        swings_more(&all, "lfednest", "fednest", 1),
     ];
+    let sd = |m: &str| pm(&spread(&get(&all, m, "noniid", 1)), 100.0, 2);
     Ok(Assessment {
         measured: format!(
-            "non-i.i.d., τ = 1, final test accuracy: {}",
-            finals(&all, &["fbo-aggitd", "fednest", "lfednest"], 1)
+            "non-i.i.d., τ = 1, final test accuracy: {}; its sd over the last 10 evaluations: FBO-AggITD {}, FedNest {}, LFedNest {} points",
+            finals(&all, &["fbo-aggitd", "fednest", "lfednest"], 1),
+            sd("fbo-aggitd"),
+            sd("fednest"),
+            sd("lfednest")
         ),
         values: accuracy(&get(&all, "fbo-aggitd", "noniid", 1)),
         tests,
-        why:
-            "LFedNest's variance (the figure's band) is not tested: the runs give one curve a seed"
-                .to_string(),
+        why: "a run's variance is the swing of its test accuracy over its last 10 evaluations"
+            .to_string(),
+    })
+}
+
+pub(super) fn fbo_stable(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = all_cells(seeds, "fbo")?;
+    let taus: Vec<u64> = setups(&all[0], "fbo-aggitd", "fednest")
+        .into_iter()
+        .filter(|(s, _)| s == "noniid")
+        .map(|(_, t)| t)
+        .collect();
+    if taus.is_empty() {
+        return Err(anyhow!(
+            "the fbo output has no non-i.i.d. run of both methods"
+        ));
+    }
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    for &tau in &taus {
+        parts.push(format!(
+            "τ = {tau}: FBO-AggITD {}, FedNest {}",
+            pm(&spread(&get(&all, "fbo-aggitd", "noniid", tau)), 100.0, 2),
+            pm(&spread(&get(&all, "fednest", "noniid", tau)), 100.0, 2)
+        ));
+        tests.push(swings_more(&all, "fednest", "fbo-aggitd", tau));
+    }
+    Ok(Assessment {
+        measured: format!(
+            "non-i.i.d., sd of the test accuracy over the last 10 evaluations (points): {}",
+            parts.join("; ")
+        ),
+        values: spread(&get(&all, "fbo-aggitd", "noniid", taus[0])),
+        tests,
+        why: "a run's variance is the swing of its test accuracy over its last 10 evaluations"
+            .to_string(),
     })
 }
 
@@ -542,6 +599,7 @@ mod tests {
                     rounds_to_target: r,
                     final_accuracy: Some(acc),
                     final_mean: Some(acc),
+                    final_spread: Some(0.01),
                     rounds: 3000,
                     iterations: if m == "fednest" { 3000 / 18 } else { 3000 / 13 },
                     diverged: None,

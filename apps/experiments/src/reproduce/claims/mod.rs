@@ -21,7 +21,7 @@ use super::verdict::Test;
 use crate::numbers::{mean, std_dev};
 use fbo::{
     fbo_cifar, fbo_cnn, fbo_cnn_levels, fbo_factor, fbo_fewer, fbo_fig1, fbo_fig3, fbo_fig4,
-    fbo_final, fbo_rounds, fbo_tau,
+    fbo_final, fbo_rounds, fbo_stable, fbo_tau,
 };
 use fedhyper::{
     fedhyper_alpha, fedhyper_beats, fedhyper_convergence, fedhyper_fedexp, fedhyper_rate,
@@ -545,11 +545,24 @@ pub fn claims() -> Vec<Claim> {
         },
         Claim {
             paper: Paper::Fbo,
+            id: "fbo-fig2-stable",
+            place: "Fig. 2, Sec. 5",
+            claim: "In the non-i.i.d. case also shows that FBO-AggITD is more stable with lower variance than FedNest.",
+            paper_value: "no number (figure)",
+            test: "non-i.i.d., each τ: FedNest's sd of the test accuracy over its last 10 evaluations above FBO-AggITD's, paired over seeds",
+            jobs: &["fbo"],
+            any_job: false,
+            assess: fbo_stable,
+            untestable: None,
+            finding: None,
+        },
+        Claim {
+            paper: Paper::Fbo,
             id: "fbo-fig3-participation",
             place: "Fig. 3, Sec. 5",
             claim: "It can be seen that FBO-AggITD outperforms the other two algorithms with higher communication efficiency and higher accuracy. Note that LFedNest has the largest variance and the lowest accuracy, and this validates the importance of federated hypergradient computation.",
             paper_value: "no number (figure; C = 0.1, non-i.i.d., τ = 1)",
-            test: "non-i.i.d., τ = 1, C = 0.1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD above FedNest's and LFedNest's, and FedNest's above LFedNest's, paired over seeds",
+            test: "non-i.i.d., τ = 1, C = 0.1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD above FedNest's and LFedNest's, FedNest's above LFedNest's, and LFedNest's sd over those evaluations above both others', paired over seeds",
             jobs: &["fbo-fig3-4"],
             any_job: false,
             assess: fbo_fig3,
