@@ -43,7 +43,7 @@ flags! {
         #[arg(long, value_parser = choice::<Paper>(), value_delimiter = ',')]
         paper: Option<Vec<Paper>> => set,
         /// The sizes: `cpu` (every experiment at its command's `--preset cpu` or `--quick` size,
-        /// with the papers' rates and steps where a CPU allows: about 3 h 10 min on 2 cores for
+        /// with the papers' rates and steps where a CPU allows: about 3 h on 2 cores for
         /// --paper all and 5 seeds; each claim lists the settings that differ), `paper` (the papers'
         /// settings: days on a CPU; for a cluster with --mpirun, or a GPU build) or `smoke`
         /// (seconds an experiment: checks the pipeline, its verdicts say nothing of the papers)
