@@ -248,6 +248,16 @@ fn check_header(path: &Path, header: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Recorded settings that are an experiment's config, read back through the config type: an
+/// option added to the config since they were written takes its default there, so a run of
+/// the same settings still resumes (other settings are returned as they are).
+fn as_config(recorded: Value) -> Value {
+    serde_json::from_value::<hgp_experiments::ExperimentConfig>(recorded.clone())
+        .ok()
+        .and_then(|c| serde_json::to_value(c).ok())
+        .unwrap_or(recorded)
+}
+
 /// The file that records a run's settings in its output directory.
 pub const SETTINGS_FILE: &str = "hgp-settings.json";
 
@@ -278,6 +288,7 @@ pub fn record_settings_ignoring(
                 path.display()
             )
         })?;
+        let before = as_config(before);
         let differ: Vec<String> = differing_keys(&before, settings)
             .into_iter()
             .filter(|k| !ignored.contains(&k.as_str()))
@@ -472,6 +483,42 @@ mod tests {
         assert!(e.contains("is a file"), "{e}");
         let nested = dir.path().join("new/nested");
         assert!(prepare_out(&nested).is_ok() && nested.is_dir());
+    }
+
+    /// A config recorded before an option was added (so without it) resumes under a config
+    /// that has the option at its default, and not under one that sets it.
+    #[test]
+    fn an_option_added_since_at_its_default_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: hgp_experiments::ExperimentConfig =
+            hgp_experiments::personalize::Config::default().into();
+        let mut earlier = serde_json::to_value(&now).unwrap();
+        earlier["options"]
+            .as_object_mut()
+            .unwrap()
+            .remove("tune-rates")
+            .unwrap();
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            serde_json::to_string(&earlier).unwrap(),
+        )
+        .unwrap();
+        let same = serde_json::to_value(&now).unwrap();
+        assert!(record_settings(dir.path(), &same, true).is_ok());
+        std::fs::write(
+            dir.path().join(SETTINGS_FILE),
+            serde_json::to_string(&earlier).unwrap(),
+        )
+        .unwrap();
+        let tuned: hgp_experiments::ExperimentConfig = hgp_experiments::personalize::Config {
+            tune_rates: true,
+            ..Default::default()
+        }
+        .into();
+        let err = record_settings(dir.path(), &serde_json::to_value(&tuned).unwrap(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("differing: options.tune-rates"), "{err}");
     }
 
     #[test]
