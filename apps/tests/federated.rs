@@ -383,14 +383,7 @@ fn fedhyper_runs_every_method_reproducibly() {
 #[test]
 fn fedhyper_tunes_the_server_rates_on_validation_images() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = [
-        0.316_227_766_016_837_94,
-        0.1,
-        0.031_622_776_601_683_79,
-        0.01,
-        0.003_162_277_660_168_379,
-        0.001,
-    ];
+    let grid = hgp_experiments::setup::TUNE_GRID;
     let run = |name: &str| {
         let out = dir.path().join(name);
         let o = hgp(&[

@@ -192,6 +192,42 @@ fn mean_and_error(runs: &[PerClient<f64>]) -> (Vec<f64>, Vec<f64>) {
     (mean, err)
 }
 
+/// The random network of the unbiasedness tests (4 clients; undirected or directed), its
+/// edges drawn from `step_seed`.
+fn random_network(symmetric: bool, step_seed: u64) -> Arc<dyn Network> {
+    let n = 4;
+    if symmetric {
+        Arc::new(
+            RandomUndirected::new(n, RandomEdges::default(), 8)
+                .unwrap()
+                .with_step_seed(step_seed),
+        )
+    } else {
+        Arc::new(
+            RandomDirected::new(n, RandomEdges::default(), 8)
+                .unwrap()
+                .with_step_seed(step_seed),
+        )
+    }
+}
+
+/// The fixed point x* of the expected SGP map on `random_network(symmetric, ·)` with step
+/// γ = 1, and eq. 8 truncated at `m` terms there: what SRB and paper 004's HGP are unbiased
+/// for.
+fn eq8_at_the_fixed_point(
+    cs: &[L2Logistic<f64>],
+    l: &PerClient<f64>,
+    symmetric: bool,
+    m: usize,
+) -> (ClientBuffer<f64>, PerClient<f64>) {
+    let exact = PdboExact::new(random_network(symmetric, 0).as_ref(), 1.0).unwrap();
+    let x = exact
+        .fixed_point(cs, l, &ClientBuffer::zeros(4, 3))
+        .unwrap();
+    let want = exact.clone().with_terms(m).at(cs, &x, l).unwrap().v;
+    (x, want)
+}
+
 /// On random directed (and undirected) networks with mini-batches, the means of SRB and
 /// paper 004's HGP over independent realizations equal eq. 8 truncated at M, the expectation
 /// both are unbiased for (Sec. 4.1 and 4.3), within five standard errors per coordinate.
@@ -204,26 +240,8 @@ fn srb_and_hgp_are_unbiased_for_eq8() {
     let m = 6;
     let runs = 3000;
     for symmetric in [false, true] {
-        let build = |step_seed: u64| -> Arc<dyn Network> {
-            if symmetric {
-                Arc::new(
-                    RandomUndirected::new(n, RandomEdges::default(), 8)
-                        .unwrap()
-                        .with_step_seed(step_seed),
-                )
-            } else {
-                Arc::new(
-                    RandomDirected::new(n, RandomEdges::default(), 8)
-                        .unwrap()
-                        .with_step_seed(step_seed),
-                )
-            }
-        };
-        let exact = PdboExact::new(build(0).as_ref(), gamma).unwrap();
-        let x = exact
-            .fixed_point(&cs, &l, &ClientBuffer::zeros(n, d))
-            .unwrap();
-        let want = exact.clone().with_terms(m).at(&cs, &x, &l).unwrap().v;
+        let build = |step_seed: u64| random_network(symmetric, step_seed);
+        let (x, want) = eq8_at_the_fixed_point(&cs, &l, symmetric, m);
         for (samples, batch) in [
             (SampleMode::Shared, BatchSize::Size(4)),
             (SampleMode::Independent, BatchSize::Size(4)),
@@ -279,18 +297,8 @@ fn the_negative_controls_are_biased_on_directed_networks() {
     let cs = clients(n, 12, d, 7);
     let l = lambda(n, d);
     let (gamma, m, runs) = (1.0, 6, 3000);
-    let build = |step_seed: u64| -> Arc<dyn Network> {
-        Arc::new(
-            RandomDirected::new(n, RandomEdges::default(), 8)
-                .unwrap()
-                .with_step_seed(step_seed),
-        )
-    };
-    let exact = PdboExact::new(build(0).as_ref(), gamma).unwrap();
-    let x = exact
-        .fixed_point(&cs, &l, &ClientBuffer::zeros(n, d))
-        .unwrap();
-    let want = exact.clone().with_terms(m).at(&cs, &x, &l).unwrap().v;
+    let build = |step_seed: u64| random_network(false, step_seed);
+    let (x, want) = eq8_at_the_fixed_point(&cs, &l, false, m);
     let opts = |seed: u64| PdboOptions {
         neumann_terms: m,
         gamma,

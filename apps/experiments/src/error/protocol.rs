@@ -63,9 +63,21 @@ pub fn error_curve(
     Ok(Curve { errors, kept })
 }
 
-/// ‖mean over runs of v^(m) − reference‖ / ‖reference‖ at every kept m (the runs keep the
-/// same m).
-pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64)> {
+/// ‖v − reference‖² (the reference's coordinates in order).
+fn squared_distance(v: &[f64], exact: &PerClient<f64>) -> f64 {
+    v.iter()
+        .zip(exact.as_slice())
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum()
+}
+
+/// `measure(t)` / ‖reference‖ at every kept m of the runs (index t of each run's kept
+/// vectors; the runs keep the same m); nothing for no runs.
+fn at_kept(
+    runs: &[&Curve],
+    exact: &PerClient<f64>,
+    measure: impl Fn(usize) -> f64,
+) -> Vec<(usize, f64)> {
     let Some(first) = runs.first() else {
         return Vec::new();
     };
@@ -74,52 +86,35 @@ pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64
         .kept
         .iter()
         .enumerate()
-        .map(|(t, (m, v))| {
-            let mut mean = vec![0.0; v.len()];
-            for r in runs {
-                for (a, b) in mean.iter_mut().zip(&r.kept[t].1) {
-                    *a += b / runs.len() as f64;
-                }
-            }
-            let d: f64 = mean
-                .iter()
-                .zip(exact.as_slice())
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                .sqrt();
-            (*m, d / scale)
-        })
+        .map(|(t, (m, _))| (*m, measure(t) / scale))
         .collect()
+}
+
+/// ‖mean over runs of v^(m) − reference‖ / ‖reference‖ at every kept m (the runs keep the
+/// same m).
+pub fn error_of_mean(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64)> {
+    at_kept(runs, exact, |t| {
+        let mut mean = vec![0.0; runs[0].kept[t].1.len()];
+        for r in runs {
+            for (a, b) in mean.iter_mut().zip(&r.kept[t].1) {
+                *a += b / runs.len() as f64;
+            }
+        }
+        squared_distance(&mean, exact).sqrt()
+    })
 }
 
 /// The root-mean-square over runs of ‖v^(m) − reference‖ / ‖reference‖ at every kept m:
 /// the scale of [`error_of_mean`] for unbiased runs (the mean of N unbiased draws has
 /// E‖mean − reference‖² = this² / N).
 pub fn rms_error(runs: &[&Curve], exact: &PerClient<f64>) -> Vec<(usize, f64)> {
-    let Some(first) = runs.first() else {
-        return Vec::new();
-    };
-    let scale = exact.norm();
-    first
-        .kept
-        .iter()
-        .enumerate()
-        .map(|(t, (m, _))| {
-            let sq: f64 = runs
-                .iter()
-                .map(|r| {
-                    r.kept[t]
-                        .1
-                        .iter()
-                        .zip(exact.as_slice())
-                        .map(|(a, b)| (a - b) * (a - b))
-                        .sum::<f64>()
-                })
-                .sum::<f64>()
-                / runs.len() as f64;
-            (*m, sq.sqrt() / scale)
-        })
-        .collect()
+    at_kept(runs, exact, |t| {
+        let sum: f64 = runs
+            .iter()
+            .map(|r| squared_distance(&r.kept[t].1, exact))
+            .sum();
+        (sum / runs.len() as f64).sqrt()
+    })
 }
 
 #[cfg(test)]
