@@ -154,6 +154,7 @@ impl Reporter {
             total: AtomicU64::new(total.max(1)),
             known: AtomicBool::new(total > 0),
             done: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
             last_tick: AtomicU64::new(0),
             last: Mutex::new((0, Instant::now(), false)),
             started: Instant::now(),
@@ -273,6 +274,9 @@ struct StageState {
     /// Whether the total is known (given at the start, or by [`Stage::set`]).
     known: AtomicBool,
     done: AtomicU64,
+    /// Units of `done` that cost no time here (kept from an earlier run): the ETA's rate is
+    /// taken from the others.
+    skipped: AtomicU64,
     /// Milliseconds from the start to the last [`Stage::tick`] that was shown.
     last_tick: AtomicU64,
     /// The last logged tenth, when, and whether any progress line was logged yet.
@@ -334,15 +338,17 @@ impl StageState {
         let elapsed = self.started.elapsed();
         let line = if !known {
             format!("{}: running, {} elapsed", self.name, clock(elapsed))
-        } else if done == 0 {
+        } else if done <= self.skipped.load(Ordering::Relaxed) {
             format!(
-                "{}: 0/{total} {} (0 %), {} elapsed, the first still running (ETA once it is done)",
+                "{}: {done}/{total} {} ({} %), {} elapsed, the first still running (ETA once it is done)",
                 self.name,
                 self.unit,
+                100 * done / total,
                 clock(elapsed)
             )
         } else {
-            let eta = elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64);
+            let worked = done - self.skipped.load(Ordering::Relaxed);
+            let eta = elapsed.mul_f64(total.saturating_sub(done) as f64 / worked as f64);
             format!(
                 "{}: {done}/{total} {} ({} %), {} elapsed, ETA {}",
                 self.name,
@@ -363,6 +369,13 @@ impl Stage<'_> {
         let done = self.state.done.fetch_add(k, Ordering::Relaxed) + k;
         self.bar.inc(k);
         self.state.progress(done, false);
+    }
+
+    /// Adds `k` units finished without work here (kept from an earlier run): they count as
+    /// done, and the ETA comes from the rest.
+    pub fn skip(&self, k: u64) {
+        self.state.skipped.fetch_add(k, Ordering::Relaxed);
+        self.inc(k);
     }
 
     /// Sets the units finished to `done` of `total` (a solver's or estimator's own count).
@@ -484,5 +497,23 @@ mod tests {
             "{log}"
         );
         assert!(lines[2].contains("done: one long round"), "{log}");
+    }
+
+    /// Units kept from an earlier run count as done but give no rate: the ETA waits for
+    /// one unit of real work instead of dividing by time that was not spent.
+    #[test]
+    fn kept_units_give_no_eta() {
+        let dir = tempfile::tempdir().unwrap();
+        let reporter =
+            Reporter::new(&ReportArgs::default(), Some(dir.path()), true, false).unwrap();
+        let stage = reporter.stage("seeds", 10, "runs");
+        stage.skip(8);
+        stage.finish("");
+        let log = std::fs::read_to_string(dir.path().join("hgp.log")).unwrap();
+        assert!(
+            log.contains("seeds: 8/10 runs (80 %)") && log.contains("the first still running"),
+            "{log}"
+        );
+        assert!(!log.contains("ETA 0.0 s"), "{log}");
     }
 }

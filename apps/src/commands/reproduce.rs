@@ -242,7 +242,7 @@ impl Experiment for Command<'_> {
             let mut seeds = Vec::new();
             for &seed in &checked.seeds {
                 stage.set_label(&format!("{} seed {seed}", job.id));
-                let r = run_seed(
+                let (r, kept) = run_seed(
                     &plan,
                     job,
                     seed,
@@ -251,7 +251,12 @@ impl Experiment for Command<'_> {
                     reporter,
                     &stage,
                 )?;
-                stage.inc(estimate(job).round() as u64);
+                let units = estimate(job).round() as u64;
+                if kept {
+                    stage.skip(units);
+                } else {
+                    stage.inc(units);
+                }
                 seeds.push(r);
             }
             results.insert(job.id, seeds);
@@ -407,7 +412,7 @@ fn kept(folder: &Path, config: &ExperimentConfig) -> Option<(ExperimentOutcome, 
     Some((output, record.seconds))
 }
 
-/// Runs (or, under `--resume`, keeps) one experiment seed.
+/// Runs (or, under `--resume`, keeps) one experiment seed; `true` with a kept one.
 fn run_seed(
     plan: &Plan,
     job: &Job,
@@ -416,18 +421,21 @@ fn run_seed(
     resume: bool,
     reporter: &Reporter,
     stage: &Stage<'_>,
-) -> Result<SeedResult> {
+) -> Result<(SeedResult, bool)> {
     let folder = seed_folder(out, job.id, seed);
     if resume && let Some((output, seconds)) = kept(&folder, &job.config) {
         reporter.line(&format!(
             "{} seed {seed}: kept from the earlier run",
             job.id
         ));
-        return Ok(SeedResult {
-            seed,
-            output: Ok(output),
-            seconds: Some(seconds),
-        });
+        return Ok((
+            SeedResult {
+                seed,
+                output: Ok(output),
+                seconds: Some(seconds),
+            },
+            true,
+        ));
     }
     std::fs::create_dir_all(&folder)
         .with_context(|| format!("cannot create {}", folder.display()))?;
@@ -587,11 +595,14 @@ fn run_seed(
             output.as_ref().err().map_or("no output", String::as_str)
         )),
     }
-    Ok(SeedResult {
-        seed,
-        seconds: output.is_ok().then_some(seconds),
-        output,
-    })
+    Ok((
+        SeedResult {
+            seed,
+            seconds: output.is_ok().then_some(seconds),
+            output,
+        },
+        false,
+    ))
 }
 
 /// The verdict table (one row a claim), for the terminal and the report's top.
