@@ -139,15 +139,20 @@ pub fn execute<E: Experiment>(experiment: &E) -> Result<()> {
 }
 
 /// Removes `folder` (which this run created) if nothing was written there but the settings
-/// file that says whose folder it is; a folder that cannot go stays.
+/// file that says whose folder it is (and the manifest); a folder that cannot go stays.
 fn remove_if_unused(folder: &Path) {
-    let marker = folder.join(SETTINGS_FILE);
+    let ours = [
+        folder.join(SETTINGS_FILE),
+        folder.join(crate::manifest::MANIFEST),
+    ];
     let entries: Vec<_> = match std::fs::read_dir(folder) {
         Ok(e) => e.filter_map(|e| e.ok().map(|e| e.path())).collect(),
         Err(_) => return,
     };
-    if entries == [marker.clone()] {
-        let _ = std::fs::remove_file(&marker);
+    if entries.iter().all(|e| ours.contains(e)) {
+        for f in &ours {
+            let _ = std::fs::remove_file(f);
+        }
     }
     let _ = std::fs::remove_dir(folder);
 }
@@ -210,11 +215,16 @@ fn open<E: Experiment>(
         (None, Some(out)) => Some(lock_out(out)?),
         (None, None) => None,
     };
-    let mut cleared = Vec::new();
+    let mut cleared = crate::manifest::Cleared::default();
     if let Some(out) = output.out {
         refuse_other_command(out, E::COMMAND)?;
         clear_temporaries(out)?;
-        cleared = clear_earlier(out, &experiment.files(), experiment.resume())?;
+        let mut outputs = experiment.files();
+        outputs.extend(["hgp.log", SETTINGS_FILE]);
+        if experiment.resume() {
+            refuse_resume_without_settings(out, &outputs)?;
+        }
+        cleared = crate::manifest::open(out, &outputs, experiment.resume())?;
     }
     let mut append = false;
     match (output.out, experiment.settings()?) {
@@ -231,61 +241,54 @@ fn open<E: Experiment>(
     }
     let log = output.out.filter(|_| experiment.log_in_folder());
     let reporter = Reporter::new(output.report, log, output.json, append)?.holding(lock);
-    if !cleared.is_empty() {
+    if !cleared.removed.is_empty() {
         reporter.line(&format!(
             "removed the files of an earlier run: {}",
-            cleared.join(", ")
+            cleared.removed.join(", ")
+        ));
+    }
+    if !cleared.kept.is_empty() {
+        reporter.line(&format!(
+            "kept {} of an earlier run: files hgp did not write are in {}",
+            cleared.kept.join(", "),
+            if cleared.kept.len() == 1 {
+                "it"
+            } else {
+                "them"
+            }
         ));
     }
     Ok(reporter)
 }
 
-/// The entries of `out` among `files` (see [`Experiment::files`]), by name.
-fn present(out: &Path, files: &[&str]) -> Result<Vec<String>> {
-    let mut found = Vec::new();
-    let entries = match std::fs::read_dir(out) {
-        Ok(e) => e,
-        Err(_) => return Ok(found),
-    };
-    for entry in entries {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        let listed = files.iter().any(|f| match f.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == *f,
-        });
-        if listed {
-            found.push(name);
-        }
+/// Under `--resume`, refuses outputs of an earlier run (`outputs`, see
+/// [`Experiment::files`]) without the settings file that says which run they belong to.
+fn refuse_resume_without_settings(out: &Path, outputs: &[&str]) -> Result<()> {
+    if out.join(SETTINGS_FILE).exists() {
+        return Ok(());
     }
+    let mut found: Vec<String> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            name != "hgp.log"
+                && outputs.iter().any(|f| match f.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => name == *f,
+                })
+        })
+        .collect();
     found.sort();
-    Ok(found)
-}
-
-/// Before a fresh run, removes what an earlier run wrote in `out` (its `files`) and returns
-/// their names; under `resume`, keeps them, but refuses them without the settings file that
-/// says which run they belong to.
-fn clear_earlier(out: &Path, files: &[&str], resume: bool) -> Result<Vec<String>> {
-    let found = present(out, files)?;
-    if resume {
-        if !found.is_empty() && !out.join(SETTINGS_FILE).exists() {
-            anyhow::bail!(
-                "--resume: {} holds {} but no {SETTINGS_FILE}, so which settings they were written with is unknown: run without --resume (they are then removed), or give another --out",
-                out.display(),
-                found.join(", ")
-            );
-        }
-        return Ok(Vec::new());
+    if !found.is_empty() {
+        anyhow::bail!(
+            "--resume: {} holds {} but no {SETTINGS_FILE}, so which settings they were written with is unknown: run without --resume, or give another --out",
+            out.display(),
+            found.join(", ")
+        );
     }
-    for name in &found {
-        let path = out.join(name);
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.with_context(|| format!("cannot remove the earlier run's {}", path.display()))?;
-    }
-    Ok(found)
+    Ok(())
 }
 
 /// Refuses an `out` folder whose settings file says another subcommand wrote it: a fresh run
@@ -358,35 +361,5 @@ mod tests {
         for (f, kept) in names.iter().zip([false, false, true, true, true, true]) {
             assert_eq!(out.join(f).exists(), kept, "{f}");
         }
-    }
-
-    /// A fresh run removes the earlier run's files (and seed folders) and nothing else; a
-    /// resumed one keeps them, and refuses them without their settings file.
-    #[test]
-    fn a_fresh_run_clears_only_the_earlier_runs_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path();
-        for f in ["fbo.csv", "curves.svg", "notes.txt"] {
-            std::fs::write(out.join(f), "old").unwrap();
-        }
-        std::fs::create_dir(out.join("seed-1")).unwrap();
-        std::fs::write(out.join("seed-1").join("fbo.csv"), "old").unwrap();
-        let files = ["fbo.csv", "fbo.md", "curves.svg", "seed-*"];
-        let err = clear_earlier(out, &files, true).unwrap_err().to_string();
-        assert!(
-            err.contains("holds curves.svg, fbo.csv, seed-1 but no hgp-settings.json"),
-            "{err}"
-        );
-        std::fs::write(out.join(SETTINGS_FILE), "{}").unwrap();
-        assert!(clear_earlier(out, &files, true).unwrap().is_empty());
-        assert!(out.join("fbo.csv").exists());
-        let cleared = clear_earlier(out, &files, false).unwrap();
-        assert_eq!(cleared, ["curves.svg", "fbo.csv", "seed-1"]);
-        let mut left: Vec<_> = std::fs::read_dir(out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, [SETTINGS_FILE, "notes.txt"]);
     }
 }

@@ -19,6 +19,7 @@ mod cli;
 mod commands;
 mod engine;
 mod lifecycle;
+mod manifest;
 mod output;
 mod plot;
 mod progress;

@@ -92,6 +92,7 @@ impl Reporter {
         let file = match out {
             Some(dir) => {
                 let path = dir.join("hgp.log");
+                crate::manifest::claim(&path)?;
                 let f = OpenOptions::new()
                     .create(true)
                     .write(true)

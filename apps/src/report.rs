@@ -63,8 +63,7 @@ pub fn write_csv<R: Serialize>(
     rows: impl IntoIterator<Item = R>,
 ) -> Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+        crate::manifest::create_dir_all(parent)?;
     }
     let cannot = || format!("cannot write {}", path.display());
     let mut w = csv::WriterBuilder::new()
@@ -82,8 +81,16 @@ pub fn write_csv<R: Serialize>(
 
 /// Writes `bytes` to `path` whole: to a temporary name beside it (`.NAME.PID.tmp`, which the
 /// next run in the folder removes if this one stops before the rename), then renamed over
-/// it, so a reader (or a run stopped half-way) never sees a half-written file.
+/// it, so a reader (or a run stopped half-way) never sees a half-written file. In the
+/// `--out` folder, `path` is listed in its manifest first, and a file there that `hgp` did
+/// not write is refused ([`crate::manifest::claim`]).
 pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::manifest::claim(path)?;
+    write_unlisted(path, bytes)
+}
+
+/// [`write_whole`] without the manifest (the manifest's own writes).
+pub fn write_unlisted(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -109,6 +116,7 @@ impl RowWriter {
     /// Creates `path` with `header`, or with `append` keeps the rows already there (its
     /// header must then be `header`).
     pub fn open(path: &Path, header: &[&str], append: bool) -> Result<Self> {
+        crate::manifest::claim(path)?;
         let keep = append && path.exists();
         if keep {
             check_header(path, header)?;

@@ -64,14 +64,15 @@ fn standard_output_on_a_full_disk_is_an_error() {
 #[test]
 fn a_run_log_that_cannot_be_written_ends_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("faults");
-    std::fs::create_dir(&out).unwrap();
+    let out = dir.path().join("influence");
+    let o = out.to_str().unwrap();
+    let args = ["influence", "--quick", "--out", o];
+    assert!(hgp_with(&args, &[], Stdio::null()).status.success());
+    // The log of that run (listed as hgp's) now leads to a full disk; the resumed run
+    // appends to it.
+    std::fs::remove_file(out.join("hgp.log")).unwrap();
     std::os::unix::fs::symlink("/dev/full", out.join("hgp.log")).unwrap();
-    let o = hgp_with(
-        &["faults", "--quick", "--out", out.to_str().unwrap()],
-        &[],
-        Stdio::null(),
-    );
+    let o = hgp_with(&[&args[..], &["--resume"]].concat(), &[], Stdio::null());
     let err = one_line(&o);
     assert!(err.contains("hgp.log: No space left on device"), "{err}");
 }
@@ -225,4 +226,189 @@ fn another_commands_folder_is_refused() {
     );
     assert_eq!(std::fs::read(out.join("faults.csv")).unwrap(), before);
     assert!(!out.join("fbo.csv").exists());
+}
+
+/// The entries of `dir`, sorted.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut n: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+/// Files the user put in `--out` are never removed or overwritten, by any command: one an
+/// output would replace is refused before any work (named); the others stay through a run
+/// and through the fresh run after it, which removes only what hgp wrote.
+#[test]
+fn files_hgp_did_not_write_are_never_touched() {
+    for (args, output) in [
+        (&["faults", "--quick"][..], "faults.csv"),
+        (&["fbo", "--quick", "--rounds", "30"], "fbo.csv"),
+        (&["influence", "--quick"], "influence.csv"),
+        (
+            &[
+                "reproduce",
+                "--preset",
+                "smoke",
+                "--paper",
+                "fedhyper",
+                "--seeds",
+                "1",
+            ],
+            "REPORT.md",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("seed-data")).unwrap();
+        std::fs::write(out.join("seed-notes.txt"), "mine").unwrap();
+        std::fs::write(out.join("seed-data").join("important.csv"), "mine").unwrap();
+        let o = out.to_str().unwrap();
+        let mut a = args.to_vec();
+        a.extend(["--out", o]);
+        // Each of hgp's own names, written by the user, is refused and kept.
+        for name in ["hgp.log", output] {
+            std::fs::write(out.join(name), "mine").unwrap();
+            let err = one_line(&hgp_with(&a, &[], Stdio::piped()));
+            assert!(
+                err.contains(&format!("{name} was not written by hgp"))
+                    && err.contains("give another --out"),
+                "{args:?}: {err}"
+            );
+            assert_eq!(std::fs::read_to_string(out.join(name)).unwrap(), "mine");
+            std::fs::remove_file(out.join(name)).unwrap();
+        }
+        let mine = ["seed-data", "seed-notes.txt"];
+        for run in 0..2 {
+            let o = hgp_with(&a, &[], Stdio::null());
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{args:?} run {run}: {err}");
+            assert!(out.join(output).exists(), "{args:?}");
+            let left = entries(&out);
+            assert!(
+                mine.iter().all(|m| left.contains(&m.to_string())),
+                "{left:?}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(out.join("seed-notes.txt")).unwrap(),
+                "mine"
+            );
+            assert_eq!(
+                std::fs::read_to_string(out.join("seed-data").join("important.csv")).unwrap(),
+                "mine"
+            );
+        }
+    }
+}
+
+/// `reproduce` refuses a `runs` folder it did not write (the user's `runs/2023/result.csv`),
+/// and a fresh run after its own keeps a file the user added inside one of its experiments'
+/// folders (the folder stays, named in the log).
+#[test]
+fn reproduce_keeps_the_users_files_in_its_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("runs").join("2023")).unwrap();
+    std::fs::write(out.join("runs").join("2023").join("result.csv"), "mine").unwrap();
+    let o = out.to_str().unwrap();
+    let args = [
+        "reproduce",
+        "--preset",
+        "smoke",
+        "--paper",
+        "fedhyper",
+        "--seeds",
+        "1",
+        "--out",
+        o,
+    ];
+    let err = one_line(&hgp_with(&args, &[], Stdio::piped()));
+    assert!(err.contains("runs was not written by hgp"), "{err}");
+    std::fs::remove_dir_all(out.join("runs")).unwrap();
+    assert!(hgp_with(&args, &[], Stdio::null()).status.success());
+    let seed = out.join("runs").join("fedhyper").join("seed-0");
+    assert!(seed.join("result.json").exists());
+    std::fs::write(seed.join("my-notes.txt"), "mine").unwrap();
+    assert!(hgp_with(&args, &[], Stdio::null()).status.success());
+    assert_eq!(
+        std::fs::read_to_string(seed.join("my-notes.txt")).unwrap(),
+        "mine"
+    );
+    let log = std::fs::read_to_string(out.join("hgp.log")).unwrap();
+    assert!(log.contains("kept runs of an earlier run"), "{log}");
+    assert!(
+        seed.join("result.json").exists(),
+        "the fresh run wrote its own again"
+    );
+}
+
+/// Processes whose command line mentions `needle`.
+#[cfg(target_os = "linux")]
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            // A zombie (ended, not yet reaped) has an empty command line.
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// An experiment `reproduce` started ends with it, however `reproduce` ends: SIGKILL,
+/// SIGTERM or SIGINT sent to `reproduce` alone (not its process group).
+#[cfg(target_os = "linux")]
+#[test]
+fn experiments_end_with_reproduce() {
+    for signal in ["KILL", "TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let o = out.to_str().unwrap();
+        // The cpu preset's CNN influence experiment runs for minutes (those before it, for
+        // seconds).
+        let mut parent = Command::new(env!("CARGO_BIN_EXE_hgp"))
+            .args(["reproduce", "--paper", "hgp", "--seeds", "1", "--out", o])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let seed = out.join("runs").join("influence-cnn").join("seed-0");
+        let needle = seed.to_str().unwrap().to_string();
+        let started = std::time::Instant::now();
+        let child = loop {
+            let found = processes_naming(&needle);
+            if !found.is_empty() {
+                break found;
+            }
+            assert!(started.elapsed().as_secs() < 120, "no experiment started");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &parent.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        parent.wait().unwrap();
+        let ended = std::time::Instant::now();
+        while child.iter().any(|&pid| {
+            std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && !processes_naming(&needle).is_empty()
+        }) {
+            assert!(
+                ended.elapsed().as_secs() < 20,
+                "SIG{signal} to reproduce: its experiment {child:?} still runs"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }

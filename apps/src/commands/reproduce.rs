@@ -412,6 +412,48 @@ fn kept(folder: &Path, config: &ExperimentConfig) -> Option<(ExperimentOutcome, 
     Some((output, record.seconds))
 }
 
+/// A running experiment, ended (killed and waited for) when this is dropped before it ends
+/// by itself: a `reproduce` that stops on an error leaves no experiment running.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Makes the experiment `command` starts end with this process, however this one ends: on
+/// Linux the child asks for SIGTERM at its parent's death (`PR_SET_PDEATHSIG`, which covers
+/// SIGKILL too), and ends at once if its parent is already gone. (SIGINT from a terminal
+/// reaches the whole process group, the child included.)
+fn ends_with_this_process(command: &mut Process) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // The thread that starts the child is this one, which lives as long as the run:
+        // the death signal follows the thread that forked.
+        let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        // SAFETY: between fork and exec the closure makes only async-signal-safe calls
+        // (prctl, getppid, _exit) and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
+}
+
 /// Runs (or, under `--resume`, keeps) one experiment seed; `true` with a kept one.
 fn run_seed(
     plan: &Plan,
@@ -437,9 +479,11 @@ fn run_seed(
             true,
         ));
     }
-    std::fs::create_dir_all(&folder)
-        .with_context(|| format!("cannot create {}", folder.display()))?;
-    let _ = std::fs::remove_file(folder.join(RESULT));
+    crate::manifest::create_dir_all(&folder)?;
+    // The folder is held by whoever writes it: an experiment still running there (started
+    // by another `reproduce`) is refused, not written over.
+    let held = crate::report::lock_out(&folder)?;
+    crate::manifest::remove(&folder.join(RESULT))?;
     // The experiment's own --resume continues an interrupted run of the same experiment
     // (its settings file says which, and refuses another).
     let config_file = folder.join(CONFIG);
@@ -475,6 +519,7 @@ fn run_seed(
         None => Process::new(&plan.exe),
     };
     command.args(&args);
+    ends_with_this_process(&mut command);
     let line = format!("hgp {}", args.join(" "));
     write_whole(&folder.join("command.txt"), format!("{line}\n").as_bytes())?;
     reporter.line(&format!(
@@ -487,15 +532,20 @@ fn run_seed(
         },
         clock(std::time::Duration::from_secs_f64(job.minutes * 60.0))
     ));
+    crate::manifest::claim(&folder.join("stderr.txt"))?;
     let stderr = std::fs::File::create(folder.join("stderr.txt"))
         .with_context(|| format!("cannot write {}", folder.join("stderr.txt").display()))?;
     let started = Instant::now();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .with_context(|| format!("cannot start {line}"))?;
+    drop(held);
+    let mut child = Reaped(
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("cannot start {line}"))?,
+    );
+    let child = &mut child.0;
     // The JSON is read on its own thread, so a large one never fills the pipe while the
     // child's log is followed here.
     let mut pipe = child.stdout.take().context("the child's standard output")?;
