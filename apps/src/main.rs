@@ -86,7 +86,7 @@ enum Command {
     /// Every claim of the four papers, re-run over seeds through the commands above, with a
     /// verdict beside the paper's number (writes REPORT.md, report.json and every
     /// experiment's files).
-    #[command(after_help = commands::reproduce::after_help())]
+    #[command(allow_negative_numbers = true, after_help = commands::reproduce::after_help())]
     Reproduce(commands::reproduce::Reproduce),
     /// Describe the network the other subcommands build from the same flags: link
     /// probabilities, expected Push-Sum weights, stationary weights w*, the spectral gap of

@@ -748,3 +748,104 @@ fn messages_name_the_cause() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A flag that no cell of a personalize table uses is refused before any work, naming what
+/// it sets; one that only some cells use is named in one warning line, and the header says
+/// which inner solve ran where.
+#[test]
+fn personalize_refuses_flags_that_do_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    for (args, flag, sets) in [
+        (
+            &["--networks", "fc", "--sgp-steps", "50"][..],
+            "--sgp-steps",
+            "run SGP",
+        ),
+        (
+            &[
+                "--networks",
+                "fc,fixu",
+                "--sgp-steps",
+                "18446744073709551615",
+            ],
+            "--sgp-steps",
+            "run SGP",
+        ),
+        (
+            &["--methods", "sgp,local", "--hyper-lr", "0.1"],
+            "--hyper-lr",
+            "tune λ",
+        ),
+        (
+            &["--methods", "fedavg+", "--outer-steps", "3"],
+            "--outer-steps",
+            "tune λ",
+        ),
+        (
+            &["--methods", "sgp", "--neumann-terms", "3"],
+            "--neumann-terms",
+            "tune λ",
+        ),
+        (
+            &[
+                "--inner",
+                "sgp",
+                "--methods",
+                "sgp,hgp-pl",
+                "--procedure-lr",
+                "0.1",
+            ],
+            "--procedure-lr",
+            "Marfoq et al.'s procedure",
+        ),
+        (
+            &["--networks", "randd", "--rounds", "5"],
+            "--rounds",
+            "Marfoq et al.'s procedure",
+        ),
+        (
+            &["--methods", "sgp,hgp-mtl", "--components", "4"],
+            "--components",
+            "fedem",
+        ),
+    ] {
+        let mut a = vec!["personalize", "--quick", "--out", o];
+        a.extend(args);
+        let err = common::fails_early(&a, &out);
+        assert!(
+            err.contains(&format!("{flag}: no cell of this table uses it")) && err.contains(sets),
+            "{args:?}: {err}"
+        );
+    }
+    let o = common::hgp(&[
+        "personalize",
+        "--quick",
+        "--networks",
+        "fc,randd",
+        "--methods",
+        "sgp,fedavg+",
+        "--sgp-steps",
+        "3",
+        "--rounds",
+        "1",
+        "--out",
+        o,
+    ]);
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "warning: --sgp-steps (1 of 3 cells), --rounds (2 of 3 cells) set only some cells"
+        ),
+        "{err}"
+    );
+    let header = common::stdout(&o);
+    assert!(
+        header.contains(
+            "inner: SGP, 3 steps (methods on randd), Marfoq et al.'s procedure, 1 rounds"
+        ),
+        "{header}"
+    );
+}

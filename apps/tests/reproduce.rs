@@ -3,7 +3,7 @@
 //! keeps what finished; a data set given is run, one missing is named.
 
 mod common;
-use common::cifar::cifar10;
+use common::cifar::{cifar10, records};
 use common::{fails, hgp, json, stderr};
 use serde_json::Value;
 
@@ -344,4 +344,104 @@ fn reproduce_checks_its_flags_first() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(runs, ["fedhyper"], "only the experiments of its claims");
+}
+
+/// A CIFAR-10 archive as downloaded (`cifar-10-binary.tar.gz`, the help's own form).
+fn cifar10_archive(dir: &std::path::Path) -> std::path::PathBuf {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    for (k, name) in ["data_batch_1.bin", "data_batch_2.bin", "test_batch.bin"]
+        .iter()
+        .enumerate()
+    {
+        let bytes = records(150, 10, false, k);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(
+            &mut header,
+            format!("cifar-10-batches-bin/{name}"),
+            &bytes[..],
+        )
+        .unwrap();
+    }
+    let path = dir.join("cifar-10-binary.tar.gz");
+    std::fs::write(&path, tar.into_inner().unwrap().finish().unwrap()).unwrap();
+    path
+}
+
+/// Every data set given to `reproduce` is read first, by its experiments' reader: an empty
+/// folder, a binary file or another data set's files are refused before any work, naming
+/// the flag; CIFAR-10's archive and LEAF's text folders run their experiments (at the smoke
+/// size: the text job gets no image count).
+#[test]
+fn reproduce_reads_each_data_set_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let binary = dir.path().join("blob.bin");
+    std::fs::write(&binary, [0u8, 159, 146, 150, 255, 0, 7]).unwrap();
+    let digits = dir.path().join("digits");
+    cifar10(&digits, 20);
+    let out = dir.path().join("out");
+    for (flag, path, says) in [
+        ("--cifar10", &empty, "--cifar10"),
+        ("--cifar100", &binary, "--cifar100"),
+        (
+            "--shakespeare",
+            &empty,
+            "neither LEAF's train/ and test/ folders",
+        ),
+        ("--shakespeare", &binary, "--shakespeare"),
+        ("--mnist", &digits, "--mnist"),
+        ("--emnist", &empty, "--emnist"),
+    ] {
+        let err = fails(&[
+            "reproduce",
+            flag,
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            err.starts_with(&format!("error: {flag} ")) && err.contains(says),
+            "{flag} {}: {err}",
+            path.display()
+        );
+        assert!(!err.contains("--data-dir"), "{err}");
+        assert!(!out.exists(), "{flag}: refused before any work");
+    }
+
+    let archive = cifar10_archive(dir.path());
+    // LEAF's windows of 80 symbols, as distributed.
+    let (_, spoken) = common::text::complete_works(40);
+    let leaf = dir.path().join("leaf");
+    common::text::leaf(&leaf, &spoken, 80);
+    let leaf = leaf.to_str().unwrap().to_string();
+    let o = hgp(&[
+        "reproduce",
+        "--preset",
+        "smoke",
+        "--paper",
+        "pdbo",
+        "--seeds",
+        "1",
+        "--cifar10",
+        archive.to_str().unwrap(),
+        "--shakespeare",
+        &leaf,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    let why = std::fs::read_to_string(out.join("runs/pdbo-shakespeare/seed-0/stderr.txt"));
+    assert!(o.status.success(), "{}\n{why:?}", stderr(&o));
+    let claims = json(&o)["claims"].as_array().unwrap().clone();
+    for id in ["pdbo-table1-cifar10", "pdbo-table1-shakespeare"] {
+        let c = claims.iter().find(|c| c["id"] == id).unwrap();
+        assert_ne!(c["verdict"], VERDICTS[3], "{c}");
+        assert!(c["seeds"][0]["value"].is_number(), "{c}");
+    }
 }

@@ -376,12 +376,22 @@ fn experiments_end_with_reproduce() {
         let o = out.to_str().unwrap();
         // The cpu preset's CNN influence experiment runs for minutes (those before it, for
         // seconds).
-        let mut parent = Command::new(env!("CARGO_BIN_EXE_hgp"))
+        let mut parent = Command::new(env!("CARGO_BIN_EXE_hgp"));
+        parent
             .args(["reproduce", "--paper", "hgp", "--seeds", "1", "--out", o])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        // A test run in the background inherits SIGINT ignored (as `reproduce ... &` in a
+        // script would): the signal's default is restored, as a terminal's user has it.
+        // SAFETY: only `signal`, async-signal-safe, between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut parent, || {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut parent = parent.spawn().unwrap();
         let seed = out.join("runs").join("influence-cnn").join("seed-0");
         let needle = seed.to_str().unwrap().to_string();
         let started = std::time::Instant::now();

@@ -188,7 +188,6 @@ fn runs_too_large_for_the_machine_are_refused_at_once() {
     let out = dir.path().join("o");
     let o = out.to_str().unwrap();
     for args in [
-        vec!["error", "--quick", "--seeds", "1000000000", "--out", o],
         vec![
             "error",
             "--quick",
@@ -319,4 +318,59 @@ fn error_writes_its_files_before_stdout_and_speaks_json() {
     assert_eq!(rows[0]["error"][0], 1.0);
     assert_eq!(v["settings"]["command"], "error");
     assert_eq!(v["settings"]["seeds"], 3);
+}
+
+/// Every count that sizes what a run holds (seeds, clients, components, rounds, terms of
+/// a curve), given 2^64 − 1 or 10^12, is refused at once: one line naming the flag or the
+/// memory it would take, exit 1, never a panic, an abort or a run that starts.
+#[test]
+fn counts_that_size_a_run_are_bounded_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["error", "--quick"],
+            &["--seeds", "--clients", "--neumann-terms"],
+        ),
+        (&["influence", "--quick"], &["--clients"]),
+        (&["faults", "--quick"], &["--clients"]),
+        (&["hypergrad"], &["--clients"]),
+        (
+            &["personalize", "--quick", "--methods", "fedem"],
+            &["--seeds", "--clients", "--components"],
+        ),
+        (&["fbo", "--quick"], &["--clients", "--rounds"]),
+        (
+            &["fedhyper", "--quick"],
+            &["--seeds", "--clients", "--rounds"],
+        ),
+        (
+            &["reproduce", "--preset", "smoke", "--paper", "fedhyper"],
+            &["--seeds"],
+        ),
+    ];
+    for (command, flags) in cases {
+        for flag in *flags {
+            for value in ["18446744073709551615", "1000000000000"] {
+                let mut args = command.to_vec();
+                args.extend([*flag, value]);
+                if command[0] != "hypergrad" {
+                    args.extend(["--out", o]);
+                }
+                let started = Instant::now();
+                let err = silent_stdout(&args);
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{args:?}: {:?}",
+                    started.elapsed()
+                );
+                assert!(
+                    err.contains(flag) || err.contains("would hold about"),
+                    "{args:?}: {err}"
+                );
+                assert!(!out.exists(), "{args:?} left its folder");
+            }
+        }
+    }
 }

@@ -112,7 +112,8 @@ pub fn outer_loop<T: Scalar, C: ClientObjective<T>>(
     check_shared_lambda(lambda, "the outer loop (One-Round-Upper)")?;
     let n = clients.len();
     let mut run = OuterRun {
-        rounds: Vec::with_capacity(options.iterations),
+        // Grown as iterations finish: a count from the user does not size an allocation.
+        rounds: Vec::new(),
         stopped: None,
     };
     let mut moved: Option<Moved> = None;

@@ -157,7 +157,8 @@ impl Config {
         let quick = usize::from(self.quick);
         let seeds = self.seeds.unwrap_or(SEEDS[quick]);
         let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
-        at_least_one(&[("--seeds", seeds), ("--neumann-terms", m_max)])?;
+        at_least_one(&[("--neumann-terms", m_max)])?;
+        crate::setup::check_seed_range(self.seed, seeds as u64)?;
         self.data.validate()?;
         self.network.validate()?;
         if !self.estimator.iterative() {

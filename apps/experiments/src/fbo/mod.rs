@@ -428,12 +428,28 @@ impl Checked {
             }
         };
         let threads = rayon::current_num_threads().min(self.clients());
+        // Every run's curve is kept to the end: a point (rounds, accuracy) and the rounds of
+        // each outer iteration, 32 B an iteration.
+        let iterations: f64 = self
+            .methods
+            .iter()
+            .filter_map(|&m| self.settings.iterations(m).ok())
+            .map(|(_, k)| k as f64)
+            .sum();
+        let runs = (self.split.len() * self.taus().len()) as f64;
         MemoryPlan::new()
             .add(
                 format!("the {} images", images.len() + test.len()),
                 (images.images.len() + test.images.len()) as f64 * 4.0,
             )
             .models(name, (self.clients(), params, 8), (threads, graph))
+            .add(
+                format!(
+                    "the curves of every run ({runs} splits × τ values of {iterations:.0} outer iterations over the methods, --rounds {})",
+                    self.settings.rounds
+                ),
+                runs * iterations * 32.0,
+            )
     }
 
     /// The images and the held-out test set.

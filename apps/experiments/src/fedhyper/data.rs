@@ -139,12 +139,22 @@ pub(super) fn memory_plan(
         Pool::PerClient(sets) => sets.iter().map(|s| s.images.len()).sum(),
     } + test.images.len();
     let threads = rayon::current_num_threads().min(config.clients());
+    // Every run's rounds are kept to the end (the table and curves read them).
+    let runs = config.seeds as f64 * config.splits().len() as f64 * config.methods.len() as f64;
     MemoryPlan::new()
         .add("the images (or windows)", values as f64 * 4.0)
         .models(
             &arch.name(),
             (config.clients(), arch.dim() as f64, 6),
             (threads, grad.max(hvp)),
+        )
+        .add(
+            format!(
+                "the rounds of every run ({runs} runs × --rounds {})",
+                config.rounds()
+            ),
+            runs * config.rounds() as f64
+                * std::mem::size_of::<super::protocol::RoundRecord>() as f64,
         )
 }
 

@@ -66,9 +66,9 @@ fn text_data(
         .map(|c| c.train.len() + c.validation.len() + c.test.len())
         .sum();
     let description = format!(
-        "{clients} clients, speaking characters of {source}: {how}; {windows} windows; {}; inner: {} steps, batch {}",
+        "{clients} clients, speaking characters of {source}: {how}; {windows} windows; {}; {}, batch {}",
         arch.name(),
-        setting.steps,
+        config.inner_words(setting.steps),
         setting.batch
     );
     placement.check_clients(clients)?;
@@ -203,10 +203,10 @@ pub(super) fn data(
         );
     }
     let description = format!(
-        "{clients} clients, {} images ({classes} classes) from {source}, {how}; {}; inner: {} steps, batch {}",
+        "{clients} clients, {} images ({classes} classes) from {source}, {how}; {}; {}, batch {}",
         set.len(),
         arch.name(),
-        setting.steps,
+        config.inner_words(setting.steps),
         setting.batch
     );
     placement.check_clients(clients)?;

@@ -121,6 +121,16 @@ impl Method {
             || (estimator == PersonalizeEstimator::Pdbo && matches!(self, Self::Sgp | Self::Local))
     }
 
+    /// Whether this method on `network` solves its inner problem by Marfoq et al.'s
+    /// procedure (rounds of local epochs) rather than SGP steps, with `inner` the table's
+    /// inner solve on FC and FixU: the comparison methods always; the others on FC and
+    /// FixU with `--inner marfoq`.
+    pub fn on_procedure(self, network: NetworkKind, inner: InnerProcedure) -> bool {
+        self.is_baseline()
+            || (inner == InnerProcedure::Marfoq
+                && matches!(network, NetworkKind::Fc | NetworkKind::Fixu))
+    }
+
     /// Whether the method tunes λ by hyper-gradient steps.
     pub fn tunes_lambda(self) -> bool {
         matches!(self, Self::HgpPl | Self::HgpMtl | Self::PdboMtlLocal)

@@ -163,6 +163,22 @@ impl Default for Config {
 pub struct Checked {
     config: Config,
     eta: hgp_hypergrad::Eta,
+    /// The flags given that only some cells use, with their counts.
+    partly: Vec<String>,
+}
+
+impl Checked {
+    /// The warning for flags that only some cells use (`None` when every flag given applies
+    /// to every cell).
+    pub fn partly_used(&self) -> Option<String> {
+        (!self.partly.is_empty()).then(|| {
+            format!(
+                "warning: {} set only some cells of this table; the other cells do not use {}",
+                self.partly.join(", "),
+                if self.partly.len() == 1 { "it" } else { "them" }
+            )
+        })
+    }
 }
 
 impl std::ops::Deref for Checked {
@@ -320,20 +336,7 @@ impl Config {
                 );
             }
         }
-        if self.tune_rates {
-            let inner = self.inner();
-            let any = self.networks().iter().any(|&k| {
-                self.methods().iter().any(|m| {
-                    m.applies(k).is_ok()
-                        && (m.is_baseline()
-                            || (inner == InnerProcedure::Marfoq
-                                && matches!(k, NetworkKind::Fc | NetworkKind::Fixu)))
-                })
-            });
-            refuse_unused(!any, || {
-                "--tune-rates: no method of this table runs on Marfoq et al.'s procedure (the comparison methods, or the others on fc and fixu with --inner marfoq)".to_string()
-            })?;
-        }
+        let partly = self.check_flags_apply()?;
         if let Some(lr) = self.hyper_lr {
             positive(&[("--hyper-lr", lr)])?;
         }
@@ -380,7 +383,117 @@ impl Config {
         Ok(Checked {
             config: self.clone(),
             eta,
+            partly,
         })
+    }
+
+    /// The cells of the table that run: each (method, network) whose method applies to the
+    /// network, networks first as given.
+    pub fn cells(&self) -> Vec<(Method, NetworkKind)> {
+        let methods = self.methods();
+        self.networks()
+            .into_iter()
+            .flat_map(|k| {
+                methods
+                    .iter()
+                    .filter(move |m| m.applies(k).is_ok())
+                    .map(move |&m| (m, k))
+            })
+            .collect()
+    }
+
+    /// The inner solves in words, for the header: SGP's `steps` where SGP runs and the
+    /// procedure's rounds where it runs, with the networks of each when both do.
+    pub fn inner_words(&self, steps: usize) -> String {
+        let inner = self.inner();
+        let cells = self.cells();
+        let nets = |procedure: bool| {
+            let mut n: Vec<&str> = Vec::new();
+            for &(m, k) in &cells {
+                if m.on_procedure(k, inner) == procedure && !n.contains(&k.name()) {
+                    n.push(k.name());
+                }
+            }
+            n
+        };
+        let (sgp, procedure) = (nets(false), nets(true));
+        let rounds = format!("Marfoq et al.'s procedure, {} rounds", self.rounds());
+        let sgp_words = format!("SGP, {steps} steps");
+        match (sgp.is_empty(), procedure.is_empty()) {
+            (false, true) => format!("inner: {sgp_words}"),
+            (true, false) => format!("inner: {rounds}"),
+            _ => format!(
+                "inner: {sgp_words} (methods on {}), {rounds} (comparison methods{})",
+                sgp.join(", "),
+                if inner == InnerProcedure::Marfoq {
+                    ", and every method on fc and fixu"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    /// Refuses a flag that no cell of the table uses, naming what uses it; returns the
+    /// flags that only some cells use (said in one warning line when the run starts).
+    fn check_flags_apply(&self) -> Result<Vec<String>> {
+        let inner = self.inner();
+        let cells = self.cells();
+        let count = |f: &dyn Fn(Method, NetworkKind) -> bool| {
+            cells.iter().filter(|&&(m, k)| f(m, k)).count()
+        };
+        let procedure = count(&|m, k| m.on_procedure(k, inner));
+        let sgp = cells.len() - procedure;
+        let tuning = count(&|m, _| m.tunes_lambda());
+        let fedem = count(&|m, _| matches!(m, Method::FedEm | Method::DFedEm));
+        const SGP: &str = "the cells that run SGP (every method but the comparison ones, on randu, randd and exp, and on fc and fixu with --inner sgp)";
+        const PROCEDURE: &str = "the cells on Marfoq et al.'s procedure (the comparison methods, and every method on fc and fixu with --inner marfoq)";
+        const TUNING: &str = "the methods that tune λ (hgp-pl, hgp-mtl, pdbo-mtl-local)";
+        let flags = [
+            ("--sgp-steps", self.sgp_steps.is_some(), sgp, SGP),
+            ("--rounds", self.rounds.is_some(), procedure, PROCEDURE),
+            (
+                "--procedure-lr",
+                self.procedure_lr.is_some(),
+                procedure,
+                PROCEDURE,
+            ),
+            ("--tune-rates", self.tune_rates, procedure, PROCEDURE),
+            ("--hyper-lr", self.hyper_lr.is_some(), tuning, TUNING),
+            ("--outer-steps", self.outer_steps.is_some(), tuning, TUNING),
+            (
+                "--neumann-terms",
+                self.neumann_terms.is_some(),
+                tuning,
+                TUNING,
+            ),
+            ("--eta", self.eta.is_some(), tuning, TUNING),
+            (
+                "--power-iterations",
+                self.power_iterations.is_some(),
+                tuning,
+                TUNING,
+            ),
+            (
+                "--components",
+                self.components != FEDEM_COMPONENTS,
+                fedem,
+                "fedem and d-fedem",
+            ),
+        ];
+        let mut partly = Vec::new();
+        for (flag, given, used, what) in flags {
+            if !given {
+                continue;
+            }
+            if used == 0 {
+                bail!("{flag}: no cell of this table uses it; it sets {what}");
+            }
+            if used < cells.len() {
+                partly.push(format!("{flag} ({used} of {} cells)", cells.len()));
+            }
+        }
+        Ok(partly)
     }
 
     /// A resumed file may only hold rows this run would compute (`source` names it).
@@ -440,6 +553,11 @@ pub fn prepare_seed(
     placement: &Placement,
     observer: &dyn Observer,
 ) -> Result<SeedData> {
+    if seed == checked.seed
+        && let Some(w) = checked.partly_used()
+    {
+        observer.warn(&w);
+    }
     let (split, setting, description) = agree(
         placement,
         data::data(checked, checked.eta, seed, placement, observer),

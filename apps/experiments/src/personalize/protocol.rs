@@ -282,9 +282,7 @@ impl Protocol {
     /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
     /// always; the others on FC and FixU with `--inner marfoq`.
     pub fn on_procedure(&self, method: Method, network: NetworkKind) -> bool {
-        method.is_baseline()
-            || (self.inner == InnerProcedure::Marfoq
-                && matches!(network, NetworkKind::Fc | NetworkKind::Fixu))
+        method.on_procedure(network, self.inner)
     }
 
     /// Progress units (local steps) of one inner solve: SGP steps, or on the procedure

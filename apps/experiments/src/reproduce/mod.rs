@@ -142,8 +142,8 @@ impl Default for Config {
 /// an effect of twice the seeds' spread.
 pub const SEEDS: usize = 5;
 
-/// The largest `--seeds`: each seed runs every experiment once.
-pub const MAX_SEEDS: usize = 1000;
+/// The largest `--seeds`: each seed runs every experiment once (the bound of every command).
+pub const MAX_SEEDS: usize = crate::setup::MAX_SEEDS as usize;
 
 /// The checked plan: the claims to report and the experiments to run.
 pub struct Checked {
@@ -199,6 +199,32 @@ impl Config {
         s
     }
 
+    /// Reads every data set given, with the reader its experiments use, so that a folder of
+    /// the wrong kind (or an archive, a file, an empty folder) is named before any work, by
+    /// its flag.
+    fn check_data(&self) -> Result<()> {
+        use crate::setup::{Dataset, load_dataset};
+        let named = |flag: &str, dir: &std::path::Path, e: anyhow::Error| {
+            // The readers speak of the commands' --data-dir: here it is `flag`.
+            let why = format!("{e:#}").replace("--data-dir", flag);
+            anyhow::anyhow!("{flag} {}: {why}", dir.display())
+        };
+        for (flag, dir, dataset) in [
+            ("--mnist", &self.mnist, Dataset::Mnist),
+            ("--emnist", &self.emnist, Dataset::Emnist),
+            ("--cifar10", &self.cifar10, Dataset::Cifar10),
+            ("--cifar100", &self.cifar100, Dataset::Cifar100),
+        ] {
+            if let Some(dir) = dir {
+                load_dataset(dataset, Some(dir)).map_err(|e| named(flag, dir, e))?;
+            }
+        }
+        if let Some(dir) = &self.shakespeare {
+            crate::setup::load_text(Some(dir), 1).map_err(|e| named("--shakespeare", dir, e))?;
+        }
+        Ok(())
+    }
+
     /// Checks every option and plans the experiments (nothing runs yet).
     ///
     /// # Errors
@@ -206,18 +232,7 @@ impl Config {
     /// One line naming the option: no seeds, seeds past the largest, a data set that is
     /// not there, an empty launcher.
     pub fn check(&self) -> Result<Checked> {
-        if self.seeds == 0 {
-            bail!("--seeds must be at least 1");
-        }
-        if self.seeds > MAX_SEEDS {
-            bail!(
-                "--seeds {}: at most {MAX_SEEDS} (each seed runs every experiment once)",
-                self.seeds
-            );
-        }
-        if self.seed.checked_add(self.seeds as u64).is_none() {
-            bail!("--seed {} + --seeds {} overflows", self.seed, self.seeds);
-        }
+        crate::setup::check_seed_range(self.seed, self.seeds as u64)?;
         if self.paper.is_empty() {
             bail!("--paper needs at least one paper");
         }
@@ -234,6 +249,7 @@ impl Config {
                 bail!("{flag} {}: no such file or folder", d.display());
             }
         }
+        self.check_data()?;
         let launcher = match &self.mpirun {
             Some(l) => {
                 let parts: Vec<String> = l.split_whitespace().map(str::to_string).collect();

@@ -237,10 +237,21 @@ pub fn at_least_one(counts: &[(&str, usize)]) -> Result<()> {
     }
 }
 
-/// Refuses seeds K, K+1, …, K+N−1 (`--seed K --seeds N`, N ≥ 1) that run past the largest
-/// seed, 2^64 − 1, rather than wrapping around to seeds 0, 1, ….
+/// The most seeds one run takes (`--seeds` of every command): each seed runs the whole
+/// experiment once, and the seeds' results are held together.
+pub const MAX_SEEDS: u64 = 1000;
+
+/// The one check of `--seed K --seeds N` for every command: N in 1..=[`MAX_SEEDS`] (a
+/// count that sizes the seeds' results is bounded before any work), and seeds K, K+1, …,
+/// K+N−1 that do not run past the largest seed, 2^64 − 1 (rather than wrapping around).
 pub fn check_seed_range(seed: u64, seeds: u64) -> Result<()> {
-    if seeds > 0 && seed.checked_add(seeds - 1).is_none() {
+    if seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    if seeds > MAX_SEEDS {
+        bail!("--seeds {seeds}: at most {MAX_SEEDS} (each seed runs the whole experiment once)");
+    }
+    if seed.checked_add(seeds - 1).is_none() {
         bail!(
             "--seed {seed} with --seeds {seeds} runs past the largest seed, 2^64 − 1: give fewer --seeds or a smaller --seed"
         );

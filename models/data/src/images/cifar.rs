@@ -264,16 +264,28 @@ fn is_present(path: &Path, kind: CifarKind) -> Result<bool, DataError> {
 /// Loads CIFAR-10 or CIFAR-100 from `dir`: the `.bin` files in `dir` itself, else in its
 /// extracted folder (`cifar-10-batches-bin/`, `cifar-100-binary/`), else from the archive
 /// (`cifar-10-binary.tar.gz`, `cifar-100-binary.tar.gz`, or any other `*.tar.gz` in `dir`
-/// that holds the files) read in place. Every file of the distribution present is read, in
+/// that holds the files) read in place; `dir` may also be the archive itself. Every file of the distribution present is read, in
 /// the distribution's order (training files first); a subset of them is accepted (at least
 /// one), so a few thousand images in one file will do.
 ///
 /// # Errors
 ///
-/// [`DataError::NotADirectory`]; [`DataError::NoCifar`] if none of the files is found;
+/// [`DataError::NotADirectory`] (neither a folder nor a `.tar.gz` / `.tgz` file);
+/// [`DataError::NoCifar`] if none of the files is found;
 /// [`DataError::Read`] / [`DataError::Decompress`] / [`DataError::Archive`] for unreadable
 /// files; the errors of [`parse_cifar`] for each file.
 pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, DataError> {
+    if dir.is_file() && is_archive_name(dir) {
+        let parts = read_archive(dir, kind)?;
+        if parts.is_empty() {
+            return Err(DataError::NoCifar {
+                dir: dir.to_path_buf(),
+                kind: kind.name(),
+                expected: kind.files().join(", "),
+            });
+        }
+        return assemble(parts, kind);
+    }
     if !dir.is_dir() {
         return Err(DataError::NotADirectory {
             dir: dir.to_path_buf(),
@@ -302,12 +314,7 @@ pub fn load_cifar_dir(dir: &Path, kind: CifarKind) -> Result<CifarSet, DataError
             error,
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(".tar.gz") || n.ends_with(".tgz"))
-        })
+        .filter(|p| p.is_file() && is_archive_name(p))
         .collect();
     // The distribution's own archive first, then the others in name order.
     archives.sort_by_key(|p| {
@@ -349,6 +356,13 @@ fn read_file(path: &Path, name: &str, kind: CifarKind) -> Result<Vec<u8>, DataEr
         .read_to_end(&mut bytes)
         .map_err(io)?;
     Ok(bytes)
+}
+
+/// Whether `path` is named as a gzipped tar archive (`.tar.gz`, `.tgz`).
+fn is_archive_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".tar.gz") || n.ends_with(".tgz"))
 }
 
 /// Without the `cifar-archive` feature: an archive is refused, naming the feature.
@@ -571,6 +585,14 @@ mod tests {
         let from_archive = load_cifar_dir(dir.path(), CifarKind::Cifar10).unwrap();
         assert_eq!((from_archive.images.len(), from_archive.train), (6, 4));
         assert_eq!(from_archive.images.labels, [0, 1, 2, 3, 9, 9]);
+        // The archive itself, given in place of its folder.
+        let named = dir.path().join("cifar-10-binary.tar.gz");
+        assert_eq!(
+            load_cifar_dir(&named, CifarKind::Cifar10).unwrap().images,
+            from_archive.images
+        );
+        let err = load_cifar_dir(&named, CifarKind::Cifar100).unwrap_err();
+        assert!(matches!(err, DataError::NoCifar { .. }), "{err}");
         // Extracted next to the archive: the folder is read (the same records).
         let folder = dir.path().join("cifar-10-batches-bin");
         std::fs::create_dir(&folder).unwrap();
