@@ -279,8 +279,8 @@ pub fn engine_line(traffic: &serde_json::Value) -> String {
 const THREADS_PER_CORE: usize = 16;
 
 /// Checks the environment variables that change how `hgp` computes, before any work:
-/// `HGP_KERNEL` names a kernel path this CPU runs, and `RAYON_NUM_THREADS` is a thread
-/// count this machine can start; then starts the thread pool (an error, not a panic, if the
+/// `HGP_KERNEL` names a kernel path this CPU runs, and `RAYON_NUM_THREADS` (and rayon's
+/// older `RAYON_RS_NUM_CPUS`) is a thread count this machine can start; then starts the thread pool (an error, not a panic, if the
 /// system refuses a thread).
 ///
 /// # Errors
@@ -307,27 +307,36 @@ pub fn check_environment() -> Result<()> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let limit = THREADS_PER_CORE * cores;
-    let threads = match std::env::var_os("RAYON_NUM_THREADS") {
-        None => 0,
-        Some(v) => {
-            let v = v.to_string_lossy();
-            match v.trim().parse::<usize>() {
-                Ok(n) if n <= limit => n,
-                Ok(n) => {
-                    return Err(anyhow!(
-                        "RAYON_NUM_THREADS={n}: this machine has {cores} core(s); give at most {limit} threads ({THREADS_PER_CORE} per core), or unset it for one per core"
-                    ));
-                }
-                Err(_) => {
-                    return Err(anyhow!(
-                        "RAYON_NUM_THREADS={v}: not a number of threads; give a whole number (0 or unset: one per core)"
-                    ));
-                }
+    // Rayon reads RAYON_NUM_THREADS, then its older name RAYON_RS_NUM_CPUS: both are
+    // checked, and the one that counts is passed on (0: one thread per core).
+    let mut threads = 0;
+    let mut from = "RAYON_NUM_THREADS";
+    for var in ["RAYON_RS_NUM_CPUS", "RAYON_NUM_THREADS"] {
+        let Some(v) = std::env::var_os(var) else {
+            continue;
+        };
+        let v = v.to_string_lossy();
+        let n = match v.trim().parse::<usize>() {
+            Ok(n) if n <= limit => n,
+            Ok(n) => {
+                return Err(anyhow!(
+                    "{var}={n}: this machine has {cores} core(s); give at most {limit} threads ({THREADS_PER_CORE} per core), or unset it for one per core"
+                ));
             }
+            Err(_) => {
+                return Err(anyhow!(
+                    "{var}={v}: not a number of threads; give a whole number (0 or unset: one per core)"
+                ));
+            }
+        };
+        // RAYON_NUM_THREADS, checked last, wins when it asks for a count.
+        if n > 0 || threads == 0 {
+            threads = n;
+            from = var;
         }
-    };
+    }
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()
-        .map_err(|e| anyhow!("cannot start {threads} threads (RAYON_NUM_THREADS): {e}"))
+        .map_err(|e| anyhow!("cannot start {threads} threads ({from}): {e}"))
 }

@@ -849,3 +849,117 @@ fn personalize_refuses_flags_that_do_not_apply() {
         "{header}"
     );
 }
+
+/// Each refusal names the flag whose value caused it, with its value as typed: a hyper step
+/// that diverged, a pixel scale that blew the steps up, test images that leave too few for
+/// the clients, `--images` with text, a subnormal Dirichlet α; a launcher that explains
+/// itself on stdout is quoted.
+#[test]
+fn messages_name_the_flag_that_caused_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            &[
+                "personalize",
+                "--quick",
+                "--methods",
+                "hgp-pl",
+                "--hyper-lr",
+                "1e308",
+            ][..],
+            "(Adam on λ at rate 1e308; a smaller --hyper-lr keeps λ",
+        ),
+        (
+            &["fbo", "--quick", "--test-images", "9999"],
+            "but 1 are left for the clients once --test-images 9999 are held out",
+        ),
+        (
+            &[
+                "fedhyper",
+                "--quick",
+                "--dataset",
+                "shakespeare",
+                "--images",
+                "10",
+            ],
+            "--images counts images; with --dataset shakespeare",
+        ),
+        (
+            &["fedhyper", "--quick", "--splits", "5e-324"],
+            "Dirichlet α = 5e-324, must be a positive finite number of at least 2.2e-308",
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--out", o]);
+        let err = fails(&a);
+        assert!(err.contains(says), "{args:?}: {err}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let run = hgp(&[
+        "fbo",
+        "--quick",
+        "--rounds",
+        "30",
+        "--pixel-std",
+        "1e-30",
+        "--out",
+        o,
+    ]);
+    let err = stderr(&run);
+    assert!(!run.status.success());
+    assert!(
+        err.contains("--pixel-std 1e-30 scales the pixels by 1e30"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    // A launcher that says why it fails on stdout, and nothing on stderr.
+    let launcher = dir.path().join("launcher");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\necho \"launcher: no slots on this machine\"\nexit 1\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    std::fs::set_permissions(
+        &launcher,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let run = hgp(&[
+        "reproduce",
+        "--preset",
+        "smoke",
+        "--paper",
+        "fedhyper",
+        "--seeds",
+        "1",
+        "--mpirun",
+        launcher.to_str().unwrap(),
+        "--out",
+        o,
+    ]);
+    assert!(!run.status.success());
+    let log = std::fs::read_to_string(out.join("hgp.log")).unwrap();
+    assert!(
+        log.contains("fedhyper seed 0: failed after")
+            && log.contains("launcher: no slots on this machine"),
+        "{log}"
+    );
+    assert!(!log.contains("exit status exit status"), "{log}");
+    let seed = out.join("runs/fedhyper/seed-0");
+    assert!(
+        std::fs::read_to_string(seed.join("stdout.txt"))
+            .unwrap()
+            .contains("no slots")
+    );
+    assert!(
+        std::fs::read_to_string(seed.join("command.txt"))
+            .unwrap()
+            .starts_with(launcher.to_str().unwrap())
+    );
+    // A file that cannot be run is refused before any work.
+    let err = fails(&["reproduce", "--mpirun", "/etc/passwd", "--out", o]);
+    assert!(err.contains("--mpirun /etc/passwd: no program"), "{err}");
+}

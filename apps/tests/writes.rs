@@ -90,6 +90,12 @@ fn the_environment_is_checked_before_any_work() {
             "many",
             "RAYON_NUM_THREADS=many: not a number of threads",
         ),
+        // Rayon's older name for it.
+        (
+            "RAYON_RS_NUM_CPUS",
+            "100000",
+            "RAYON_RS_NUM_CPUS=100000: this machine has",
+        ),
         (
             "HGP_KERNEL",
             "sse9",

@@ -168,8 +168,22 @@ impl Experiment for Command<'_> {
     fn conclude(&self, outcome: Outcome) -> Result<()> {
         let diverged = outcome.diverged();
         if !diverged.is_empty() {
+            // The flags whose values sized the steps: a pixel scale far from the default
+            // makes every gradient (and so every step) larger by as much.
+            let pixel_std = self.checked.pixel_std;
+            let advice = if pixel_std < hgp_experiments::fbo::PIXEL_STD / 10.0 {
+                format!(
+                    "--pixel-std {} scales the pixels by {} (the default {} by {}): a larger --pixel-std, or smaller --outer-lr or --inner-lr, keeps them finite",
+                    hgp_experiments::numbers::num(pixel_std),
+                    hgp_experiments::numbers::approx(1.0 / pixel_std),
+                    hgp_experiments::fbo::PIXEL_STD,
+                    hgp_experiments::numbers::approx(1.0 / hgp_experiments::fbo::PIXEL_STD)
+                )
+            } else {
+                "smaller --outer-lr or --inner-lr keep them finite".to_string()
+            };
             bail!(
-                "{} of {} runs diverged: {}; every result is written and their rows say so (smaller --outer-lr or --inner-lr keep them finite)",
+                "{} of {} runs diverged: {}; every result is written and their rows say so ({advice})",
                 diverged.len(),
                 outcome.rows.len(),
                 diverged.join(", ")

@@ -187,7 +187,7 @@ impl Experiment for Command<'_> {
             && !runnable(&launcher[0])
         {
             bail!(
-                "--mpirun {}: no program {} to run (install OpenMPI, or give the launcher's path)",
+                "--mpirun {}: no program {} to run (not found, or not executable: install OpenMPI, or give the launcher's path)",
                 launcher.join(" "),
                 launcher[0]
             );
@@ -315,7 +315,7 @@ impl Experiment for Command<'_> {
         }
         if !failed.is_empty() {
             bail!(
-                "{} experiment run{} failed ({}): the report marks the claims they test not testable; each folder's stderr.txt says why, and --resume runs only them again",
+                "{} experiment run{} failed ({}): the report marks the claims they test not testable; each folder's stderr.txt (and a launcher's stdout.txt) says why, and --resume runs only them again",
                 failed.len(),
                 if failed.len() == 1 { "" } else { "s" },
                 failed.join(", ")
@@ -372,12 +372,22 @@ fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &St
 
 /// Whether `program` names a file to run: a path, or a name found on `PATH`.
 fn runnable(program: &str) -> bool {
+    // A file that may be run: a plain file with an execute bit (on Unix).
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            #[cfg(unix)]
+            let x = std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0;
+            #[cfg(not(unix))]
+            let x = true;
+            m.is_file() && x
+        })
+    };
     let path = Path::new(program);
     if path.components().count() > 1 {
-        return path.is_file();
+        return executable(path);
     }
     std::env::var_os("PATH")
-        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| d.join(program).is_file()))
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(program))))
 }
 
 /// The folder of one experiment seed.
@@ -484,6 +494,7 @@ fn run_seed(
     // by another `reproduce`) is refused, not written over.
     let held = crate::report::lock_out(&folder)?;
     crate::manifest::remove(&folder.join(RESULT))?;
+    crate::manifest::remove(&folder.join("stdout.txt"))?;
     // The experiment's own --resume continues an interrupted run of the same experiment
     // (its settings file says which, and refuses another).
     let config_file = folder.join(CONFIG);
@@ -520,7 +531,11 @@ fn run_seed(
     };
     command.args(&args);
     ends_with_this_process(&mut command);
-    let line = format!("hgp {}", args.join(" "));
+    // The whole command as it starts, the launcher first when there is one.
+    let line = match &plan.checked.launcher {
+        Some(l) => format!("{} {} {}", l.join(" "), plan.exe.display(), args.join(" ")),
+        None => format!("hgp {}", args.join(" ")),
+    };
     write_whole(&folder.join("command.txt"), format!("{line}\n").as_bytes())?;
     reporter.line(&format!(
         "{} seed {seed}: started{} (about {})",
@@ -581,10 +596,15 @@ fn run_seed(
         stderr: Vec::new(),
     };
     let seconds = started.elapsed().as_secs_f64();
+    // A launcher may explain itself on stdout: what it printed there (not JSON) is kept in
+    // stdout.txt and read when stderr.txt says nothing.
+    let stdout_text = String::from_utf8_lossy(&done.stdout).into_owned();
     let last_error = || {
         std::fs::read_to_string(folder.join("stderr.txt"))
             .ok()
-            .and_then(|t| {
+            .into_iter()
+            .chain(Some(stdout_text.clone()))
+            .find_map(|t| {
                 // The command's error line, or the first line that says something (a
                 // launcher's banner is framed by rules of dashes).
                 let lines: Vec<&str> = t
@@ -597,7 +617,7 @@ fn run_seed(
                     .or(lines.first())
                     .map(|l| l.trim().to_string())
             })
-            .unwrap_or_else(|| format!("exit status {}", done.status))
+            .unwrap_or_else(|| done.status.to_string())
     };
     // A command that prints its JSON and then fails (a run that diverged: the JSON says
     // which) has results; one that prints none failed.
@@ -611,7 +631,15 @@ fn run_seed(
                 job.config.command()
             )
         }),
-        None => Err(last_error()),
+        None => {
+            if !stdout_text.trim().is_empty() {
+                crate::manifest::claim(&folder.join("stdout.txt"))?;
+                std::fs::write(folder.join("stdout.txt"), &done.stdout).with_context(|| {
+                    format!("cannot write {}", folder.join("stdout.txt").display())
+                })?;
+            }
+            Err(last_error())
+        }
     };
     match (&output, printed) {
         (Ok(_), Some(printed)) => {

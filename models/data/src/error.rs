@@ -784,3 +784,14 @@ fn text_part(error: &impl std::fmt::Display) -> String {
         .unwrap_or(message.len());
     message[..end].trim_end().to_string()
 }
+
+/// A number as an error message shows it: as typed for everyday sizes, in scientific
+/// notation when very small or very large (5e-324, not its 324 decimal digits).
+pub(crate) fn shown(v: f64) -> String {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}

@@ -147,7 +147,7 @@ pub fn generate_synthetic_with_progress(
     config.check()?;
     let noise = Normal::new(0.0, config.noise_std).map_err(|_| DataError::InvalidConfig {
         parameter: "noise_std",
-        value: config.noise_std.to_string(),
+        value: crate::error::shown(config.noise_std),
         requirement: "a non-negative finite number",
     })?;
     let thetas = draw_thetas(seed, config.components, config.dim);
@@ -199,7 +199,7 @@ fn draw_mixture<R: rand::Rng + ?Sized>(
     let dirichlet =
         SymmetricDirichlet::new(alpha, components).ok_or_else(|| DataError::InvalidConfig {
             parameter: "alpha",
-            value: alpha.to_string(),
+            value: crate::error::shown(alpha),
             requirement: "a positive, finite (normal) number",
         })?;
     Ok(dirichlet.sample(rng))

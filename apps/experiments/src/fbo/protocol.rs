@@ -369,7 +369,20 @@ impl Settings {
             split.fed_split(),
             derive(self.seed, domain::DATA),
         )
-        .with_context(|| format!("the {} split", split.name()))?;
+        .map_err(|e| match e {
+            // Said in the command's options: the clients' images are what --images (or the
+            // set) leaves once --test-images are held out.
+            hgp_data::images::DataError::TooFewImages {
+                what,
+                needed,
+                available,
+            } => anyhow::anyhow!(
+                "the {} split: {what} needs at least {needed} images, but {available} are left for the clients once --test-images {} are held out: give more --images, or fewer --test-images or --clients",
+                split.name(),
+                test.len()
+            ),
+            e => anyhow::Error::from(e).context(format!("the {} split", split.name())),
+        })?;
         placement.check_clients(parts.len())?;
         let owned = placement.owned(parts.len());
         let clients = parts

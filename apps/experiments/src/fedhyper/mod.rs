@@ -361,8 +361,9 @@ impl Config {
                 );
             }
         }
-        check_image_counts(self.data.images, self.test_images(), self.clients())?;
+        // The kind of data first: --images with text is named as such, not counted.
         self.check_text()?;
+        check_image_counts(self.data.images, self.test_images(), self.clients())?;
         if self.dataset().colour() && self.model == Some(Model::Mlp) {
             bail!(
                 "--model mlp is the 784-200-C MLP of 28 × 28 grey images; --dataset {} takes --model cnn (the CIFAR CNN)",

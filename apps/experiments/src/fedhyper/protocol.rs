@@ -150,7 +150,7 @@ impl Split {
     pub fn name(&self) -> String {
         match self {
             Self::Labels(LabelSplit::Iid) => "iid".to_string(),
-            Self::Labels(LabelSplit::Dirichlet { alpha }) => alpha.to_string(),
+            Self::Labels(LabelSplit::Dirichlet { alpha }) => crate::numbers::num(*alpha),
             Self::Natural => "natural".to_string(),
         }
     }

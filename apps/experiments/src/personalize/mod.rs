@@ -553,15 +553,16 @@ pub fn prepare_seed(
     placement: &Placement,
     observer: &dyn Observer,
 ) -> Result<SeedData> {
+    let (split, setting, description) = agree(
+        placement,
+        data::data(checked, checked.eta, seed, placement, observer),
+    )?;
+    // Said once the run is sure to start (a refusal stays one line).
     if seed == checked.seed
         && let Some(w) = checked.partly_used()
     {
         observer.warn(&w);
     }
-    let (split, setting, description) = agree(
-        placement,
-        data::data(checked, checked.eta, seed, placement, observer),
-    )?;
     Ok(SeedData {
         seed,
         split,

@@ -559,7 +559,8 @@ impl Protocol {
             // outer step is named, with the rate that sized it.
             x = solve(&lambda).with_context(|| {
                 format!(
-                    "after outer step {t} (Adam on λ at rate {hyper_lr}; a smaller --hyper-lr keeps λ where the inner problem is solved)"
+                    "after outer step {t} (Adam on λ at rate {}; a smaller --hyper-lr keeps λ where the inner problem is solved)",
+                    crate::numbers::num(hyper_lr)
                 )
             })?;
             losses.push(outer_loss(&x, &lambda));

@@ -177,14 +177,24 @@ impl TextCorpus {
         } else {
             (batch, "a --batch of each")
         };
+        // LEAF's windows are fixed by its files: a shorter --seq cuts each one, it makes no
+        // more of them. The complete works are cut here, so a shorter --seq makes more.
+        let leaf = matches!(self.kind, CorpusKind::Leaf(_));
         let refused = |e| match e {
             hgp_data::text::DataError::TooFewClients {
                 eligible: 0, total, ..
             } => {
+                let remedy = match (leaf, quick) {
+                    (true, true) => {
+                        "LEAF's files fix how many windows each user has: give a LEAF folder with more text per user, or the complete-works text".to_string()
+                    }
+                    (true, false) => "use a smaller --batch (LEAF's files fix how many windows each user has: a shorter --seq makes no more)".to_string(),
+                    (false, true) => "use a shorter --seq".to_string(),
+                    (false, false) => "use a shorter --seq or a smaller --batch".to_string(),
+                };
                 anyhow::anyhow!(
-                    "none of the {total} speaking characters has {min_windows} windows of --seq {} symbols in each of train, validation and test ({threshold}): use a shorter --seq{}",
+                    "none of the {total} speaking characters has {min_windows} windows of --seq {} symbols in each of train, validation and test ({threshold}): {remedy}",
                     self.seq,
-                    if quick { "" } else { " or a smaller --batch" }
                 )
             }
             hgp_data::text::DataError::TooFewClients {

@@ -434,10 +434,30 @@ fn assemble(parts: Vec<(String, Vec<u8>)>, kind: CifarKind) -> Result<CifarSet, 
     let mut coarse: Option<Vec<u8>> = (kind == CifarKind::Cifar100).then(Vec::new);
     let mut train = 0;
     let mut files = Vec::new();
+    // CIFAR-100's hierarchy: each fine label sits under one coarse label, in every file
+    // (where it was first seen, to name both records when a file disagrees).
+    let mut parent: Vec<Option<(u8, usize, usize)>> = vec![None; 256];
     for (name, bytes) in parts {
         let (set, c) = parse_cifar(&bytes, &name, kind)?;
         if !name.ends_with(test_file) {
             train += set.len();
+        }
+        if let Some(c) = &c {
+            for (k, (&fine, &up)) in set.labels.iter().zip(c).enumerate() {
+                match parent[usize::from(fine)] {
+                    Some((p, file, record)) if p != up => {
+                        return Err(DataError::Shape {
+                            what: format!("{name}: coarse labels"),
+                            detail: format!(
+                                "record {k} puts fine label {fine} under coarse label {up}, but record {record} of {} put it under {p} (CIFAR-100's fine labels each have one coarse label)",
+                                files.get(file).map_or(name.as_str(), String::as_str)
+                            ),
+                        });
+                    }
+                    Some(_) => {}
+                    None => parent[usize::from(fine)] = Some((up, files.len(), k)),
+                }
+            }
         }
         if let (Some(all), Some(c)) = (&mut coarse, c) {
             all.extend(c);
@@ -568,6 +588,36 @@ mod tests {
         assert!(err.to_string().contains("coarse label 20"), "{err}");
         let err = parse_cifar(&[], "e.bin", CifarKind::Cifar10).unwrap_err();
         assert!(err.to_string().contains("empty"), "{err}");
+    }
+
+    /// A fine label under two coarse labels (in two files) is refused, naming the file and
+    /// both records.
+    #[test]
+    fn a_fine_label_has_one_coarse_label() {
+        let record = |coarse: u8, fine: u8| {
+            let mut r = vec![coarse, fine];
+            r.extend(std::iter::repeat_n(7u8, 3072));
+            r
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("train.bin"),
+            [record(0, 3), record(1, 7)].concat(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("test.bin"),
+            [record(1, 7), record(2, 3)].concat(),
+        )
+        .unwrap();
+        let err = load_cifar_dir(dir.path(), CifarKind::Cifar100)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("test.bin: coarse labels: record 1 puts fine label 3 under coarse label 2, but record 0 of")
+                && err.contains("train.bin put it under 0"),
+            "{err}"
+        );
     }
 
     #[test]

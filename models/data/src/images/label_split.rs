@@ -72,8 +72,8 @@ pub fn label_split(
             let dirichlet =
                 SymmetricDirichlet::new(alpha, classes).ok_or_else(|| DataError::InvalidSplit {
                     parameter: "Dirichlet α",
-                    value: alpha.to_string(),
-                    requirement: "a positive finite number",
+                    value: crate::error::shown(alpha),
+                    requirement: "a positive finite number of at least 2.2e-308 (a smaller one is subnormal: its Gamma draws underflow to 0)",
                 })?;
             // Each class's images in a random order; clients take them from the back.
             let mut pools: Vec<Vec<usize>> = vec![Vec::new(); classes];

@@ -74,7 +74,7 @@ impl PachinkoConfig {
                 return invalid(
                     parameter,
                     value.to_string(),
-                    "a positive finite number (not subnormal)",
+                    "a positive finite number of at least 2.2e-308 (a smaller one is subnormal: its Gamma draws underflow to 0)",
                 );
             }
         }
@@ -155,8 +155,8 @@ pub fn pachinko_split(
     let theta = SymmetricDirichlet::new(config.alpha, coarse_count.max(1)).ok_or(
         DataError::InvalidSplit {
             parameter: "alpha",
-            value: config.alpha.to_string(),
-            requirement: "a positive finite number (not subnormal)",
+            value: crate::error::shown(config.alpha),
+            requirement: "a positive finite number of at least 2.2e-308 (a smaller one is subnormal: its Gamma draws underflow to 0)",
         },
     )?;
     let mut clients = Vec::with_capacity(config.clients);

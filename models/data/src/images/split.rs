@@ -69,7 +69,7 @@ impl SplitConfig {
             return invalid(
                 "alpha",
                 self.alpha.to_string(),
-                "a positive finite number (not subnormal)",
+                "a positive finite number of at least 2.2e-308 (a smaller one is subnormal: its Gamma draws underflow to 0)",
             );
         }
         for (parameter, value) in [
@@ -270,8 +270,8 @@ fn deal_labels(
     let dirichlet = SymmetricDirichlet::new(config.alpha, config.clients).ok_or_else(|| {
         DataError::InvalidSplit {
             parameter: "alpha",
-            value: config.alpha.to_string(),
-            requirement: "a positive finite number (not subnormal)",
+            value: crate::error::shown(config.alpha),
+            requirement: "a positive finite number of at least 2.2e-308 (a smaller one is subnormal: its Gamma draws underflow to 0)",
         }
     })?;
     let mut members = vec![Vec::new(); config.clients];
