@@ -40,14 +40,33 @@ pub fn silent() -> bool {
     SILENT.load(Ordering::Relaxed) || REPORTED.load(Ordering::Relaxed)
 }
 
-/// Before a rank other than 0 says an error that no engine agreed on (a bad flag, an
-/// engine that cannot start): a moment for rank 0 to say it first. Every rank was started
-/// with the same flags, so rank 0 fails the same way, and the launcher ends the job at its
-/// exit, this rank with it: the error is said once, not once per rank. A rank that fails
-/// alone (an MPMD launch) says its own error after the moment.
+/// Before a rank other than 0 says that its flags do not parse: a moment for rank 0 to say
+/// it first. Every rank was started with the same flags, so rank 0 fails the same way, and
+/// the launcher ends the job at its exit, this rank with it. A rank started alone with
+/// other flags (an MPMD launch) says its own error after the moment.
 pub fn let_rank_0_speak() {
     if launcher_rank().is_some_and(|r| r != 0) && !SILENT.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+}
+
+/// Whether this process says an error that no engine agreed on (a bad flag, an engine that
+/// cannot start): outside a launcher, or as its rank 0. Every rank was started with the same
+/// flags and fails the same way, so rank 0 says it once, not once per rank; the others exit
+/// with the same status, silently.
+pub fn speaks() -> bool {
+    !launcher_rank().is_some_and(|r| r != 0)
+}
+
+/// On a rank that does not speak ([`speaks`]), before it exits with an error: as long again
+/// as this process took to reach it, and a moment more (at most a minute), so that rank 0,
+/// doing the same work, says it and ends the job first; the launcher's abort then ends this
+/// rank. (A rank that left first would have the launcher end rank 0 before it spoke.)
+pub fn wait_for_rank_0(started: std::time::Instant) {
+    if !speaks() {
+        let wait = (started.elapsed() + std::time::Duration::from_secs(3))
+            .min(std::time::Duration::from_secs(60));
+        std::thread::sleep(wait);
     }
 }
 

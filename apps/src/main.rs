@@ -118,6 +118,7 @@ impl Command {
 }
 
 fn main() -> ExitCode {
+    let started = std::time::Instant::now();
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
@@ -141,13 +142,17 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // Ranks may be started with different flags (an MPMD launch): a rank whose own
+            // flags are wrong says so, after a moment for rank 0 to say it first.
             engine::let_rank_0_speak();
             e.exit()
         }
     };
     let early = |message: String| {
-        engine::let_rank_0_speak();
-        eprintln!("error: {message}");
+        if engine::speaks() {
+            eprintln!("error: {message}");
+        }
+        engine::wait_for_rank_0(started);
         ExitCode::FAILURE
     };
     if let Some(repeat) = repeated_entry(&command, &matches) {
@@ -156,6 +161,8 @@ fn main() -> ExitCode {
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => {
+            // Ranks may be started with different flags (an MPMD launch): a rank whose own
+            // flags are wrong says so, after a moment for rank 0 to say it first.
             engine::let_rank_0_speak();
             e.exit()
         }
@@ -179,8 +186,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Under MPI every rank fails together; rank 0 says why.
-            if !engine::silent() {
-                engine::let_rank_0_speak();
+            if !engine::silent() && engine::speaks() {
                 let name = cli.command.name();
                 let flags = advice::flags_of(&Cli::command(), name);
                 match advice::advice(&e, &flags) {
@@ -188,6 +194,7 @@ fn main() -> ExitCode {
                     None => eprintln!("error: {e:#}"),
                 }
             }
+            engine::wait_for_rank_0(started);
             ExitCode::FAILURE
         }
     }

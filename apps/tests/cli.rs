@@ -667,7 +667,7 @@ fn work_too_large_to_count_is_refused() {
     let o = out.to_str().unwrap();
     for (args, says) in [
         (
-            vec!["fedhyper", "--quick", "--seeds", max],
+            vec!["fedhyper", "--quick", "--rounds", max, "--local-steps", max],
             "are more local steps than can be counted",
         ),
         (

@@ -201,8 +201,24 @@ fn bad_starts_fail_on_every_rank_with_one_line() {
     assert!(!out.status.success());
     assert_eq!(error_lines(&out).len(), 1);
     // Refused before the engine starts (a list entry twice, a flag that does not exist, the
-    // environment): said once, by rank 0, not once per rank.
+    // environment), or by every rank of a local engine after its data are read: said once,
+    // by rank 0, not once per rank.
+    let tmp = tempfile::tempdir().unwrap();
+    let fbo_out = tmp.path().join("fbo");
+    let fbo_out = fbo_out.to_str().unwrap();
     for (program, env) in [
+        (
+            &[
+                HGP,
+                "fbo",
+                "--quick",
+                "--test-images",
+                "9999",
+                "--out",
+                fbo_out,
+            ][..],
+            "",
+        ),
         (
             &[
                 HGP,

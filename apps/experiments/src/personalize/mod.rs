@@ -557,12 +557,6 @@ pub fn prepare_seed(
         placement,
         data::data(checked, checked.eta, seed, placement, observer),
     )?;
-    // Said once the run is sure to start (a refusal stays one line).
-    if seed == checked.seed
-        && let Some(w) = checked.partly_used()
-    {
-        observer.warn(&w);
-    }
     Ok(SeedData {
         seed,
         split,
@@ -659,6 +653,12 @@ pub fn run_prepared_seed(
                 protocol.rounds
             )
         })?;
+    // Said once the work is sure to start (a refusal stays one line).
+    if seed == checked.seed
+        && let Some(w) = checked.partly_used()
+    {
+        observer.warn(&w);
+    }
     let stage = observer.stage(
         &format!("{} method/network pairs", todo.len()),
         steps,

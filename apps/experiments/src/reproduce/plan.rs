@@ -366,7 +366,10 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     );
     // HGP footnote 5 and Fig. 4b–d: the same table on the time-varying networks with S = 1.
     let mut one_push = table2;
+    // Only SGP runs on RandU and RandD: the procedure's settings do not apply.
     one_push.tune_rates = false;
+    one_push.rounds = None;
+    one_push.procedure_lr = None;
     one_push.networks = Some(vec![NetworkKind::Randu, NetworkKind::Randd]);
     one_push.methods = Some(vec![
         personalize::Method::HgpPl,
