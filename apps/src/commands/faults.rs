@@ -105,7 +105,7 @@ pub struct FaultsCmd {
     flags: FaultsFlags,
     /// Output directory for faults.csv, faults.md and faults.svg.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those); a folder another command wrote is refused.
+    /// there (and only those: hgp-manifest.json lists them; a file hgp did not write is never replaced); a folder another command wrote is refused.
     #[arg(long, default_value = "out/faults", value_name = "DIR")]
     out: PathBuf,
     #[command(flatten)]

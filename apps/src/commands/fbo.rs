@@ -93,7 +93,7 @@ pub struct Fbo {
     flags: FboFlags,
     /// Output directory for fbo.csv, fbo.md, curves.svg and hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those); a folder another command wrote is refused.
+    /// there (and only those: hgp-manifest.json lists them; a file hgp did not write is never replaced); a folder another command wrote is refused.
     #[arg(long, default_value = "out/fbo", value_name = "DIR")]
     out: PathBuf,
     #[command(flatten)]

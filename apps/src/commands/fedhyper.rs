@@ -105,7 +105,7 @@ pub struct FedHyperCmd {
     /// Output directory for rounds.csv, fedhyper.csv, fedhyper.md, accuracy.svg, lr.svg and
     /// hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those), --resume keeps and continues them; a folder another command
+    /// there (and only those: hgp-manifest.json lists them; a file hgp did not write is never replaced), --resume keeps and continues them; a folder another command
     /// wrote is refused.
     #[arg(long, default_value = "out/fedhyper", value_name = "DIR")]
     out: PathBuf,

@@ -91,7 +91,7 @@ pub struct Influence {
     flags: InfluenceFlags,
     /// Output directory for influence.csv, influence.svg and hgp.log.
     /// One run at a time holds it; a fresh run first removes the files an earlier run wrote
-    /// there (and only those), --resume keeps and continues them; a folder another command
+    /// there (and only those: hgp-manifest.json lists them; a file hgp did not write is never replaced), --resume keeps and continues them; a folder another command
     /// wrote is refused.
     #[arg(long, default_value = "out/influence", value_name = "DIR")]
     out: PathBuf,

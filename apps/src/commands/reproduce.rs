@@ -90,7 +90,8 @@ pub struct Reproduce {
     flags: ReproduceFlags,
     /// Output folder: REPORT.md, report.json, the figures they cite and every experiment's
     /// run in runs/EXPERIMENT/seed-K/. One run at a time holds it; a fresh run first
-    /// removes what an earlier one wrote there.
+    /// removes what an earlier one wrote there (only what hgp-manifest.json lists; a file
+    /// hgp did not write is never replaced).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Continue an interrupted run in --out: every experiment seed whose result.json is

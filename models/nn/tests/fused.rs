@@ -459,7 +459,15 @@ fn predictions_over_several_parts_match_candle() {
 /// 1 / σ̂ amplifies the engines' different rounding (orders of summation): measured, 1e-9
 /// on batches of 4 images, at most 3e-12 (the ensemble's cross product, a difference of
 /// the members' terms) and mostly below 1e-12 on these.
+///
+/// candle's double backward keeps the graph of every gradient: for MobileNet-v2 on these
+/// images it holds 13.7 GB (measured), beyond what a test may take, so this check runs on
+/// request (`cargo test --release -p hgp-nn --test fused -- --ignored`). By default
+/// MobileNet-v2's fused products are checked for symmetry
+/// (`mobilenet_hvps_are_symmetric_and_f32_is_as_close_as_candles`) and its batch statistics
+/// against candle's values and gradients (`mobilenet_normalizes_the_whole_batch`).
 #[test]
+#[ignore = "candle's double backward of MobileNet-v2 holds 13.7 GB: run with --ignored"]
 fn mobilenet_equals_candle_in_every_mode() {
     let train = instances(MOBILENET, 20, 1100, 0.0, 1.0);
     let outer = instances(MOBILENET, 12, 1101, 0.0, 1.0);
