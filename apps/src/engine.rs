@@ -55,7 +55,7 @@ pub fn let_rank_0_speak() {
 /// flags and fails the same way, so rank 0 says it once, not once per rank; the others exit
 /// with the same status, silently.
 pub fn speaks() -> bool {
-    !launcher_rank().is_some_and(|r| r != 0)
+    launcher_rank().is_none_or(|r| r == 0)
 }
 
 /// On a rank that does not speak ([`speaks`]), before it exits with an error: as long again
