@@ -329,8 +329,6 @@ fn personalize_over_ranks_gives_the_simulators_bits() {
         "2",
         "--neumann-terms",
         "2",
-        "--rounds",
-        "2",
         "--seed",
         "5",
     ];
@@ -345,6 +343,8 @@ fn personalize_over_ranks_gives_the_simulators_bits() {
                 "--networks",
                 "fc,fixu,randd",
                 "--push-steps",
+                "2",
+                "--rounds",
                 "2",
             ][..],
         ),
@@ -383,11 +383,18 @@ fn personalize_over_ranks_gives_the_simulators_bits() {
             assert_eq!(read(&local_dir), read(&mpi_dir), "{file}");
         }
     }
-    // --resume under MPI: the rows of an interrupted run (only SGP) are kept and the rest
-    // computed over the ranks, as one process computes them.
+    // --resume under MPI: the rows of an interrupted run (SGP and HGP-PL) are kept and the
+    // rest computed over the ranks, as one process computes them.
     let resumed = out("resumed");
     let mut first: Vec<&str> = small.to_vec();
-    first.extend(["--clients", "4", "--networks", "randd", "--methods", "sgp"]);
+    first.extend([
+        "--clients",
+        "4",
+        "--networks",
+        "randd",
+        "--methods",
+        "sgp,hgp-pl",
+    ]);
     first.extend(["--out", &resumed]);
     json(&hgp(&first));
     let mut rest: Vec<&str> = small.to_vec();
