@@ -237,28 +237,44 @@ fn clear(dir: &Path, record: &Record) -> Result<Vec<String>> {
 /// `path` exists and is not listed: a file somebody else put there, which `hgp` does not
 /// replace.
 pub fn claim(path: &Path) -> Result<()> {
+    claim_all(&[path.to_path_buf()])
+}
+
+/// [`claim`] for every path of `paths`, the manifest written once.
+///
+/// # Errors
+///
+/// As [`claim`]: a path that exists and is not listed.
+pub fn claim_all(paths: &[PathBuf]) -> Result<()> {
     let mut open = OPEN
         .lock()
         .map_err(|_| anyhow::anyhow!("the manifest's lock"))?;
     let Some(open) = open.as_mut() else {
         return Ok(());
     };
-    let Some(rel) = relative(&open.out, path) else {
-        return Ok(());
-    };
-    if rel == MANIFEST || open.record.files.contains(&rel) {
-        return Ok(());
+    let mut changed = false;
+    for path in paths {
+        let Some(rel) = relative(&open.out, path) else {
+            continue;
+        };
+        if rel == MANIFEST || open.record.files.contains(&rel) {
+            continue;
+        }
+        if std::fs::symlink_metadata(path).is_ok() {
+            bail!(
+                "{}: not written by hgp (not listed in {}), so this run does not replace it: give another --out (or move it away)",
+                path.display(),
+                open.out.join(MANIFEST).display()
+            );
+        }
+        list_folders(open, path.parent());
+        open.record.files.insert(rel);
+        changed = true;
     }
-    if std::fs::symlink_metadata(path).is_ok() {
-        bail!(
-            "{}: not written by hgp (not listed in {}), so this run does not replace it: give another --out (or move it away)",
-            path.display(),
-            open.out.join(MANIFEST).display()
-        );
+    if changed {
+        persist(&open.out, &open.record)?;
     }
-    list_folders(open, path.parent());
-    open.record.files.insert(rel);
-    persist(&open.out, &open.record)
+    Ok(())
 }
 
 /// Lists the folders from `open.out` down to `dir` that do not exist yet; whether any was.

@@ -20,7 +20,9 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
     if dir.exists() && !dir.is_dir() {
         bail!("--out {} is a file, not a directory", dir.display());
     }
-    std::fs::create_dir_all(dir)
+    // Listed in the manifest of the folder this run writes, if `dir` lies in it (a seed's
+    // folder `seed-K`), so the next fresh run removes it.
+    crate::manifest::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
     let probe = dir.join(format!(".hgp-write-test-{}", std::process::id()));
     File::create(&probe)

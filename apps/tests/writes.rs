@@ -253,6 +253,31 @@ fn files_hgp_did_not_write_are_never_touched() {
         (&["faults", "--quick"][..], "faults.csv"),
         (&["fbo", "--quick", "--rounds", "30"], "fbo.csv"),
         (&["influence", "--quick"], "influence.csv"),
+        // Seeds in folders of their own (seed-K), made again by the next run.
+        (
+            &[
+                "personalize",
+                "--model",
+                "mlp",
+                "--clients",
+                "3",
+                "--images",
+                "150",
+                "--methods",
+                "sgp",
+                "--networks",
+                "randd",
+                "--sgp-steps",
+                "3",
+                "--batch",
+                "8",
+                "--seeds",
+                "2",
+            ],
+            "personalize.md",
+        ),
+        // A data folder: the clients' files.
+        (&["gen-synthetic", "--clients", "3"], "client_0_train.csv"),
         (
             &[
                 "reproduce",
@@ -275,7 +300,13 @@ fn files_hgp_did_not_write_are_never_touched() {
         let mut a = args.to_vec();
         a.extend(["--out", o]);
         // Each of hgp's own names, written by the user, is refused and kept.
-        for name in ["hgp.log", output] {
+        // gen-synthetic writes no log.
+        let names: &[&str] = if args[0] == "gen-synthetic" {
+            &[output]
+        } else {
+            &["hgp.log", output]
+        };
+        for &name in names {
             std::fs::write(out.join(name), "mine").unwrap();
             let err = one_line(&hgp_with(&a, &[], Stdio::piped()));
             assert!(

@@ -14,6 +14,10 @@ use common::{fails, generate, hgp, json, stderr, stdout};
 fn distort(dir: &Path, cell: f64, all: f64) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
+        // The clients' files (hgp-manifest.json lists them beside).
+        if path.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         let first = path.file_name().unwrap() == "client_0_train.csv";
         let rows: Vec<String> = text

@@ -100,6 +100,16 @@ impl GenSynthetic {
             .check()?;
         prepare_out(&self.out)?;
         check_disk(&self.out, 20.0 * numbers, "--out")?;
+        // Only files hgp wrote are replaced: the clients' files are listed in the folder's
+        // manifest, an earlier run's are removed, and a file of the same name that hgp did
+        // not write is refused before any is generated.
+        let names: Vec<String> = (0..self.clients)
+            .flat_map(hgp_data::client_file_names)
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        crate::manifest::open(&self.out, &refs, false)?;
+        let paths: Vec<std::path::PathBuf> = names.iter().map(|n| self.out.join(n)).collect();
+        crate::manifest::claim_all(&paths)?;
         let reporter = Reporter::new(&self.report, None, false, false)?;
         let stage = reporter.stage("generating", self.clients as u64, "clients");
         let data =

@@ -32,6 +32,15 @@ fn client_file_name(index: usize, split: Split) -> String {
     format!("client_{index}_{}.csv", split.as_str())
 }
 
+/// The names of client `index`'s two files in a client folder: training, then validation
+/// (`client_<index>_train.csv`, `client_<index>_val.csv`), as [`write_client_dir`] writes them.
+pub fn client_file_names(index: usize) -> [String; 2] {
+    [
+        client_file_name(index, Split::Train),
+        client_file_name(index, Split::Val),
+    ]
+}
+
 /// Recognises `client_<digits>_{train,val}.csv`.
 ///
 /// Returns `None` for names of any other shape, `Some(Err(digits))` for a client-like name

@@ -22,7 +22,7 @@ mod synthetic;
 pub mod text;
 
 pub use csv::{
-    load_client_dir, load_lambda_csv, peek_client_dir, write_client_dir,
+    client_file_names, load_client_dir, load_lambda_csv, peek_client_dir, write_client_dir,
     write_client_dir_with_progress,
 };
 pub use error::DataError;
