@@ -24,6 +24,7 @@ mod output;
 mod plot;
 mod progress;
 mod report;
+mod whole;
 
 use hgp_experiments::memory;
 

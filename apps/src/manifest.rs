@@ -94,7 +94,7 @@ fn read(out: &Path) -> Result<Record> {
 /// Writes `record` as the manifest of `out`.
 fn persist(out: &Path, record: &Record) -> Result<()> {
     let text = serde_json::to_string_pretty(record)?;
-    crate::report::write_unlisted(&out.join(MANIFEST), format!("{text}\n").as_bytes())
+    crate::whole::write_unlisted(&out.join(MANIFEST), format!("{text}\n").as_bytes())
 }
 
 /// Whether `name` (a top-level entry of a folder) is one of `outputs`: a name, or a prefix

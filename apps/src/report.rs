@@ -88,23 +88,7 @@ pub fn write_csv<R: Serialize>(
 /// not write is refused ([`crate::manifest::claim`]).
 pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::manifest::claim(path)?;
-    write_unlisted(path, bytes)
-}
-
-/// [`write_whole`] without the manifest (the manifest's own writes).
-pub fn write_unlisted(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let written = File::create(&temp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
-        .and_then(|()| std::fs::rename(&temp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
-    }
-    Ok(())
+    crate::whole::write_unlisted(path, bytes)
 }
 
 /// A CSV file that grows one row at a time, each written and flushed as soon as it is
