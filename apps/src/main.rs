@@ -15,6 +15,7 @@ macro_rules! println {
 }
 
 mod advice;
+mod child;
 mod cli;
 mod commands;
 mod engine;

@@ -185,7 +185,7 @@ impl Experiment for Command<'_> {
 
     fn setup(&self, _engine: &Engine) -> Result<PathBuf> {
         if let Some(launcher) = &self.checked.launcher
-            && !runnable(&launcher[0])
+            && !crate::child::runnable(&launcher[0])
         {
             bail!(
                 "--mpirun {}: no program {} to run (not found, or not executable: install OpenMPI, or give the launcher's path)",
@@ -371,26 +371,6 @@ fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &St
     }
 }
 
-/// Whether `program` names a file to run: a path, or a name found on `PATH`.
-fn runnable(program: &str) -> bool {
-    // A file that may be run: a plain file with an execute bit (on Unix).
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| {
-            #[cfg(unix)]
-            let x = std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0;
-            #[cfg(not(unix))]
-            let x = true;
-            m.is_file() && x
-        })
-    };
-    let path = Path::new(program);
-    if path.components().count() > 1 {
-        return executable(path);
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(program))))
-}
-
 /// The folder of one experiment seed.
 fn seed_folder(out: &Path, job: &str, seed: u64) -> PathBuf {
     out.join(RUNS).join(job).join(format!("seed-{seed}"))
@@ -421,48 +401,6 @@ fn kept(folder: &Path, config: &ExperimentConfig) -> Option<(ExperimentOutcome, 
         .outcome(serde_json::to_string(&record.output).ok()?.as_bytes())
         .ok()?;
     Some((output, record.seconds))
-}
-
-/// A running experiment, ended (killed and waited for) when this is dropped before it ends
-/// by itself: a `reproduce` that stops on an error leaves no experiment running.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Makes the experiment `command` starts end with this process, however this one ends: on
-/// Linux the child asks for SIGTERM at its parent's death (`PR_SET_PDEATHSIG`, which covers
-/// SIGKILL too), and ends at once if its parent is already gone. (SIGINT from a terminal
-/// reaches the whole process group, the child included.)
-fn ends_with_this_process(command: &mut Process) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        // The thread that starts the child is this one, which lives as long as the run:
-        // the death signal follows the thread that forked.
-        let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
-        // SAFETY: between fork and exec the closure makes only async-signal-safe calls
-        // (prctl, getppid, _exit) and allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
 }
 
 /// Runs (or, under `--resume`, keeps) one experiment seed; `true` with a kept one.
@@ -531,7 +469,7 @@ fn run_seed(
         None => Process::new(&plan.exe),
     };
     command.args(&args);
-    ends_with_this_process(&mut command);
+    crate::child::ends_with_this_process(&mut command);
     // The whole command as it starts, the launcher first when there is one.
     let line = match &plan.checked.launcher {
         Some(l) => format!("{} {} {}", l.join(" "), plan.exe.display(), args.join(" ")),
@@ -553,7 +491,7 @@ fn run_seed(
         .with_context(|| format!("cannot write {}", folder.join("stderr.txt").display()))?;
     let started = Instant::now();
     drop(held);
-    let mut child = Reaped(
+    let mut child = crate::child::Reaped(
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
