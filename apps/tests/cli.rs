@@ -564,6 +564,69 @@ fn network_describes_the_expected_network() {
     }
 }
 
+/// The default build has no CUDA: `--device cuda` on every command that runs networks says
+/// how to get it, in one line, exit 1, before any work; a model that is not a network on
+/// candle refuses the flag in a CUDA build too (its check comes after the build's); and
+/// the settings a run records say which device it ran on.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn device_cuda_needs_the_cuda_build_and_the_settings_name_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    for command in [
+        &["personalize"][..],
+        &["fbo", "--model", "lenet"],
+        &["fedhyper"],
+        &["influence", "--model", "cnn"],
+    ] {
+        let args = [command, &["--device", "cuda", "--quick", "--out", o]].concat();
+        let run = hgp(&args);
+        assert_eq!(run.status.code(), Some(1), "{args:?}");
+        let err = fails_early(&args, &out);
+        assert!(
+            err.starts_with("error: this hgp was built without CUDA: --device cuda")
+                && err.contains("--features cuda"),
+            "{command:?}: {err}"
+        );
+    }
+    // The models that are not networks on candle say so, with or without the build.
+    let err = fails_early(&["fbo", "--device", "cuda", "--out", o], &out);
+    assert!(
+        err.contains("--device cuda runs LeNet-5 (--model lenet)"),
+        "{err}"
+    );
+    let err = fails_early(&["influence", "--device", "cuda", "--out", o], &out);
+    assert!(
+        err.contains("--device cuda runs the CNN (--model cnn)"),
+        "{err}"
+    );
+    let run = hgp(&["fbo", "--device", "gpu"]);
+    assert!(!run.status.success());
+    let err = stderr(&run);
+    assert!(err.contains("[possible values: cpu, cuda]"), "{err}");
+    // `--device cpu` is the default, written down in the settings.
+    let run = hgp(&[
+        "influence",
+        "--device",
+        "cpu",
+        "--top",
+        "2",
+        "--sgp-steps",
+        "50",
+        "--neumann-terms",
+        "5",
+        "--json",
+        "--out",
+        o,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("hgp-settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["options"]["device"], "cpu", "{settings}");
+}
+
 /// The default build has no MPI: `--engine mpi` says how to get it, in one line, before any
 /// work.
 #[cfg(not(feature = "mpi"))]

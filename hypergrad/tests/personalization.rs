@@ -49,6 +49,7 @@ fn clients() -> Vec<NetClient<f64>> {
                 l2: GAMMA,
                 l2_lambda: 1e-2,
                 derivatives: DerivativeMode::DoubleBackward,
+                device: hgp_nn::NetDevice::Cpu,
             };
             NetClient::new(
                 config,

@@ -81,6 +81,7 @@ fn clients() -> Vec<NetClient<f32>> {
         l2: 0.0,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::Auto,
+        device: hgp_nn::NetDevice::Cpu,
     };
     (0..CLIENTS)
         .map(|i| {

@@ -19,6 +19,7 @@ fn table5_cnn_reaches_95_percent_on_mnist() {
         l2: 1e-4,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::Auto,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let client = NetClient::<f32>::new(
         config,

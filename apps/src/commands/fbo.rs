@@ -57,6 +57,9 @@ flags! {
         /// CIFAR-CNN) [default: mlp].
         #[arg(long, value_parser = choice::<ModelKind>())]
         model: Option<ModelKind> => set,
+        /// Where LeNet-5 (--model lenet) runs (the MLP is on the CPU) [default: cpu].
+        #[arg(long, value_parser = choice::<hgp_experiments::setup::Device>())]
+        device: Option<hgp_experiments::setup::Device> => set,
         #[command(flatten)]
         data: ImageFlags => group,
         #[arg(long, value_name = "S", help = with_default("Grey pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (the mean is not subtracted: blank pixels stay zero).", PIXEL_STD))]

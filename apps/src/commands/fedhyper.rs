@@ -50,6 +50,9 @@ flags! {
         /// The network [default: cnn; mlp with --quick; lstm with --dataset shakespeare].
         #[arg(long, value_parser = choice::<Model>())]
         model: Option<Model> => some,
+        /// Where the network runs [default: cpu].
+        #[arg(long, value_parser = choice::<hgp_experiments::setup::Device>())]
+        device: Option<hgp_experiments::setup::Device> => set,
         #[command(flatten)]
         data: ImageFlags => group,
         #[arg(long, value_name = "C", help = with_default(&format!("Fraction C of the clients drawn each round, in (0, 1] (--quick with text: {TEXT_QUICK_FRACTION})."), FRACTION))]

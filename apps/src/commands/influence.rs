@@ -56,6 +56,9 @@ flags! {
         /// The model [default: logistic].
         #[arg(long, value_parser = choice::<ModelKind>())]
         model: Option<ModelKind> => set,
+        /// Where the CNN of --model cnn runs (logistic regression is on the CPU) [default: cpu].
+        #[arg(long, value_parser = choice::<hgp_experiments::setup::Device>())]
+        device: Option<hgp_experiments::setup::Device> => set,
         #[command(flatten)]
         data: DataFlags => group,
         /// Directory with MNIST-format IDX files (MNIST, EMNIST, Fashion-MNIST) for --model cnn

@@ -82,6 +82,9 @@ flags! {
         /// Network architecture [default: listed at the end].
         #[arg(long, value_parser = choice::<ModelKind>())]
         model: Option<ModelKind> => some,
+        /// Where the networks run [default: cpu].
+        #[arg(long, value_parser = choice::<hgp_experiments::setup::Device>())]
+        device: Option<hgp_experiments::setup::Device> => set,
         /// A small run of the whole table (small CNN, 3 clients, 600 images, 20 SGP steps or 3
         /// rounds on batches of 16), under a minute on 2 cores; with colour images the CIFAR CNN, 4 clients on at most 4,000
         /// images (each client's parts scaled down from the paper's, said in the log), 100 steps

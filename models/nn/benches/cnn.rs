@@ -80,6 +80,7 @@ fn client(arch: Architecture) -> NetClient<f32> {
         l2: 1e-3,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     NetClient::new(config, (&images, &labels), (&images[..2 * p], &labels[..2])).expect("client")
 }

@@ -57,6 +57,7 @@ fn one(arch: Architecture, m: usize, kind: &str, engine: &str) -> f64 {
         l2: 1e-3,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let net = NetClient::<f32>::new(config, (&images, &labels), (&images[..2 * p], &labels[..2]))
         .expect("client")
@@ -151,6 +152,7 @@ fn main() {
             l2: 0.0,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: hgp_nn::NetDevice::Cpu,
         };
         let p = arch.inputs();
         let probe = NetClient::<f32>::new(
@@ -159,7 +161,7 @@ fn main() {
             (&vec![0.0; 2 * p], &[0, 1]),
         );
         if probe.is_ok_and(|c| c.engine() == Engine::Fused) {
-            let count = |b: usize| hgp_nn::graph_bytes(&arch, b);
+            let count = |b: usize| hgp_nn::graph_bytes(&arch, hgp_nn::NetDevice::Cpu, b);
             let (lo, hi) = (count(batches[0]), count(batches[1]));
             let per = |a: f64, b: f64| (b - a) / (batches[1] - batches[0]) as f64 / 1e6;
             row += &format!(

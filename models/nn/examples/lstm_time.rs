@@ -35,6 +35,7 @@ fn main() {
         l2: 1e-3,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let net = NetClient::<f32>::new(config, (&w, &y), (&w, &y)).expect("client");
     let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();

@@ -68,6 +68,8 @@ pub struct NetConfig {
     pub l2_lambda: f64,
     /// Double backward or central differences.
     pub derivatives: DerivativeMode,
+    /// The CPU or the first CUDA GPU ([`NetDevice`]).
+    pub device: crate::NetDevice,
 }
 
 /// Which code computes a [`NetClient`]'s costs and derivatives.
@@ -783,6 +785,7 @@ mod tests {
             l2: 0.0,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: crate::NetDevice::Cpu,
         };
         let one = vec![0.5f32; 3072];
         let two = vec![0.5f32; 2 * 3072];

@@ -11,13 +11,14 @@ use hgp_models::{ModelError, Result};
 
 use crate::arch::Architecture;
 use crate::candle::Candle;
-use crate::candle::autodiff::default_device;
 use crate::client::{Backend, Engine, Instances, NetClient, NetConfig, candle};
+use crate::device::NetDevice;
 use crate::fused::{Fused, Stack};
 use crate::kernels::NetScalar;
 
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
-/// instances of `arch` (f32), on the engine that runs the network by default ([`Engine`]):
+/// instances of `arch` (f32), on the engine that runs the network by default on `device`
+/// ([`Engine`]; on a GPU, bytes of the GPU's memory):
 /// the fused engine's buffers where it runs (every network but the logistic model, on the CPU:
 /// about 0.7 MB an image for an HVP of the Table 5 CNN, against 3.5 MB on candle; 3.9 MB for
 /// MobileNet-v2's, against 188 MB; 9.9 MB a window of 200 symbols for the LSTM's, against
@@ -25,8 +26,8 @@ use crate::kernels::NetScalar;
 /// else candle's autograd graph, [`Architecture::graph_bytes_per_instance`] times the
 /// instances, plus, for the LSTM, a fixed part that does not grow with them (the per-step
 /// products for the weights' gradients).
-pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
-    match fused_stack(*arch, &default_device()) {
+pub fn graph_bytes(arch: &Architecture, device: NetDevice, instances: usize) -> (f64, f64) {
+    match fused_stack_on(*arch, device) {
         Some(stack) => stack.workspace_bytes(instances),
         None => arch.candle_graph_bytes(instances),
     }
@@ -35,8 +36,8 @@ pub fn graph_bytes(arch: &Architecture, instances: usize) -> (f64, f64) {
 /// Instances of `arch` one part holds on the engine that runs it by default (larger batches
 /// and full-batch costs are summed over parts of at most this many): what
 /// [`graph_bytes`] is asked about for a batch.
-pub fn part_instances(arch: &Architecture) -> usize {
-    match fused_stack(*arch, &default_device()) {
+pub fn part_instances(arch: &Architecture, device: NetDevice) -> usize {
+    match fused_stack_on(*arch, device) {
         Some(stack) => stack.chunk(*arch),
         None => arch.chunk(),
     }
@@ -46,6 +47,11 @@ pub fn part_instances(arch: &Architecture) -> usize {
 /// papers' networks, on the CPU).
 fn fused_stack(arch: Architecture, device: &Device) -> Option<Stack> {
     Stack::of(arch).filter(|_| device.is_cpu())
+}
+
+/// [`fused_stack`] for a device not yet opened.
+fn fused_stack_on(arch: Architecture, device: NetDevice) -> Option<Stack> {
+    Stack::of(arch).filter(|_| device == NetDevice::Cpu)
 }
 
 /// The engine a client of `arch` runs on by default on `device`.
@@ -65,7 +71,7 @@ impl<T: NetScalar> NetClient<T> {
         outer: (&[F], &[u8]),
     ) -> Result<Self> {
         Self::check_config(&config)?;
-        let device = default_device();
+        let device = config.device.candle()?;
         let arch = config.arch;
         let train = Self::instances(arch, train, "training set", &device)?;
         let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;

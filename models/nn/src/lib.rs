@@ -29,15 +29,17 @@ mod activations;
 mod arch;
 mod candle;
 mod client;
+mod device;
 mod engines;
 mod fused;
 mod kernels;
 
 pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec};
 pub use candle::autodiff::{
-    DOUBLE_BACKWARD_ENV, default_device, double_backward_available, enable_double_backward,
+    DOUBLE_BACKWARD_ENV, double_backward_available, enable_double_backward,
 };
 pub use candle::forward::log_softmax;
 pub use client::{DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
+pub use device::{CUDA_BUILD, NetDevice};
 pub use engines::{graph_bytes, part_instances};
 pub use kernels::NetScalar;

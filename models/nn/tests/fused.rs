@@ -128,6 +128,7 @@ fn case(arch: Architecture, mode: HyperMode, seed: u64, train: &[f64], outer: &[
         l2: 1e-3,
         l2_lambda: 1e-2,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let (ty, oy) = (labels(arch, m, seed), labels(arch, n, seed + 1));
     let fused = NetClient::<f64>::new(config, (train, &ty), (outer, &oy)).unwrap();
@@ -396,6 +397,7 @@ fn the_engine_is_chosen_per_network() {
         l2: 0.0,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::Auto,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let c = NetClient::<f32>::new(config, (&x, &[0, 1]), (&x, &[0, 1])).unwrap();
     assert_eq!(c.engine(), Engine::Candle);
@@ -583,8 +585,13 @@ fn the_large_networks_take_the_batch_of_128_as_one_part() {
         layers: 2,
     };
     for (arch, limit) in [(MOBILENET, 1.0e9), (lstm, 2.0e9)] {
-        assert_eq!(hgp_nn::part_instances(&arch), 128, "{}", arch.name());
-        let (gradient, hvp) = hgp_nn::graph_bytes(&arch, 128);
+        assert_eq!(
+            hgp_nn::part_instances(&arch, hgp_nn::NetDevice::Cpu),
+            128,
+            "{}",
+            arch.name()
+        );
+        let (gradient, hvp) = hgp_nn::graph_bytes(&arch, hgp_nn::NetDevice::Cpu, 128);
         assert!(gradient < hvp && hvp < limit, "{}: {hvp}", arch.name());
     }
 }

@@ -62,6 +62,7 @@ fn client(arch: Architecture, mode: HyperMode, derivatives: DerivativeMode) -> N
             l2: 1e-3,
             l2_lambda: 1e-2,
             derivatives,
+            device: hgp_nn::NetDevice::Cpu,
         },
         (&train, &next),
         (&outer, &outer_next),
@@ -268,6 +269,7 @@ fn lstm_refuses_what_is_not_a_symbol_index() {
         l2: 0.0,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let good = [1.0, 2.0, 3.0, 4.0];
     for (bad, what) in [(2.5, "2.5"), (-1.0, "-1"), (80.0, "80")] {
@@ -295,6 +297,7 @@ fn lstm_f32_agrees_with_f64() {
         l2: 1e-3,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let a = NetClient::<f64>::new(config, (&train, &next), (&train, &next)).unwrap();
     let train32: Vec<f32> = train.iter().map(|&v| v as f32).collect();
@@ -322,6 +325,7 @@ fn an_lstm_of_zero_steps_or_layers_is_refused() {
             l2: 1e-3,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: hgp_nn::NetDevice::Cpu,
         };
         let err = NetClient::<f64>::new::<f64>(config, (&[][..], &[][..]), (&[][..], &[][..]))
             .map(|_| ())

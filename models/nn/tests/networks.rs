@@ -74,6 +74,7 @@ fn network_logistic_matches_the_analytic_model() {
             l2: gamma,
             l2_lambda: 0.0,
             derivatives,
+            device: hgp_nn::NetDevice::Cpu,
         };
         let net = NetClient::<f64>::new(config, (&train_x, &train_y), (&val_x, &val_y)).unwrap();
         assert_eq!((net.dim_x(), net.dim_lambda()), (p, m));
@@ -135,6 +136,7 @@ fn client(
         l2: 1e-3,
         l2_lambda: 1e-2,
         derivatives,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let p = arch.inputs();
     NetClient::new(
@@ -332,6 +334,7 @@ fn bad_inputs_are_errors() {
         l2: 0.0,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::Auto,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let x = images(2, 1);
     let e = NetClient::<f64>::new(config, (&x, &[0, 5]), (&x, &[0, 1])).unwrap_err();
@@ -451,6 +454,7 @@ fn blank_images_give_the_first_bias_its_true_gradient() {
         l2: 0.0,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::DoubleBackward,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let blank = vec![0.0f64; 2 * 784];
     let net: NetClient<f64> = NetClient::new(
@@ -539,6 +543,7 @@ fn representation_is_the_plain_network_cut_in_two() {
             l2: 0.0,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::DoubleBackward,
+            device: hgp_nn::NetDevice::Cpu,
         };
         let p = arch.inputs();
         let (m, train_seed) = (5, 40);
@@ -644,6 +649,7 @@ fn representation_second_order_and_settings() {
         l2: 0.1,
         l2_lambda: 0.0,
         derivatives: DerivativeMode::Auto,
+        device: hgp_nn::NetDevice::Cpu,
     };
     let p = 3072;
     let feats = random(2 * p, 1, 0.0, 1.0);

@@ -17,8 +17,8 @@ use crate::memory::MemoryPlan;
 use crate::observe::Observer;
 use crate::ranks::agree;
 use crate::setup::{
-    ImageData, approx, at_least_one, check_image_counts, fraction, l2_step, load_image_experiment,
-    num, positive, refuse_unused,
+    Device, ImageData, approx, at_least_one, check_image_counts, fraction, l2_step,
+    load_image_experiment, num, positive, refuse_unused,
 };
 
 pub use protocol::{Divergence, Federation, Method, Model, Real, RepClient, Run, Settings, Split};
@@ -138,6 +138,8 @@ pub struct Config {
     /// Seed of every random choice (test images, split, initial layer, participants,
     /// batches, AggITD's Q).
     pub seed: u64,
+    /// Where LeNet-5 runs (`model: lenet`): the CPU or the first CUDA GPU.
+    pub device: Device,
 }
 
 impl Default for Config {
@@ -167,6 +169,7 @@ impl Default for Config {
             hidden: None,
             l2: None,
             seed: 0,
+            device: Device::Cpu,
         }
     }
 }
@@ -266,6 +269,16 @@ impl Config {
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
         let dataset = self.data.dataset;
+        refuse_unused(
+            self.model == ModelKind::Mlp && self.device != Device::Cpu,
+            || {
+                format!(
+                    "--device {} runs LeNet-5 (--model lenet); the MLP of --model mlp has analytic derivatives on the CPU",
+                    self.device.net()
+                )
+            },
+        )?;
+        self.device.check()?;
         if self.methods.is_empty() || self.split.is_empty() {
             bail!("--methods and --split need at least one value each");
         }
@@ -380,6 +393,7 @@ impl Config {
                     l2: self.l2(),
                     l2_lambda: 0.0,
                     derivatives: DerivativeMode::DoubleBackward,
+                    device: self.device.net(),
                 })
             }
         })
@@ -422,8 +436,11 @@ impl Checked {
                 ("MLP", (pixels + 1.0) * h + (h + 1.0) * k, graph)
             }
             Model::Net(c) => {
-                let (grad, hvp) =
-                    hgp_nn::graph_bytes(&c.arch, self.batch.min(hgp_nn::part_instances(&c.arch)));
+                let (grad, hvp) = hgp_nn::graph_bytes(
+                    &c.arch,
+                    c.device,
+                    self.batch.min(hgp_nn::part_instances(&c.arch, c.device)),
+                );
                 ("LeNet-5", c.arch.dim() as f64, grad.max(hvp))
             }
         };

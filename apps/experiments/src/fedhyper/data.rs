@@ -133,7 +133,12 @@ pub(super) fn memory_plan(
     classes: usize,
 ) -> MemoryPlan {
     let arch = config.arch(classes);
-    let (grad, hvp) = hgp_nn::graph_bytes(&arch, config.batch.min(hgp_nn::part_instances(&arch)));
+    let device = config.device.net();
+    let (grad, hvp) = hgp_nn::graph_bytes(
+        &arch,
+        device,
+        config.batch.min(hgp_nn::part_instances(&arch, device)),
+    );
     let values = match pool {
         Pool::Pooled(images) => images.images.len(),
         Pool::PerClient(sets) => sets.iter().map(|s| s.images.len()).sum(),

@@ -16,7 +16,7 @@ use strum::VariantArray;
 
 use crate::numbers::{mean, std_dev};
 use crate::setup::{
-    Dataset, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
+    Dataset, Device, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
     check_seed_range, fraction, l2_step, num, positive, refuse_unused, text_lstm, text_seq,
 };
 
@@ -138,6 +138,8 @@ pub struct Config {
     /// Seed of every random choice (test images, split, initial network, participants,
     /// batches).
     pub seed: u64,
+    /// Where the networks run: the CPU or the first CUDA GPU.
+    pub device: Device,
 }
 
 impl Default for Config {
@@ -171,6 +173,7 @@ impl Default for Config {
             tune_server_rates: false,
             seeds: 1,
             seed: 0,
+            device: Device::Cpu,
         }
     }
 }
@@ -294,6 +297,7 @@ impl Config {
     ///
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
+        self.device.check()?;
         if self.methods.is_empty() || self.splits().is_empty() {
             bail!("--methods and --splits need at least one value each");
         }

@@ -12,7 +12,7 @@ use hgp_inner_solvers::schedulers::{
 };
 use hgp_inner_solvers::{FedAvg, InnerError, LrSchedule, LrScheduler};
 use hgp_models::{BatchSize, PerClient};
-use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
+use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, NetDevice};
 
 use crate::ranks::agree as agree_on;
 use crate::setup::{derive, domain};
@@ -239,6 +239,8 @@ pub struct Settings {
     pub schedulers: SchedulerParams,
     /// Test accuracy whose first crossing is reported.
     pub target: f64,
+    /// Where the network runs.
+    pub device: NetDevice,
 }
 
 /// The clients of one split and seed, and the test images.
@@ -344,6 +346,7 @@ impl Settings {
             l2: self.l2,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: self.device,
         }
     }
 

@@ -40,6 +40,7 @@ impl Checked {
             l2: self.l2,
             schedulers: self.schedulers,
             target: self.target(),
+            device: self.device.net(),
         }
     }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Comm;
 use crate::setup::{
-    DataConfig, Defaults, EtaArg, InnerKind, Pipeline, PipelineConfig, num, refuse_unused,
+    DataConfig, Defaults, Device, EtaArg, InnerKind, Pipeline, PipelineConfig, num, refuse_unused,
 };
 
 pub use protocol::{Fit, Removal, f1_lowers, fit, rank_instances};
@@ -89,6 +89,8 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     /// Seed of every random choice (data, network, batches).
     pub seed: u64,
+    /// Where the CNN runs (`model: cnn`): the CPU or the first CUDA GPU.
+    pub device: Device,
 }
 
 impl Default for Config {
@@ -103,6 +105,7 @@ impl Default for Config {
             quick: false,
             pipeline: PipelineConfig::default(),
             seed: 0,
+            device: Device::Cpu,
         }
     }
 }
@@ -156,6 +159,16 @@ impl Config {
     ///
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
+        refuse_unused(
+            self.model == ModelKind::Logistic && self.device != Device::Cpu,
+            || {
+                format!(
+                    "--device {} runs the CNN (--model cnn); logistic regression has analytic derivatives on the CPU",
+                    self.device.net()
+                )
+            },
+        )?;
+        self.device.check()?;
         if !(self.gamma.is_finite() && self.gamma >= 0.0) {
             bail!(
                 "--gamma must be finite and non-negative (got {})",

@@ -132,6 +132,7 @@ impl Checked {
             l2: self.gamma,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: self.device.net(),
         };
         placement.check_clients(split.len())?;
         let owned = placement.owned(split.len());

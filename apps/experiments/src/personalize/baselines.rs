@@ -192,6 +192,7 @@ impl Baselines<'_> {
             l2: 1e-3,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: s.device,
         };
         let clients = self.clients_of(config, split)?;
         let n = clients.len();
@@ -299,6 +300,7 @@ mod tests {
             l2: 1e-3,
             l2_lambda: 0.0,
             derivatives: DerivativeMode::Auto,
+            device: hgp_nn::NetDevice::Cpu,
         };
         let clients: Vec<NetClient<f32>> = split
             .iter()
@@ -336,6 +338,7 @@ mod tests {
                 batch: 8,
                 classes: 10,
                 eta: Eta::Auto(PowerIteration::default()),
+                device: hgp_nn::NetDevice::Cpu,
             },
             outer_steps: 2,
             neumann_terms: 3,

@@ -53,6 +53,7 @@ fn text_data(
         batch,
         classes: hgp_data::text::VOCABULARY_SIZE,
         eta,
+        device: config.device.net(),
     };
     let largest = chosen.iter().map(|c| c.train.len()).max().unwrap_or(0);
     if setting.batch > largest {
@@ -74,7 +75,7 @@ fn text_data(
     placement.check_clients(clients)?;
     let mut split: Vec<ImageClient> = chosen.iter().map(crate::setup::text_image_client).collect();
     drop(chosen);
-    if hgp_nn::default_device().is_cpu() {
+    if setting.device == hgp_nn::NetDevice::Cpu {
         let own = placement.owned(clients).len();
         let data = (
             format!("the {windows} windows of the clients"),
@@ -187,6 +188,7 @@ pub(super) fn data(
         batch: config.batch.unwrap_or(sizes.batch),
         classes,
         eta,
+        device: config.device.net(),
     };
     if arch.batch_statistics() && setting.batch < 2 {
         bail!(
@@ -210,7 +212,7 @@ pub(super) fn data(
         setting.batch
     );
     placement.check_clients(clients)?;
-    if hgp_nn::default_device().is_cpu() {
+    if setting.device == hgp_nn::NetDevice::Cpu {
         let own = placement.owned(clients).len();
         let data = (
             format!("the {} images and their split over the clients", set.len()),
@@ -247,10 +249,10 @@ fn memory_plan(
         .unwrap_or(1);
     let arch = setting.arch;
     let threads = rayon::current_num_threads().min(own.max(1));
-    let chunk = hgp_nn::part_instances(&arch);
-    let on_batch = hgp_nn::graph_bytes(&arch, setting.batch.min(chunk)).1;
+    let chunk = hgp_nn::part_instances(&arch, setting.device);
+    let on_batch = hgp_nn::graph_bytes(&arch, setting.device, setting.batch.min(chunk)).1;
     let full = chunk.min(largest_train);
-    let on_full = hgp_nn::graph_bytes(&arch, full).0;
+    let on_full = hgp_nn::graph_bytes(&arch, setting.device, full).0;
     let graphs = if on_batch >= on_full {
         format!(
             "the Hessian-vector products on --batch {} instances (in parts of at most {chunk}) of the {} ({:.0} MB a part)",

@@ -20,7 +20,7 @@ use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
 use crate::ranks::agree;
 use crate::setup::{
-    EtaArg, ImageData, NetworkKind, TextData, at_least_one, check_seed_range, positive,
+    Device, EtaArg, ImageData, NetworkKind, TextData, at_least_one, check_seed_range, positive,
     refuse_unused, resolve_step,
 };
 
@@ -126,6 +126,8 @@ pub struct Config {
     pub power_iterations: Option<usize>,
     /// Seed of every random choice (of the first table, with `seeds`).
     pub seed: u64,
+    /// Where the networks run: the CPU or the first CUDA GPU.
+    pub device: Device,
 }
 
 impl Default for Config {
@@ -154,6 +156,7 @@ impl Default for Config {
             eta: None,
             power_iterations: None,
             seed: 0,
+            device: Device::Cpu,
         }
     }
 }
@@ -302,6 +305,7 @@ impl Config {
     ///
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
+        self.device.check()?;
         if self.quick && self.preset.is_some() {
             bail!("--quick and --preset are two sizes: give one");
         }

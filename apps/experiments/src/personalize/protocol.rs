@@ -37,6 +37,8 @@ pub struct Setting {
     pub classes: usize,
     /// HGP's Neumann step.
     pub eta: hgp_hypergrad::Eta,
+    /// Where the networks run.
+    pub device: hgp_nn::NetDevice,
 }
 
 /// Everything a cell's numbers depend on, besides the data split.
@@ -345,6 +347,7 @@ impl Protocol {
             l2: 1e-3,
             l2_lambda,
             derivatives: DerivativeMode::Auto,
+            device: s.device,
         };
         self.clients_of(config, split)
     }
@@ -686,6 +689,7 @@ pub(super) mod tests {
                 batch: 4,
                 classes: 10,
                 eta: Eta::Fixed(0.1),
+                device: hgp_nn::NetDevice::Cpu,
             },
             outer_steps: 1,
             neumann_terms: 2,
@@ -729,6 +733,7 @@ pub(super) mod tests {
                 batch: 16,
                 classes: 10,
                 eta: Eta::Auto(PowerIteration::default()),
+                device: hgp_nn::NetDevice::Cpu,
             },
             outer_steps: 2,
             neumann_terms: 5,

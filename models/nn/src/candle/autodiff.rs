@@ -47,14 +47,3 @@ pub fn double_backward_available() -> bool {
         v
     })
 }
-
-/// The device the networks run on: the first CUDA device with the `cuda` feature, else CPU.
-pub fn default_device() -> Device {
-    #[cfg(feature = "cuda")]
-    {
-        if let Ok(d) = Device::new_cuda(0) {
-            return d;
-        }
-    }
-    Device::Cpu
-}
