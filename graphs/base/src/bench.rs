@@ -15,6 +15,12 @@ fn criterion_dir() -> Option<PathBuf> {
     Some(exe.parent()?.parent()?.parent()?.join("criterion"))
 }
 
+/// A file `name` in criterion's output folder (`<target>/criterion/<name>`), where a bench
+/// writes its summary tables beside criterion's own results.
+pub fn output_file(name: &str) -> Option<PathBuf> {
+    Some(criterion_dir()?.join(name))
+}
+
 /// Mean time in seconds of the benchmark `id` (its path parts: group, function and, for
 /// parameterized benchmarks, the parameter) in this run; `None` if it did not run.
 pub fn mean_seconds(id: &[&str]) -> Option<f64> {

@@ -12,6 +12,16 @@
 //! timed in PyTorch in the same run, on the same batch and threads
 //! (`models/nn/scripts/torch_compare.py`, when `python3` can import torch; `HGP_BENCH_TORCH=0`
 //! skips it), and each of our rows is printed over PyTorch's gradient or double-backward HVP.
+//!
+//! **Roofline.** The run then measures the machine's two roofs (a 2048 × 2048 × 2048 f32
+//! matrix product through candle's GEMM, GFLOP/s; a 256 MB copy over every thread, GB/s
+//! counting bytes read and written) and sets each fused-engine row against them: its
+//! counted FLOPs and bytes moved (`hgp_nn::traffic_bytes`: every buffer value written once
+//! and read once, the parameters read by both passes), the achieved GFLOP/s and GB/s as
+//! shares of the two roofs, its arithmetic intensity, and its share of the roofline
+//! min(matmul, intensity × copy). The table is printed and written as CSV to
+//! `<target>/criterion/cnn-roofline.csv`, with the kernels that ran (gemm's widest
+//! instruction set on this CPU, the activations' path).
 
 use std::time::Duration;
 
@@ -23,6 +33,7 @@ use hgp_nn::{
     Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, enable_double_backward,
 };
 use rand::RngExt;
+use rayon::prelude::*;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -200,6 +211,149 @@ fn torch_times(names: &[&str]) -> Vec<(String, String, f64)> {
         .collect()
 }
 
+/// Median seconds of `f` over 5 calls after 2 warm-ups.
+fn median_of_five(mut f: impl FnMut()) -> f64 {
+    f();
+    f();
+    let mut t: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[2]
+}
+
+/// The machine's roofs in this run: (GFLOP/s of a 2048³ f32 matrix product, GB/s of a
+/// 256 MB copy over every thread, bytes read plus written).
+fn roofs() -> (f64, f64) {
+    const SIDE: usize = 2048;
+    let a = Tensor::randn(0f32, 1.0, (SIDE, SIDE), &Device::Cpu).expect("matrix");
+    let b = Tensor::randn(0f32, 1.0, (SIDE, SIDE), &Device::Cpu).expect("matrix");
+    let matmul = median_of_five(|| {
+        a.matmul(&b).expect("product");
+    });
+    const FLOATS: usize = 64 << 20;
+    let src = vec![1f32; FLOATS];
+    let mut dst = vec![0f32; FLOATS];
+    let copy = median_of_five(|| {
+        dst.par_chunks_mut(1 << 16)
+            .zip(src.par_chunks(1 << 16))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    });
+    (
+        2.0 * (SIDE as f64).powi(3) / matmul / 1e9,
+        2.0 * 4.0 * FLOATS as f64 / copy / 1e9,
+    )
+}
+
+/// The kernels this CPU runs: gemm's widest instruction set (with the workspace's `x86-v4`
+/// feature) and the activations' path.
+fn kernels() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let gemm = if std::arch::is_x86_feature_detected!("avx512f") {
+            "avx512"
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            "avx2"
+        } else {
+            "sse"
+        };
+        let act = if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            "avx2+fma"
+        } else {
+            "portable"
+        };
+        format!("gemm {gemm}, activations {act}")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "gemm and activations portable".to_string()
+    }
+}
+
+/// The roofline table of the fused-engine rows this run timed: printed, and written as CSV.
+fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
+    let (peak, bandwidth) = roofs();
+    let kernels = kernels();
+    println!(
+        "\nroofline, this run: matmul 2048³ {peak:.1} GFLOP/s, copy 256 MB {bandwidth:.1} GB/s; {kernels}; {} threads",
+        rayon::current_num_threads()
+    );
+    println!(
+        "{:<14} {:<8} {:>9} {:>8} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8}",
+        "network",
+        "pass",
+        "ms",
+        "GFLOP",
+        "MB moved",
+        "GFLOP/s",
+        "%mm",
+        "GB/s",
+        "%copy",
+        "FLOP/B",
+        "roof",
+        "%roof",
+        "×torch"
+    );
+    let mut csv = String::from(
+        "network,pass,ms,gflop,mb_moved,gflops,share_of_matmul,gbps,share_of_copy,flop_per_byte,roof_gflops,share_of_roof,over_pytorch,matmul_gflops,copy_gbps,kernels,threads\n",
+    );
+    for (name, arch) in NETWORKS {
+        if !selected.contains(&name) {
+            continue;
+        }
+        let Some((grad_bytes, hvp_bytes)) = hgp_nn::traffic_bytes(&arch, BATCH) else {
+            continue;
+        };
+        for (kind, flops, bytes) in [
+            ("gradient", step_flops(arch), grad_bytes),
+            ("hvp", hvp_flops(arch), hvp_bytes),
+        ] {
+            let Some(t) = mean_seconds(&format!("{name}/fused-{kind}")) else {
+                continue;
+            };
+            let (gflops, gbps, intensity) = (flops / t / 1e9, bytes / t / 1e9, flops / bytes);
+            let roof = peak.min(intensity * bandwidth);
+            let over_torch = torch
+                .iter()
+                .find(|(n, w, _)| n == name && w == kind)
+                .map(|(_, _, s)| t / s);
+            println!(
+                "{name:<14} {kind:<8} {:>9.1} {:>8.2} {:>9.1} {gflops:>9.1} {:>6.0}% {gbps:>8.1} {:>6.0}% {intensity:>7.1} {roof:>9.1} {:>6.0}% {:>8}",
+                t * 1e3,
+                flops / 1e9,
+                bytes / 1e6,
+                100.0 * gflops / peak,
+                100.0 * gbps / bandwidth,
+                100.0 * gflops / roof,
+                over_torch.map_or("-".to_string(), |r| format!("{r:.2}")),
+            );
+            csv.push_str(&format!(
+                "{name},{kind},{},{},{},{gflops},{},{gbps},{},{intensity},{roof},{},{},{peak},{bandwidth},{kernels},{}\n",
+                t * 1e3,
+                flops / 1e9,
+                bytes / 1e6,
+                gflops / peak,
+                gbps / bandwidth,
+                gflops / roof,
+                over_torch.map_or(String::new(), |r| r.to_string()),
+                rayon::current_num_threads(),
+            ));
+        }
+    }
+    if let Some(path) = hgp_base::bench::output_file("cnn-roofline.csv") {
+        match std::fs::write(&path, csv) {
+            Ok(()) => println!("wrote {}", path.display()),
+            Err(e) => println!("could not write {}: {e}", path.display()),
+        }
+    }
+}
+
 fn summary() {
     let selected = selected();
     let torch = torch_times(&selected);
@@ -250,6 +404,7 @@ fn summary() {
             }
         }
     }
+    roofline(&selected, &torch);
 }
 
 criterion_group!(benches, bench);

@@ -1,5 +1,7 @@
 //! Times one gradient and one Hessian-vector product of the next-character LSTM.
-//! `cargo run --release -p hgp-nn --example lstm_time [BATCH] [SEQ] [HIDDEN]`.
+//! `cargo run --release -p hgp-nn --example lstm_time [BATCH] [SEQ] [HIDDEN] [CALLS]`:
+//! CALLS calls of each (default 2); with `HGP_LSTM_TIME=gradient`, gradients only (for a
+//! profile).
 use hgp_models::{Batch, InnerCost, InnerHvp};
 use hgp_nn::{
     Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, enable_double_backward,
@@ -40,12 +42,15 @@ fn main() {
     let net = NetClient::<f32>::new(config, (&w, &y), (&w, &y)).expect("client");
     let x: Vec<f32> = arch.init(1).iter().map(|&v| v as f32).collect();
     let mut out = vec![0.0f32; x.len()];
-    for _ in 0..2 {
+    let hvps = std::env::var("HGP_LSTM_TIME").map_or(true, |v| v != "gradient");
+    for _ in 0..*args.get(3).unwrap_or(&2) {
         let t = std::time::Instant::now();
         net.inner_grad(&x, &[], Batch::Full, &mut out);
         let g = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
-        net.inner_hvp(&x, &[], &x, Batch::Full, &mut out);
+        if hvps {
+            net.inner_hvp(&x, &[], &x, Batch::Full, &mut out);
+        }
         let h = t.elapsed().as_secs_f64();
         let flops = 3.0 * arch.forward_flops() as f64 * m as f64;
         println!(

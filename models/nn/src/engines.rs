@@ -33,6 +33,15 @@ pub fn graph_bytes(arch: &Architecture, device: NetDevice, instances: usize) -> 
     }
 }
 
+/// Bytes a gradient and a Hessian-vector product of the fused engine move at the least on
+/// one part of `instances` instances of `arch` (f32): every value of its buffers written
+/// once and read once, the parameters read by both passes and the result written
+/// (`Stack::traffic_bytes`); `None` for a network the fused engine does not run. The bytes of
+/// the bench's roofline, beside the FLOPs of [`Architecture::forward_flops`].
+pub fn traffic_bytes(arch: &Architecture, instances: usize) -> Option<(f64, f64)> {
+    Stack::of(*arch).map(|stack| stack.traffic_bytes(instances, arch.dim()))
+}
+
 /// Instances of `arch` one part holds on the engine that runs it by default (larger batches
 /// and full-batch costs are summed over parts of at most this many): what
 /// [`graph_bytes`] is asked about for a batch.

@@ -41,5 +41,5 @@ pub use candle::autodiff::{
 pub use candle::forward::log_softmax;
 pub use client::{DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
 pub use device::{CUDA_BUILD, NetDevice};
-pub use engines::{graph_bytes, part_instances};
+pub use engines::{graph_bytes, part_instances, traffic_bytes};
 pub use kernels::NetScalar;

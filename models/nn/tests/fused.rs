@@ -596,6 +596,32 @@ fn the_large_networks_take_the_batch_of_128_as_one_part() {
     }
 }
 
+/// The bench's roofline bytes are the engine's buffers (the memory count without its third)
+/// written once and read once, plus the parameters read by both passes and the result
+/// written (12 bytes a parameter; an HVP also reads the direction twice: 20); none for a
+/// network the fused engine does not run.
+#[test]
+fn traffic_is_the_buffers_written_and_read_once_and_the_parameters() {
+    for arch in ARCHS.iter().copied().chain([MOBILENET]) {
+        let cpu = hgp_nn::NetDevice::Cpu;
+        let (gradient, hvp) = hgp_nn::graph_bytes(&arch, cpu, 64);
+        let (moved_gradient, moved_hvp) = hgp_nn::traffic_bytes(&arch, 64).unwrap();
+        let dim = arch.dim() as f64;
+        for (moved, held, per_parameter) in
+            [(moved_gradient, gradient, 12.0), (moved_hvp, hvp, 20.0)]
+        {
+            let expected = 2.0 * held * 3.0 / 4.0 + per_parameter * dim;
+            assert!(
+                (moved - expected).abs() <= 1e-9 * expected,
+                "{}: {moved} against {expected}",
+                arch.name()
+            );
+        }
+        assert!(moved_gradient < moved_hvp, "{}", arch.name());
+    }
+    assert!(hgp_nn::traffic_bytes(&Architecture::Logistic { inputs: 5 }, 64).is_none());
+}
+
 /// The LSTM predicts only windows of symbol indices: a value outside the vocabulary is one
 /// error naming it, on both engines, not an index past the embedding.
 #[test]

@@ -310,6 +310,32 @@ impl Stack {
     /// memory also holds the allocator's pages).
     pub(crate) fn workspace_bytes(&self, b: usize) -> (f64, f64) {
         const F32: f64 = 4.0;
+        let bytes =
+            |(floats, bytes): (usize, usize)| (F32 * floats as f64 + bytes as f64) * 4.0 / 3.0;
+        let (gradient, hvp) = self.buffer_values(b);
+        (bytes(gradient), bytes(hvp))
+    }
+
+    /// Bytes a call on a part of `b` instances moves at the least, f32: (gradient, HVP).
+    /// Every value of the buffers [`Stack::workspace_bytes`] counts (without its third),
+    /// written once and read once; the `dim` parameters read by the forward and by the
+    /// backward pass and the result written (12 bytes a parameter; an HVP also reads the
+    /// direction twice: 20). The compulsory traffic of passes that keep nothing in cache
+    /// from one stage to the next: the bytes of the bench's roofline.
+    pub(crate) fn traffic_bytes(&self, b: usize, dim: usize) -> (f64, f64) {
+        const F32: f64 = 4.0;
+        let moved = |(floats, bytes): (usize, usize)| 2.0 * (F32 * floats as f64 + bytes as f64);
+        let (gradient, hvp) = self.buffer_values(b);
+        let dim = dim as f64;
+        (
+            moved(gradient) + 3.0 * F32 * dim,
+            moved(hvp) + 5.0 * F32 * dim,
+        )
+    }
+
+    /// The values of a call's buffers on a part of `b` instances, (f32 values, bytes): for
+    /// a gradient and for an HVP ([`Stack::workspace_bytes`]).
+    fn buffer_values(&self, b: usize) -> ((usize, usize), (usize, usize)) {
         let values: usize = (1..self.stages()).map(|s| self.stage_len(s)).sum();
         let routes: usize = self.convs.iter().map(|l| l.out_len()).sum();
         let (patches, products) = self.scratch_len();
@@ -321,13 +347,11 @@ impl Stack {
             (_, Some(m)) => m.values_per_image(),
             _ => (0, 0),
         };
-        let bytes = |copies: usize, body: usize| {
-            (F32 * (b * (self.input_len() + copies * values + body) + scratch + 3 * kernels) as f64
-                + (b * (values + routes)) as f64)
-                * 4.0
-                / 3.0
+        let floats = |copies: usize, body: usize| {
+            b * (self.input_len() + copies * values + body) + scratch + 3 * kernels
         };
-        (bytes(2, body.0), bytes(4, body.1))
+        let bytes = b * (values + routes);
+        ((floats(2, body.0), bytes), (floats(4, body.1), bytes))
     }
 
     /// Largest per-group scratch: (patches, products) values.
