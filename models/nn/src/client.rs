@@ -68,7 +68,7 @@ pub struct NetConfig {
     pub l2_lambda: f64,
     /// Double backward or central differences.
     pub derivatives: DerivativeMode,
-    /// The CPU or the first CUDA GPU ([`NetDevice`]).
+    /// The CPU or the first CUDA GPU ([`NetDevice`](crate::NetDevice)).
     pub device: crate::NetDevice,
 }
 
