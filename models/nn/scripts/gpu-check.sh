@@ -47,16 +47,18 @@ step "1. the GPU and the CUDA libraries"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv || fail "nvidia-smi"
 # The libraries linked (libcublas, libcublasLt, libcurand, libnvrtc, libcudart): the toolkit's
 # folders, then those of the NVIDIA wheels in the machine's Python.
-dirs=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d "$d" ]] && dirs="$dirs:$d"
-done
-wheels=$(python3 -c 'import nvidia, os
+paths=()
+while IFS= read -r d; do paths+=("$d"); done < <(python3 -c 'import nvidia, os
 for p in nvidia.__path__:
     for root, _, files in os.walk(p):
-        if any(f.endswith(".so") or ".so." in f for f in files) and os.path.basename(root) == "lib":
-            print(root)' 2>/dev/null | tr '\n' ':')
-export LD_LIBRARY_PATH="${wheels}${dirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        if os.path.basename(root) == "lib" and any(".so" in f for f in files):
+            print(root)' 2>/dev/null)
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d "$d" ]] && paths+=("$d")
+done
+[[ -n "${LD_LIBRARY_PATH:-}" ]] && paths+=("$LD_LIBRARY_PATH")
+LD_LIBRARY_PATH="$(IFS=:; echo "${paths[*]}")"
+export LD_LIBRARY_PATH
 ldd "$bin/hgp" | grep -E 'libcu|nvrtc' | sed 's/^/   /'
 if ldd "$bin/hgp" | grep -q 'not found'; then
   fail "a CUDA library of the build is missing here (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
@@ -89,7 +91,7 @@ seconds=()
 for steps in 10 30; do
   t0=$EPOCHREALTIME
   timeout 150 "$bin/hgp" personalize --dataset cifar10 --data-dir "$data" --model mobilenet-v2 \
-    --device cuda --methods sgp --networks fc --images 1000 --test-images 200 --clients 4 \
+    --device cuda --methods sgp --networks fc --images 1000 --clients 4 \
     --batch 32 --sgp-steps "$steps" --seed 0 --json --out "$out/personalize-$steps" \
     >"$out/personalize-$steps.json" || fail "personalize with --sgp-steps $steps"
   seconds+=("$(python3 -c "print(round($EPOCHREALTIME - $t0, 3))")")
