@@ -249,12 +249,12 @@ fn roofs() -> (f64, f64) {
     )
 }
 
-/// The kernels this CPU runs: gemm's widest instruction set (with the workspace's `x86-v4`
-/// feature) and the activations' path.
+/// The kernels this build runs on this CPU: gemm's widest instruction set (AVX-512 only with
+/// hgp-nn's `avx512` feature, on by default) and the activations' path.
 fn kernels() -> String {
     #[cfg(target_arch = "x86_64")]
     {
-        let gemm = if std::arch::is_x86_feature_detected!("avx512f") {
+        let gemm = if cfg!(feature = "avx512") && std::arch::is_x86_feature_detected!("avx512f") {
             "avx512"
         } else if std::arch::is_x86_feature_detected!("avx2") {
             "avx2"
