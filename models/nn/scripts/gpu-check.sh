@@ -33,6 +33,7 @@ fail() { echo "FAILED: $*"; failed=$((failed + 1)); }
 
 if [[ -f "$binaries" ]]; then
   bin="$(mktemp -d)"
+  trap 'rm -rf "$bin"' EXIT
   python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' \
     "$binaries" "$bin" || { echo "gpu-check: cannot unpack $binaries"; exit 1; }
 else

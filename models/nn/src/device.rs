@@ -35,19 +35,25 @@ impl NetDevice {
         }
     }
 
-    /// Whether this build can run on it at all (the `cuda` feature for [`NetDevice::Cuda`]),
-    /// before any GPU is looked for: what a program checks before any work.
+    /// Why this build cannot run on it at all (CUDA without the `cuda` feature), in one line
+    /// naming the build command; `None` where it can. What a program checks before any work.
+    pub fn unbuilt(self) -> Option<String> {
+        (self == NetDevice::Cuda && !cfg!(feature = "cuda")).then(|| {
+            format!(
+                "this hgp was built without CUDA: --device cuda needs a build made with {CUDA_BUILD}"
+            )
+        })
+    }
+
+    /// [`NetDevice::unbuilt`] as an error.
     ///
     /// # Errors
     ///
     /// [`ModelError::Network`] naming the build command, for CUDA in a build without it.
     pub fn check_built(self) -> Result<()> {
-        match self {
-            NetDevice::Cpu => Ok(()),
-            NetDevice::Cuda if cfg!(feature = "cuda") => Ok(()),
-            NetDevice::Cuda => Err(ModelError::Network(format!(
-                "this hgp was built without CUDA: --device cuda needs a build made with {CUDA_BUILD}"
-            ))),
+        match self.unbuilt() {
+            Some(why) => Err(ModelError::Network(why)),
+            None => Ok(()),
         }
     }
 

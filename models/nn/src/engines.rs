@@ -27,7 +27,7 @@ use crate::kernels::NetScalar;
 /// instances, plus, for the LSTM, a fixed part that does not grow with them (the per-step
 /// products for the weights' gradients).
 pub fn graph_bytes(arch: &Architecture, device: NetDevice, instances: usize) -> (f64, f64) {
-    match fused_stack_on(*arch, device) {
+    match fused_stack(*arch, device == NetDevice::Cpu) {
         Some(stack) => stack.workspace_bytes(instances),
         None => arch.candle_graph_bytes(instances),
     }
@@ -46,26 +46,21 @@ pub fn traffic_bytes(arch: &Architecture, instances: usize) -> Option<(f64, f64)
 /// and full-batch costs are summed over parts of at most this many): what
 /// [`graph_bytes`] is asked about for a batch.
 pub fn part_instances(arch: &Architecture, device: NetDevice) -> usize {
-    match fused_stack_on(*arch, device) {
+    match fused_stack(*arch, device == NetDevice::Cpu) {
         Some(stack) => stack.chunk(*arch),
         None => arch.chunk(),
     }
 }
 
-/// The fused engine's stack for `arch` on `device`: the one rule of where it runs (the
-/// papers' networks, on the CPU).
-fn fused_stack(arch: Architecture, device: &Device) -> Option<Stack> {
-    Stack::of(arch).filter(|_| device.is_cpu())
+/// The fused engine's stack for `arch`, where its tensors live on the CPU (`on_cpu`): the
+/// one rule of where it runs (the papers' networks, on the CPU).
+fn fused_stack(arch: Architecture, on_cpu: bool) -> Option<Stack> {
+    Stack::of(arch).filter(|_| on_cpu)
 }
 
-/// [`fused_stack`] for a device not yet opened.
-fn fused_stack_on(arch: Architecture, device: NetDevice) -> Option<Stack> {
-    Stack::of(arch).filter(|_| device == NetDevice::Cpu)
-}
-
-/// The engine a client of `arch` runs on by default on `device`.
-fn default_backend<T: NetScalar>(arch: Architecture, device: &Device) -> Box<dyn Backend<T>> {
-    match fused_stack(arch, device) {
+/// The engine a client of `arch` runs on by default, its tensors on the CPU or not.
+fn default_backend<T: NetScalar>(arch: Architecture, on_cpu: bool) -> Box<dyn Backend<T>> {
+    match fused_stack(arch, on_cpu) {
         Some(stack) => Box::new(Fused::new(stack)),
         None => Box::new(Candle),
     }
@@ -85,7 +80,7 @@ impl<T: NetScalar> NetClient<T> {
         let train = Self::instances(arch, train, "training set", &device)?;
         let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
         let specs = arch.params();
-        let backend = default_backend(arch, &device);
+        let backend = default_backend(arch, device.is_cpu());
         Ok(Self {
             config,
             device,
@@ -110,7 +105,7 @@ impl<T: NetScalar> NetClient<T> {
         self.backend = match engine {
             Engine::Candle => Box::new(Candle),
             Engine::Fused => {
-                let stack = fused_stack(self.config.arch, &self.device).ok_or_else(|| {
+                let stack = fused_stack(self.config.arch, self.device.is_cpu()).ok_or_else(|| {
                         ModelError::Network(format!(
                             "the fused engine runs the papers' networks on the CPU (the CNNs, LeNet-5, the MLP, the linear model, the LSTM, MobileNet-v2), not the {} on {:?}",
                             self.config.arch.name(),
@@ -157,7 +152,7 @@ impl<T: NetScalar> NetClient<T> {
             member_dim: arch.dim(),
             elsewhere: true,
             // Its engine only sizes it (it is never evaluated): the CPU's choice.
-            backend: default_backend(arch, &Device::Cpu),
+            backend: default_backend(arch, true),
             _scalar: PhantomData,
         })
     }

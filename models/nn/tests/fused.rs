@@ -4,6 +4,8 @@
 //! MobileNet-v2) and every λ mode; MobileNet-v2's batch normalization over the whole part; HVP symmetry; max-pooling ties and ReLU boundaries routed
 //! as the CPU ops route them; f32 against f64; the same bits for any number of threads.
 
+mod common;
+use common::{dot, rel};
 use hgp_base::rng;
 use hgp_models::{Batch, InnerCost, InnerCrossJvp, OuterCost};
 use hgp_nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
@@ -93,20 +95,6 @@ fn instances(arch: Architecture, n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f
         }
         _ => uniform(len, seed, lo, hi),
     }
-}
-
-/// max |a − b| / max |b|.
-fn rel(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
-        / scale
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// A client pair (fused, candle) on the same data, and a point (x, λ) and two directions.

@@ -17,6 +17,9 @@
 
 use std::time::Instant;
 
+mod common;
+use common::rel;
+
 use hgp_base::rng;
 use hgp_models::{Batch, InnerCost, InnerCrossJvp};
 use hgp_nn::{Architecture, DerivativeMode, Engine, HyperMode, NetClient, NetConfig, NetDevice};
@@ -90,16 +93,6 @@ fn config(arch: Architecture, device: NetDevice) -> NetConfig {
         derivatives: DerivativeMode::DoubleBackward,
         device,
     }
-}
-
-/// max |a − b| / max |b|.
-fn rel(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
-        / scale
 }
 
 /// candle's double backward, which the HVPs on the GPU take: `CANDLE_GRAD_DO_NOT_DETACH=1`

@@ -3,6 +3,8 @@
 //! differences of the cost, its Hessian-vector and cross products against differences of
 //! gradients and their symmetry, in f64.
 
+mod common;
+use common::{dot, rel};
 use hgp_base::rng;
 use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
@@ -18,19 +20,6 @@ fn random(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
 fn symbols(n: usize, seed: u64) -> Vec<u8> {
     let mut r = rng::stream(seed, 92, n as u64);
     (0..n).map(|_| r.random_range(0..VOCAB as u8)).collect()
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// ‖a − b‖∞ / max(‖b‖∞, tiny).
-fn rel(a: &[f64], b: &[f64]) -> f64 {
-    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
-        / scale
 }
 
 fn small(seq: usize, layers: usize) -> Architecture {

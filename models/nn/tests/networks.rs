@@ -1,6 +1,8 @@
 //! Network clients on candle: derivatives against the analytic logistic model (eq. 12) and
 //! against differences, symmetry of Hessian-vector products on the CNNs, the λ modes.
 
+mod common;
+use common::{dot, rel};
 use hgp_base::rng;
 use hgp_data::{ClientData, Dataset};
 use hgp_models::{Batch, InnerCost, InnerCrossJvp, InnerHvp, OuterCost, WeightedLogistic};
@@ -17,19 +19,6 @@ fn random(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
 fn labels(n: usize, classes: u8, seed: u64) -> Vec<u8> {
     let mut r = rng::stream(seed, 78, n as u64);
     (0..n).map(|_| r.random_range(0..classes)).collect()
-}
-
-/// ‖a − b‖∞ / max(‖b‖∞, tiny).
-fn rel(a: &[f64], b: &[f64]) -> f64 {
-    let scale = b.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
-        / scale
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 #[test]

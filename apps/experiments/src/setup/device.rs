@@ -1,7 +1,7 @@
 //! Where the networks of an experiment run: `device` in its config, `--device` on the
 //! command line.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, bail};
 use hgp_nn::NetDevice;
 
 crate::choice! {
@@ -33,10 +33,10 @@ impl Device {
     ///
     /// One line naming `--device` and the build.
     pub fn check(self) -> Result<()> {
-        self.net().check_built().map_err(|e| {
-            let message = e.to_string();
-            anyhow!("{}", message.strip_prefix("network: ").unwrap_or(&message))
-        })
+        match self.net().unbuilt() {
+            Some(why) => bail!("{why}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -50,7 +50,7 @@ mod tests {
         assert_eq!(Device::default(), Device::Cpu);
         let cuda = Device::Cuda.check();
         // hgp-nn's `cuda` feature, which this crate follows.
-        if NetDevice::Cuda.check_built().is_ok() {
+        if NetDevice::Cuda.unbuilt().is_none() {
             cuda.unwrap();
         } else {
             let message = cuda.unwrap_err().to_string();
