@@ -47,7 +47,17 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
         * r
         + 0.5;
     let e = p * r * r + r + 1.0;
-    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    e * two_to(n)
+}
+
+/// 2ⁿ for an integer-valued `n` in [−126, 127] (what [`exp_f32`]'s clamp leaves), built in
+/// float arithmetic so that it vectorizes: n + 127 + 1.5 · 2²³ holds n + 127 in its low
+/// mantissa bits, which shifted by 23 are 2ⁿ's exponent field; the same bits as
+/// `((n as i32 + 127) as u32) << 23`, whose saturating cast compiles to a scalar loop.
+#[inline(always)]
+fn two_to(n: f32) -> f32 {
+    const SHIFTER: f32 = 12_582_912.0 + 127.0;
+    f32::from_bits((n + SHIFTER).to_bits() << 23)
 }
 
 /// σ(x) in f32.
@@ -73,12 +83,18 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
 
 /// σ over a slice in place.
 pub(crate) fn sigmoid_f32_slice(v: &mut [f32]) {
-    wide(|| v.iter_mut().for_each(|x| *x = sigmoid_f32(*x)));
+    wide(
+        #[inline(always)]
+        || v.iter_mut().for_each(|x| *x = sigmoid_f32(*x)),
+    );
 }
 
 /// tanh over a slice in place.
 pub(crate) fn tanh_f32_slice(v: &mut [f32]) {
-    wide(|| v.iter_mut().for_each(|x| *x = tanh_f32(*x)));
+    wide(
+        #[inline(always)]
+        || v.iter_mut().for_each(|x| *x = tanh_f32(*x)),
+    );
 }
 
 /// σ over a slice in place, f64.
@@ -129,6 +145,14 @@ mod tests {
         assert_eq!(tanh_f32(-50.0), -1.0);
         assert_eq!(tanh_f32(0.0), 0.0);
         assert!(exp_f32(1000.0).is_finite() && exp_f32(-1000.0) > 0.0);
+    }
+
+    #[test]
+    fn two_to_is_the_exponent_field() {
+        for n in -126..=127 {
+            let want = f32::from_bits(((n + 127) as u32) << 23);
+            assert_eq!(two_to(n as f32).to_bits(), want.to_bits(), "2^{n}");
+        }
     }
 
     #[test]

@@ -28,6 +28,16 @@ const LSTM_ONE_STEP: Architecture = Architecture::CharLstm {
     layers: 1,
 };
 
+/// An LSTM whose batches of 150 windows run over more rows (steps × windows) than one
+/// chunk of the weights' gradients' depth (1,024; the last chunk partial).
+const LSTM_LONG: Architecture = Architecture::CharLstm {
+    seq: 9,
+    vocab: 12,
+    embed: 3,
+    hidden: 4,
+    layers: 2,
+};
+
 const ARCHS: [Architecture; 9] = [
     Architecture::Table5Cnn { classes: 10 },
     Architecture::SmallCnn { classes: 10 },
@@ -219,6 +229,26 @@ fn the_fused_engine_equals_candle_on_every_network_and_mode() {
     }
 }
 
+/// The LSTM over 1,350 rows (and 1,200 of the previous hidden states), its weights'
+/// gradients summed over two chunks of the depth, one partial: every quantity as candle's, to
+/// 1e-12, in a mode that weights each window and in one with a representation (the body's
+/// gradient a cross product), on the full set and on a batch.
+#[test]
+fn the_lstm_over_more_rows_than_a_chunk_equals_candle() {
+    let train = instances(LSTM_LONG, 150, 110, 0.0, 1.0);
+    let outer = instances(LSTM_LONG, 4, 210, 0.0, 1.0);
+    let idx: Vec<usize> = (0..140).map(|k| (k * 37) % 150).collect();
+    for mode in [
+        HyperMode::InstanceWeights,
+        HyperMode::Representation { head_layers: 1 },
+    ] {
+        let c = case(LSTM_LONG, mode, 310, &train, &outer);
+        let what = format!("{} over 150 windows in {mode:?}", LSTM_LONG.name());
+        assert_engines_agree(&c, Batch::Full, 1e-12, &what);
+        assert_engines_agree(&c, Batch::Indices(&idx), 1e-12, &what);
+    }
+}
+
 /// Hessian-vector products of the engine are symmetric: ⟨w, H u⟩ = ⟨u, H w⟩ to 1e-12 of
 /// ‖w‖ ‖Hu‖.
 #[test]
@@ -329,14 +359,16 @@ fn f32_agrees_with_f64() {
 /// blocks, and partial sums are added in a fixed order.
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
-    for arch in [
-        Architecture::Table5Cnn { classes: 10 },
-        Architecture::Mlp { classes: 10 },
-        LSTM,
+    // 37 images: several image groups and a partial one; 150 windows of the long LSTM: two
+    // chunks of its weights' gradients' depth.
+    for (arch, m) in [
+        (Architecture::Table5Cnn { classes: 10 }, 37),
+        (Architecture::Mlp { classes: 10 }, 37),
+        (LSTM, 37),
+        (LSTM_LONG, 150),
     ] {
         let p = arch.inputs();
-        // 37 images: several image groups and a partial one.
-        let train = instances(arch, 37, 900, 0.0, 1.0);
+        let train = instances(arch, m, 900, 0.0, 1.0);
         let c = case(
             arch,
             HyperMode::InstanceWeights,

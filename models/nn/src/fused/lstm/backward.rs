@@ -113,9 +113,15 @@ impl LstmBody {
             let (g_ih, rest) = grads[at.w_ih..at.b_hh + h4].split_at_mut(h4 * i);
             let (g_hh, rest) = rest.split_at_mut(h4 * h);
             let (g_bih, g_bhh) = rest.split_at_mut(h4);
-            t_times(h4, i, rows, g_ih, dz, below.x);
+            t_times((h4, i, rows), g_ih, dz, below.x, &mut buf.parts);
             if seq > 1 {
-                t_times(h4, h, rows - b, g_hh, &dz[step..], &buf.h[..(rows - b) * h]);
+                t_times(
+                    (h4, h, rows - b),
+                    g_hh,
+                    &dz[step..],
+                    &buf.h[..(rows - b) * h],
+                    &mut buf.parts,
+                );
             }
             add_bias_sums(dz, g_bih, g_bhh);
             times(rows, i, h4, &mut below.dx[..rows * i], dz, w_ih, false);
@@ -162,6 +168,7 @@ impl LstmBody {
             rdz,
             rdc,
             rdh,
+            parts,
             ..
         } = buf;
         let dz = &dz[..rows * h4];
@@ -239,14 +246,26 @@ impl LstmBody {
         let (g_ih, rest) = grads[at.w_ih..at.b_hh + h4].split_at_mut(h4 * i);
         let (g_hh, rest) = rest.split_at_mut(h4 * h);
         let (g_bih, g_bhh) = rest.split_at_mut(h4);
-        t_times(h4, i, rows, g_ih, rdz, below.x);
+        t_times((h4, i, rows), g_ih, rdz, below.x, parts);
         if let Some(rx) = below.rx {
-            t_times(h4, i, rows, g_ih, dz, rx);
+            t_times((h4, i, rows), g_ih, dz, rx, parts);
         }
         if seq > 1 {
-            t_times(h4, h, rows - b, g_hh, &rdz[step..], &hs[..(rows - b) * h]);
+            t_times(
+                (h4, h, rows - b),
+                g_hh,
+                &rdz[step..],
+                &hs[..(rows - b) * h],
+                parts,
+            );
             if live {
-                t_times(h4, h, rows - b, g_hh, &dz[step..], &rh[..(rows - b) * h]);
+                t_times(
+                    (h4, h, rows - b),
+                    g_hh,
+                    &dz[step..],
+                    &rh[..(rows - b) * h],
+                    parts,
+                );
             }
         }
         add_bias_sums(rdz, g_bih, g_bhh);

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::super::*;
 use crate::activations::wide;
+use crate::kernels::gemm;
 
 /// dst (m × n) = (or += with `acc`) a (m × k) · w (k × n), all row-major (w read as the
 /// product's left operand, unpacked: [`par_gemm_t`]).
@@ -20,9 +21,103 @@ pub(super) fn times<T: NetScalar>(
     par_gemm_t((m, n, k), (dst, n), (a, 1, k), (w, 1, n), acc);
 }
 
-/// dst (m × n) += aᵀ b, a (k × m), b (k × n), all row-major.
-pub(super) fn t_times<T: NetScalar>(m: usize, n: usize, k: usize, dst: &mut [T], a: &[T], b: &[T]) {
-    par_gemm((m, n, k), (dst, n), (a, m, 1), (b, 1, n), true);
+/// Rows of the depth (time steps × windows) per task of [`t_times`] and of the bias sums.
+pub(super) const DEPTH: usize = 1024;
+
+/// dst (m × n) += aᵀ b, a (k × m), b (k × n), all row-major: the weights' gradients, whose
+/// depth k runs over every step and window. In fixed chunks of [`DEPTH`] rows, each chunk's
+/// product (bᵀ a, n × m: gemm then packs each operand once, where split over dst's rows or
+/// columns every task would pack the whole of the other operand again) one single-threaded
+/// task; their partial sums (in `parts`, grown as needed) added in chunk order, and the sum's
+/// transpose added to dst: the same bits for any thread count.
+pub(super) fn t_times<T: NetScalar>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    a: &[T],
+    b: &[T],
+    parts: &mut Vec<T>,
+) {
+    let chunks = k.div_ceil(DEPTH);
+    if chunks <= 1 {
+        par_gemm((m, n, k), (dst, n), (a, m, 1), (b, 1, n), true);
+        return;
+    }
+    let size = m * n;
+    let parts = grow(parts, chunks * size);
+    parts
+        .par_chunks_mut(size)
+        .enumerate()
+        .for_each(|(q, part)| {
+            let rows = q * DEPTH..k.min((q + 1) * DEPTH);
+            gemm(
+                (n, m, rows.len()),
+                (part, m),
+                (&b[rows.start * n..rows.end * n], n, 1),
+                (&a[rows.start * m..rows.end * m], 1, m),
+            );
+        });
+    let (sum, rest) = parts.split_at_mut(size);
+    sum.par_chunks_mut(BLOCK * BLOCK)
+        .enumerate()
+        .for_each(|(q, out)| {
+            let span = q * BLOCK * BLOCK..q * BLOCK * BLOCK + out.len();
+            for part in rest.chunks_exact(size) {
+                wide(
+                    #[inline(always)]
+                    || {
+                        for (o, &v) in out.iter_mut().zip(&part[span.clone()]) {
+                            *o += v;
+                        }
+                    },
+                );
+            }
+        });
+    // dst += sumᵀ, over blocks of dst's rows.
+    let sum = &*sum;
+    dst[..size]
+        .par_chunks_mut(BLOCK * n)
+        .enumerate()
+        .for_each(|(q, block)| {
+            for (r, row) in block.chunks_exact_mut(n).enumerate() {
+                let r = q * BLOCK + r;
+                for (c, d) in row.iter_mut().enumerate() {
+                    *d += sum[c * m + r];
+                }
+            }
+        });
+}
+
+/// Adds the column sums of `dz` (rows of 4H) to both biases' gradients (b_ih and b_hh enter
+/// the gates alike): each chunk of [`DEPTH`] rows summed in row order by one task, reading
+/// its rows whole, the chunks' sums then added in chunk order.
+pub(super) fn add_bias_sums<T: NetScalar>(dz: &[T], g_ih: &mut [T], g_hh: &mut [T]) {
+    let n = g_ih.len();
+    let mut parts = vec![T::ZERO; dz.len().div_ceil(DEPTH * n).max(1) * n];
+    parts
+        .par_chunks_mut(n)
+        .zip(dz.par_chunks(DEPTH * n))
+        .for_each(|(sums, block)| {
+            for row in block.chunks_exact(n) {
+                wide(
+                    #[inline(always)]
+                    || {
+                        for (s, &v) in sums.iter_mut().zip(row) {
+                            *s += v;
+                        }
+                    },
+                );
+            }
+        });
+    let mut sums = parts[..n].to_vec();
+    for part in parts[n..].chunks_exact(n) {
+        for (s, &v) in sums.iter_mut().zip(part) {
+            *s += v;
+        }
+    }
+    for ((a, b), &s) in g_ih.iter_mut().zip(g_hh.iter_mut()).zip(&sums) {
+        *a += s;
+        *b += s;
+    }
 }
 
 /// w (rows × cols, row-major) transposed into `out`.
@@ -33,30 +128,6 @@ pub(super) fn transpose<T: NetScalar>(w: &[T], rows: usize, cols: usize, out: &m
             *v = w[r * cols + c];
         }
     });
-}
-
-/// Adds the column sums of `d` (rows of `n`) to `out`, in parallel over fixed blocks of
-/// columns, each summed in row order.
-pub(super) fn add_column_sums<T: NetScalar>(d: &[T], n: usize, out: &mut [T]) {
-    out.par_chunks_mut(BLOCK).enumerate().for_each(|(q, out)| {
-        let cols = q * BLOCK..q * BLOCK + out.len();
-        for row in d.chunks_exact(n) {
-            for (o, &v) in out.iter_mut().zip(&row[cols.clone()]) {
-                *o += v;
-            }
-        }
-    });
-}
-
-/// Adds the column sums of `dz` (rows of 4H) to both biases' gradients (b_ih and b_hh enter
-/// the gates alike).
-pub(super) fn add_bias_sums<T: NetScalar>(dz: &[T], g_ih: &mut [T], g_hh: &mut [T]) {
-    let mut sums = vec![T::ZERO; g_ih.len()];
-    add_column_sums(dz, g_ih.len(), &mut sums);
-    for ((a, b), &s) in g_ih.iter_mut().zip(g_hh.iter_mut()).zip(&sums) {
-        *a += s;
-        *b += s;
-    }
 }
 
 /// Adds `v` to every row (of `v.len()`) of `rows`.
@@ -80,6 +151,7 @@ pub(super) fn step_forward<T: NetScalar>(
     hh: &mut [T],
 ) {
     let h = c.len();
+    let (z, cp, tc, hh) = (&mut z[..4 * h], &cp[..h], &mut tc[..h], &mut hh[..h]);
     let (ifg, o) = z.split_at_mut(3 * h);
     T::sigmoid_slice(&mut ifg[..2 * h]);
     T::tanh_slice(&mut ifg[2 * h..]);
@@ -87,18 +159,24 @@ pub(super) fn step_forward<T: NetScalar>(
     let (i, rest) = z.split_at(h);
     let (f, rest) = rest.split_at(h);
     let (g, o) = rest.split_at(h);
-    wide(|| {
-        for j in 0..h {
-            c[j] = f[j] * cp[j] + i[j] * g[j];
-        }
-    });
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                c[j] = f[j] * cp[j] + i[j] * g[j];
+            }
+        },
+    );
     tc.copy_from_slice(c);
     T::tanh_slice(tc);
-    wide(|| {
-        for j in 0..h {
-            hh[j] = o[j] * tc[j];
-        }
-    });
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                hh[j] = o[j] * tc[j];
+            }
+        },
+    );
 }
 
 /// One window's R-forward step: `r` (4H), R of the gates' pre-activations, becomes R of their
@@ -123,26 +201,29 @@ pub(super) fn step_r_forward<T: NetScalar>(
         &tc[..h],
         &mut rh[..h],
     );
-    wide(|| {
-        // σ' = σ (1 − σ) on i, f and o; tanh' = 1 − tanh² on g.
-        for (r, &a) in r[..2 * h].iter_mut().zip(&g[..2 * h]) {
-            *r = a * (one - a) * *r;
-        }
-        for (r, &a) in r[2 * h..3 * h].iter_mut().zip(&g[2 * h..3 * h]) {
-            *r = (one - a * a) * *r;
-        }
-        for (r, &a) in r[3 * h..].iter_mut().zip(&g[3 * h..]) {
-            *r = a * (one - a) * *r;
-        }
-        for j in 0..h {
-            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
-            let (ri, rf, rg, ro) = (r[j], r[h + j], r[2 * h + j], r[3 * h + j]);
-            let cell = ri * gg + ig * rg + (rf * cp[j] + fg * rcp[j]);
-            let t = tc[j];
-            rc[j] = cell;
-            rh[j] = ro * t + og * (one - t * t) * cell;
-        }
-    });
+    wide(
+        #[inline(always)]
+        || {
+            // σ' = σ (1 − σ) on i, f and o; tanh' = 1 − tanh² on g.
+            for (r, &a) in r[..2 * h].iter_mut().zip(&g[..2 * h]) {
+                *r = a * (one - a) * *r;
+            }
+            for (r, &a) in r[2 * h..3 * h].iter_mut().zip(&g[2 * h..3 * h]) {
+                *r = (one - a * a) * *r;
+            }
+            for (r, &a) in r[3 * h..].iter_mut().zip(&g[3 * h..]) {
+                *r = a * (one - a) * *r;
+            }
+            for j in 0..h {
+                let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+                let (ri, rf, rg, ro) = (r[j], r[h + j], r[2 * h + j], r[3 * h + j]);
+                let cell = ri * gg + ig * rg + (rf * cp[j] + fg * rcp[j]);
+                let t = tc[j];
+                rc[j] = cell;
+                rh[j] = ro * t + og * (one - t * t) * cell;
+            }
+        },
+    );
 }
 
 /// One window's backward step: from the gates `g`, ∂h `dh`, tanh of the cell `tc`, the
@@ -169,18 +250,21 @@ pub(super) fn step_backward<T: NetScalar>(
         &f_next[..h],
         &mut dz[..4 * h],
     );
-    wide(|| {
-        for j in 0..h {
-            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
-            let (d_h, t) = (dh[j], tc[j]);
-            let d_c = d_h * og * (one - t * t) + dc_next[j] * f_next[j];
-            dc[j] = d_c;
-            dz[j] = d_c * gg * ig * (one - ig);
-            dz[h + j] = d_c * cp[j] * fg * (one - fg);
-            dz[2 * h + j] = d_c * ig * (one - gg * gg);
-            dz[3 * h + j] = d_h * t * og * (one - og);
-        }
-    });
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+                let (d_h, t) = (dh[j], tc[j]);
+                let d_c = d_h * og * (one - t * t) + dc_next[j] * f_next[j];
+                dc[j] = d_c;
+                dz[j] = d_c * gg * ig * (one - ig);
+                dz[h + j] = d_c * cp[j] * fg * (one - fg);
+                dz[2 * h + j] = d_c * ig * (one - gg * gg);
+                dz[3 * h + j] = d_h * t * og * (one - og);
+            }
+        },
+    );
 }
 
 /// One window's R-backward step (the backward step's lines under the R-operator): from the
@@ -212,24 +296,27 @@ pub(super) fn step_r_backward<T: NetScalar>(
         &dc[..h],
     );
     let (dc_next, f_next, rf_next) = (&dc_next[..h], &f_next[..h], &rf_next[..h]);
-    wide(|| {
-        for j in 0..h {
-            let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
-            let (ri, rf, rg, ro) = (rg[j], rg[h + j], rg[2 * h + j], rg[3 * h + j]);
-            let (d_h, r_dh, t, d_c) = (dh[j], rdh[j], tc[j], dc[j]);
-            let rtc = (one - t * t) * rc[j];
-            let r_dc = (r_dh * og + d_h * ro) * (one - t * t) - two * d_h * og * t * rtc
-                + (rdc[j] * f_next[j] + dc_next[j] * rf_next[j]);
-            rdc[j] = r_dc;
-            let (di, dg, df, d_o) = (d_c * gg, d_c * ig, d_c * cp[j], d_h * t);
-            let r_di = r_dc * gg + d_c * rg;
-            let r_dg = r_dc * ig + d_c * ri;
-            let r_df = r_dc * cp[j] + d_c * rcp[j];
-            let r_do = r_dh * t + d_h * rtc;
-            rdz[j] = r_di * ig * (one - ig) + di * (one - two * ig) * ri;
-            rdz[h + j] = r_df * fg * (one - fg) + df * (one - two * fg) * rf;
-            rdz[2 * h + j] = r_dg * (one - gg * gg) - two * dg * gg * rg;
-            rdz[3 * h + j] = r_do * og * (one - og) + d_o * (one - two * og) * ro;
-        }
-    });
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let (ig, fg, gg, og) = (g[j], g[h + j], g[2 * h + j], g[3 * h + j]);
+                let (ri, rf, rg, ro) = (rg[j], rg[h + j], rg[2 * h + j], rg[3 * h + j]);
+                let (d_h, r_dh, t, d_c) = (dh[j], rdh[j], tc[j], dc[j]);
+                let rtc = (one - t * t) * rc[j];
+                let r_dc = (r_dh * og + d_h * ro) * (one - t * t) - two * d_h * og * t * rtc
+                    + (rdc[j] * f_next[j] + dc_next[j] * rf_next[j]);
+                rdc[j] = r_dc;
+                let (di, dg, df, d_o) = (d_c * gg, d_c * ig, d_c * cp[j], d_h * t);
+                let r_di = r_dc * gg + d_c * rg;
+                let r_dg = r_dc * ig + d_c * ri;
+                let r_df = r_dc * cp[j] + d_c * rcp[j];
+                let r_do = r_dh * t + d_h * rtc;
+                rdz[j] = r_di * ig * (one - ig) + di * (one - two * ig) * ri;
+                rdz[h + j] = r_df * fg * (one - fg) + df * (one - two * fg) * rf;
+                rdz[2 * h + j] = r_dg * (one - gg * gg) - two * dg * gg * rg;
+                rdz[3 * h + j] = r_do * og * (one - og) + d_o * (one - two * og) * ro;
+            }
+        },
+    );
 }

@@ -105,7 +105,11 @@ impl LstmBody {
         let per = |gates: usize, states: usize, inputs: usize| {
             seq * (self.layers * (gates * 4 * h + states * h) + inputs * e + 2)
         };
-        (per(2, 5, 2), per(4, 8, 4) + self.layers * h)
+        // Each layer's weights' gradients' partial sums (`t_times`), one 4H × max(E, H)
+        // matrix per chunk of DEPTH rows: a window's share (the last chunk's rounding up,
+        // one matrix a layer per call, not counted).
+        let parts = self.layers * (seq * 4 * h * h.max(e)).div_ceil(DEPTH);
+        (per(2, 5, 2) + parts, per(4, 8, 4) + self.layers * h + parts)
     }
 }
 
@@ -158,6 +162,8 @@ pub(super) struct LstmBufs<T> {
     pub(super) wt_hh: Vec<T>,
     pub(super) vt_ih: Vec<T>,
     pub(super) vt_hh: Vec<T>,
+    /// The weights' gradients' partial sums, one per chunk of the depth ([`t_times`]).
+    pub(super) parts: Vec<T>,
 }
 
 /// A layer's view of its input: the values and their R (when live), and where its δ and

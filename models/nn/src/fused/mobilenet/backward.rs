@@ -105,11 +105,14 @@ impl MobileBody {
             .for_each(|((dz, dy), xh)| {
                 let (dz, dy, xh) = (&mut dz[..co], &dy[..co], &xh[..co]);
                 let (scale, m1, m2) = (&scale[..co], &m1[..co], &m2[..co]);
-                wide(|| {
-                    for ch in 0..co {
-                        dz[ch] = scale[ch] * (dy[ch] - m1[ch] - xh[ch] * m2[ch]);
-                    }
-                })
+                wide(
+                    #[inline(always)]
+                    || {
+                        for ch in 0..co {
+                            dz[ch] = scale[ch] * (dy[ch] - m1[ch] - xh[ch] * m2[ch]);
+                        }
+                    },
+                )
             });
         if let Some(r) = u.residual {
             before[r - 1].d[..len].copy_from_slice(dy);
@@ -150,14 +153,17 @@ impl MobileBody {
                     let at = row * co..(row + 1) * co;
                     let (dy, rdy, xh) = (&dy[at.clone()], &rdy[at.clone()], &xhat[at.clone()]);
                     let rxh = rxhat.map(|r| &r[at]);
-                    wide(|| {
-                        for ch in 0..co {
-                            let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
-                            let rx = rxh.map_or(T::ZERO, |r| r[ch] * m2[ch]);
-                            rdz[ch] = a_scale[ch] * a
-                                + scale[ch] * (rdy[ch] - rm1[ch] - rx - xh[ch] * rm23[ch]);
-                        }
-                    })
+                    wide(
+                        #[inline(always)]
+                        || {
+                            for ch in 0..co {
+                                let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
+                                let rx = rxh.map_or(T::ZERO, |r| r[ch] * m2[ch]);
+                                rdz[ch] = a_scale[ch] * a
+                                    + scale[ch] * (rdy[ch] - rm1[ch] - rx - xh[ch] * rm23[ch]);
+                            }
+                        },
+                    )
                 });
             Some(&rdz[..])
         } else {

@@ -10,7 +10,12 @@ use crate::activations::wide;
 pub(super) fn par_mask<T: NetScalar>(d: &mut [T], mask: &[u8]) {
     d.par_chunks_mut(4096)
         .zip(mask.par_chunks(4096))
-        .for_each(|(d, m)| wide(|| apply_mask(d, m)));
+        .for_each(|(d, m)| {
+            wide(
+                #[inline(always)]
+                || apply_mask(d, m),
+            )
+        });
 }
 
 /// Values of a unit's input tensor for `b` images.
@@ -147,25 +152,28 @@ pub(super) fn depthwise<T: NetScalar>(
         .par_chunks_mut(so * so * c)
         .zip(x.par_chunks(si * si * c))
         .for_each(|(y, x)| {
-            wide(|| {
-                if !acc {
-                    y.fill(T::ZERO);
-                }
-                for i in 0..so {
-                    for j in 0..so {
-                        let out = &mut y[(i * so + j) * c..(i * so + j + 1) * c];
-                        for (t, wt) in wt.chunks_exact(c).enumerate() {
-                            let Some(at) = tap(i, j, t, stride, si) else {
-                                continue;
-                            };
-                            let inp = &x[at * c..(at + 1) * c];
-                            for ((o, &v), &k) in out.iter_mut().zip(inp).zip(wt) {
-                                *o += v * k;
+            wide(
+                #[inline(always)]
+                || {
+                    if !acc {
+                        y.fill(T::ZERO);
+                    }
+                    for i in 0..so {
+                        for j in 0..so {
+                            let out = &mut y[(i * so + j) * c..(i * so + j + 1) * c];
+                            for (t, wt) in wt.chunks_exact(c).enumerate() {
+                                let Some(at) = tap(i, j, t, stride, si) else {
+                                    continue;
+                                };
+                                let inp = &x[at * c..(at + 1) * c];
+                                for ((o, &v), &k) in out.iter_mut().zip(inp).zip(wt) {
+                                    *o += v * k;
+                                }
                             }
                         }
                     }
-                }
-            });
+                },
+            );
         });
 }
 
@@ -204,25 +212,28 @@ pub(super) fn depthwise_t<T: NetScalar>(
         .par_chunks_mut(si * si * c)
         .zip(dy.par_chunks(so * so * c))
         .for_each(|(dx, dy)| {
-            wide(|| {
-                if !acc {
-                    dx.fill(T::ZERO);
-                }
-                for i in 0..so {
-                    for j in 0..so {
-                        let d = &dy[(i * so + j) * c..(i * so + j + 1) * c];
-                        for (t, wt) in wt.chunks_exact(c).enumerate() {
-                            let Some(at) = tap(i, j, t, stride, si) else {
-                                continue;
-                            };
-                            let out = &mut dx[at * c..(at + 1) * c];
-                            for ((o, &v), &k) in out.iter_mut().zip(d).zip(wt) {
-                                *o += v * k;
+            wide(
+                #[inline(always)]
+                || {
+                    if !acc {
+                        dx.fill(T::ZERO);
+                    }
+                    for i in 0..so {
+                        for j in 0..so {
+                            let d = &dy[(i * so + j) * c..(i * so + j + 1) * c];
+                            for (t, wt) in wt.chunks_exact(c).enumerate() {
+                                let Some(at) = tap(i, j, t, stride, si) else {
+                                    continue;
+                                };
+                                let out = &mut dx[at * c..(at + 1) * c];
+                                for ((o, &v), &k) in out.iter_mut().zip(d).zip(wt) {
+                                    *o += v * k;
+                                }
                             }
                         }
                     }
-                }
-            });
+                },
+            );
         });
 }
 
@@ -242,27 +253,30 @@ pub(super) fn depthwise_w<T: NetScalar>(
         .zip(x.par_chunks(GROUP * si * si * c))
         .map(|(dy, x)| {
             let mut part = vec![T::ZERO; 9 * c];
-            wide(|| {
-                for (dy, x) in dy
-                    .chunks_exact(so * so * c)
-                    .zip(x.chunks_exact(si * si * c))
-                {
-                    for i in 0..so {
-                        for j in 0..so {
-                            let d = &dy[(i * so + j) * c..(i * so + j + 1) * c];
-                            for (t, p) in part.chunks_exact_mut(c).enumerate() {
-                                let Some(at) = tap(i, j, t, stride, si) else {
-                                    continue;
-                                };
-                                let inp = &x[at * c..(at + 1) * c];
-                                for ((p, &v), &q) in p.iter_mut().zip(d).zip(inp) {
-                                    *p += v * q;
+            wide(
+                #[inline(always)]
+                || {
+                    for (dy, x) in dy
+                        .chunks_exact(so * so * c)
+                        .zip(x.chunks_exact(si * si * c))
+                    {
+                        for i in 0..so {
+                            for j in 0..so {
+                                let d = &dy[(i * so + j) * c..(i * so + j + 1) * c];
+                                for (t, p) in part.chunks_exact_mut(c).enumerate() {
+                                    let Some(at) = tap(i, j, t, stride, si) else {
+                                        continue;
+                                    };
+                                    let inp = &x[at * c..(at + 1) * c];
+                                    for ((p, &v), &q) in p.iter_mut().zip(d).zip(inp) {
+                                        *p += v * q;
+                                    }
                                 }
                             }
                         }
                     }
-                }
-            });
+                },
+            );
             part
         })
         .collect();

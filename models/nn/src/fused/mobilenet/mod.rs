@@ -417,28 +417,31 @@ impl MobileBody {
                 let res = res.map(|r| &r[row * co..(row + 1) * co]);
                 let (xh, o, m, z) = (&mut xh[..co], &mut o[..co], &mut m[..co], &z[..co]);
                 let (mu, inv, gamma, beta) = (&mu[..co], &inv[..co], &gamma[..co], &beta[..co]);
-                wide(|| {
-                    for c in 0..co {
-                        let h = (z[c] - mu[c]) * inv[c];
-                        xh[c] = h;
-                        let mut y = gamma[c] * h + beta[c];
-                        if let Some(r) = res {
-                            y += r[c];
+                wide(
+                    #[inline(always)]
+                    || {
+                        for c in 0..co {
+                            let h = (z[c] - mu[c]) * inv[c];
+                            xh[c] = h;
+                            let mut y = gamma[c] * h + beta[c];
+                            if let Some(r) = res {
+                                y += r[c];
+                            }
+                            if u.relu6 {
+                                let on = y >= T::ZERO && y < T::cast(6.0);
+                                m[c] = u8::from(on);
+                                y = if y < T::ZERO {
+                                    T::ZERO
+                                } else if y > T::cast(6.0) {
+                                    T::cast(6.0)
+                                } else {
+                                    y
+                                };
+                            }
+                            o[c] = y;
                         }
-                        if u.relu6 {
-                            let on = y >= T::ZERO && y < T::cast(6.0);
-                            m[c] = u8::from(on);
-                            y = if y < T::ZERO {
-                                T::ZERO
-                            } else if y > T::cast(6.0) {
-                                T::cast(6.0)
-                            } else {
-                                y
-                            };
-                        }
-                        o[c] = y;
-                    }
-                });
+                    },
+                );
             });
         if !live {
             return;
@@ -483,20 +486,23 @@ impl MobileBody {
                     &vb[..co],
                     &gamma[..co],
                 );
-                wide(|| {
-                    for c in 0..co {
-                        let h = (z[c] - rmean[c] - xh[c] * rs[c]) * inv[c];
-                        rxh[c] = h;
-                        let mut y = vg[c] * xh[c] + gamma[c] * h + vb[c];
-                        if let Some(r) = rr {
-                            y += r[c];
+                wide(
+                    #[inline(always)]
+                    || {
+                        for c in 0..co {
+                            let h = (z[c] - rmean[c] - xh[c] * rs[c]) * inv[c];
+                            rxh[c] = h;
+                            let mut y = vg[c] * xh[c] + gamma[c] * h + vb[c];
+                            if let Some(r) = rr {
+                                y += r[c];
+                            }
+                            if u.relu6 && m[c] == 0 {
+                                y = T::ZERO;
+                            }
+                            ro[c] = y;
                         }
-                        if u.relu6 && m[c] == 0 {
-                            y = T::ZERO;
-                        }
-                        ro[c] = y;
-                    }
-                });
+                    },
+                );
             });
     }
 }
