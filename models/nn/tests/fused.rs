@@ -360,12 +360,14 @@ fn f32_agrees_with_f64() {
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
     // 37 images: several image groups and a partial one; 150 windows of the long LSTM: two
-    // chunks of its weights' gradients' depth.
+    // chunks of its weights' gradients' depth; 12 images of MobileNet-v2: its batch
+    // statistics over 12 blocks of rows and more.
     for (arch, m) in [
         (Architecture::Table5Cnn { classes: 10 }, 37),
         (Architecture::Mlp { classes: 10 }, 37),
         (LSTM, 37),
         (LSTM_LONG, 150),
+        (MOBILENET, 12),
     ] {
         let p = arch.inputs();
         let train = instances(arch, m, 900, 0.0, 1.0);

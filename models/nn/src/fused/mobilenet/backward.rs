@@ -153,14 +153,30 @@ impl MobileBody {
                     let at = row * co..(row + 1) * co;
                     let (dy, rdy, xh) = (&dy[at.clone()], &rdy[at.clone()], &xhat[at.clone()]);
                     let rxh = rxhat.map(|r| &r[at]);
+                    let rdz = &mut rdz[..co];
+                    let (a_scale, scale, m1, m2) =
+                        (&a_scale[..co], &scale[..co], &m1[..co], &m2[..co]);
+                    let (rm1, rm23) = (&rm1[..co], &rm23[..co]);
+                    // Two versions of one loop, so that neither branches inside.
                     wide(
                         #[inline(always)]
-                        || {
-                            for ch in 0..co {
-                                let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
-                                let rx = rxh.map_or(T::ZERO, |r| r[ch] * m2[ch]);
-                                rdz[ch] = a_scale[ch] * a
-                                    + scale[ch] * (rdy[ch] - rm1[ch] - rx - xh[ch] * rm23[ch]);
+                        || match rxh {
+                            Some(r) => {
+                                let r = &r[..co];
+                                for ch in 0..co {
+                                    let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
+                                    let rx = r[ch] * m2[ch];
+                                    rdz[ch] = a_scale[ch] * a
+                                        + scale[ch] * (rdy[ch] - rm1[ch] - rx - xh[ch] * rm23[ch]);
+                                }
+                            }
+                            None => {
+                                for ch in 0..co {
+                                    let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
+                                    rdz[ch] = a_scale[ch] * a
+                                        + scale[ch]
+                                            * (rdy[ch] - rm1[ch] - T::ZERO - xh[ch] * rm23[ch]);
+                                }
                             }
                         },
                     )

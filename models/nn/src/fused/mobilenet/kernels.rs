@@ -18,19 +18,78 @@ pub(super) fn par_mask<T: NetScalar>(d: &mut [T], mask: &[u8]) {
         });
 }
 
+/// ReLU6 in place, y ← min(max(y, 0), 6) (NaN kept), and its derivative's mask: 1 on [0, 6).
+#[inline(always)]
+pub(super) fn relu6_with_mask<T: NetScalar>(y: &mut [T], mask: &mut [u8]) {
+    let six = T::cast(6.0);
+    for (y, m) in y.iter_mut().zip(mask.iter_mut()) {
+        let v = *y;
+        *m = u8::from(v >= T::ZERO && v < six);
+        *y = if v < T::ZERO {
+            T::ZERO
+        } else if v > six {
+            six
+        } else {
+            v
+        };
+    }
+}
+
 /// Values of a unit's input tensor for `b` images.
 pub(super) fn n_in(u: &Unit, b: usize) -> usize {
     b * u.side_in * u.side_in * u.c_in
 }
 
-/// Per-channel sums (in f64) of `a` (rows of `c`), over fixed blocks of [`ROWS`] rows added
-/// in block order.
-pub(super) fn channel_sums<T: NetScalar>(a: &[T], c: usize) -> Vec<f64> {
-    channel_sums_with(a, c, |r, acc| {
-        for (s, &v) in acc.iter_mut().zip(r) {
-            *s += v.as_f64();
+/// Per-channel mean and sum of squared deviations from it (in f64) of `a` (rows of `c`), in
+/// one pass over `a`: each fixed block of [`ROWS`] rows read once from memory for its own
+/// mean and then, while it is in cache, for its squared deviations from that mean; the
+/// blocks' moments then combined in block order (Chan, Golub & LeVeque 1983: with n = nₐ +
+/// n_b and δ = μ_b − μₐ, μ = μₐ + δ n_b / n, M₂ = M₂ₐ + M₂_b + δ² nₐ n_b / n), as exact as
+/// the two passes over the whole part it replaces.
+pub(super) fn channel_moments<T: NetScalar>(a: &[T], c: usize) -> (Vec<f64>, Vec<f64>) {
+    let blocks: Vec<(f64, Vec<f64>)> = a
+        .par_chunks(ROWS * c)
+        .map(|x| {
+            let rows = (x.len() / c) as f64;
+            let mut acc = vec![0.0; 2 * c];
+            let (mean, m2) = acc.split_at_mut(c);
+            wide(
+                #[inline(always)]
+                || {
+                    for r in x.chunks_exact(c) {
+                        for (s, &v) in mean.iter_mut().zip(r) {
+                            *s += v.as_f64();
+                        }
+                    }
+                    for s in mean.iter_mut() {
+                        *s /= rows;
+                    }
+                    for r in x.chunks_exact(c) {
+                        for ((q, &v), &m) in m2.iter_mut().zip(r).zip(mean.iter()) {
+                            let d = v.as_f64() - m;
+                            *q += d * d;
+                        }
+                    }
+                },
+            );
+            (rows, acc)
+        })
+        .collect();
+    let (mut n, mut mean, mut m2) = (0.0, vec![0.0; c], vec![0.0; c]);
+    for (nb, acc) in blocks {
+        let total = n + nb;
+        for ((m, q), (&mb, &qb)) in mean
+            .iter_mut()
+            .zip(m2.iter_mut())
+            .zip(acc[..c].iter().zip(&acc[c..]))
+        {
+            let delta = mb - *m;
+            *m += delta * nb / total;
+            *q += qb + delta * delta * n * nb / total;
         }
-    })
+        n = total;
+    }
+    (mean, m2)
 }
 
 /// Per-channel (Σ a, Σ a ⊙ b) of `a` and `b` (rows of `c`) in one pass, over fixed blocks of
@@ -42,12 +101,19 @@ pub(super) fn sums_and_products<T: NetScalar>(a: &[T], b: &[T], c: usize) -> (Ve
         .map(|(x, y)| {
             let mut acc = vec![0.0; 2 * c];
             let (sum, prod) = acc.split_at_mut(c);
-            for (rx, ry) in x.chunks_exact(c).zip(y.chunks_exact(c)) {
-                for (((s, p), &u), &v) in sum.iter_mut().zip(prod.iter_mut()).zip(rx).zip(ry) {
-                    *s += u.as_f64();
-                    *p += (u * v).as_f64();
-                }
-            }
+            wide(
+                #[inline(always)]
+                || {
+                    for (rx, ry) in x.chunks_exact(c).zip(y.chunks_exact(c)) {
+                        for (((s, p), &u), &v) in
+                            sum.iter_mut().zip(prod.iter_mut()).zip(rx).zip(ry)
+                        {
+                            *s += u.as_f64();
+                            *p += (u * v).as_f64();
+                        }
+                    }
+                },
+            );
             acc
         })
         .collect();
@@ -55,26 +121,7 @@ pub(super) fn sums_and_products<T: NetScalar>(a: &[T], b: &[T], c: usize) -> (Ve
     (total[..c].to_vec(), total[c..].to_vec())
 }
 
-/// Per-channel sums of `f(row, acc)` over the rows of `a` (rows of `c`): fixed blocks of
-/// [`ROWS`] rows, added in block order.
-pub(super) fn channel_sums_with<T: NetScalar>(
-    a: &[T],
-    c: usize,
-    f: impl Fn(&[T], &mut [f64]) + Sync,
-) -> Vec<f64> {
-    let blocks: Vec<Vec<f64>> = a
-        .par_chunks(ROWS * c)
-        .map(|x| {
-            let mut acc = vec![0.0; c];
-            for r in x.chunks_exact(c) {
-                f(r, &mut acc);
-            }
-            acc
-        })
-        .collect();
-    add_blocks(blocks, c)
-}
-
+/// The blocks' sums added in block order.
 pub(super) fn add_blocks(blocks: Vec<Vec<f64>>, c: usize) -> Vec<f64> {
     let mut total = vec![0.0; c];
     for block in blocks {

@@ -386,13 +386,7 @@ impl MobileBody {
         }
         // Batch normalization over the part, the residual, ReLU6.
         let z = &work.z[..n * co];
-        let mean: Vec<f64> = channel_sums(z, co).iter().map(|s| s / n as f64).collect();
-        let centred_sq = channel_sums_with(z, co, |r, acc| {
-            for (c, (&v, a)) in r.iter().zip(acc.iter_mut()).enumerate() {
-                let d = v.as_f64() - mean[c];
-                *a += d * d;
-            }
-        });
+        let (mean, centred_sq) = channel_moments(z, co);
         buf.sigma = centred_sq
             .iter()
             .map(|s| (s / n as f64 + EPS).sqrt())
@@ -417,28 +411,31 @@ impl MobileBody {
                 let res = res.map(|r| &r[row * co..(row + 1) * co]);
                 let (xh, o, m, z) = (&mut xh[..co], &mut o[..co], &mut m[..co], &z[..co]);
                 let (mu, inv, gamma, beta) = (&mu[..co], &inv[..co], &gamma[..co], &beta[..co]);
+                // Three loops without branches inside (each vectorizes): x̂ and γ x̂ + β; the
+                // residual; ReLU6 and its mask. The same operations in the same order as
+                // one loop over the channels.
                 wide(
                     #[inline(always)]
                     || {
-                        for c in 0..co {
-                            let h = (z[c] - mu[c]) * inv[c];
-                            xh[c] = h;
-                            let mut y = gamma[c] * h + beta[c];
-                            if let Some(r) = res {
-                                y += r[c];
+                        for (((((xh, o), &z), &mu), &inv), (&g, &bt)) in xh
+                            .iter_mut()
+                            .zip(o.iter_mut())
+                            .zip(z)
+                            .zip(mu)
+                            .zip(inv)
+                            .zip(gamma.iter().zip(beta))
+                        {
+                            let h = (z - mu) * inv;
+                            *xh = h;
+                            *o = g * h + bt;
+                        }
+                        if let Some(r) = res {
+                            for (o, &r) in o.iter_mut().zip(&r[..co]) {
+                                *o += r;
                             }
-                            if u.relu6 {
-                                let on = y >= T::ZERO && y < T::cast(6.0);
-                                m[c] = u8::from(on);
-                                y = if y < T::ZERO {
-                                    T::ZERO
-                                } else if y > T::cast(6.0) {
-                                    T::cast(6.0)
-                                } else {
-                                    y
-                                };
-                            }
-                            o[c] = y;
+                        }
+                        if u.relu6 {
+                            relu6_with_mask(o, m);
                         }
                     },
                 );
@@ -486,20 +483,22 @@ impl MobileBody {
                     &vb[..co],
                     &gamma[..co],
                 );
+                // As the forward's loops: no branch inside a loop.
                 wide(
                     #[inline(always)]
                     || {
                         for c in 0..co {
                             let h = (z[c] - rmean[c] - xh[c] * rs[c]) * inv[c];
                             rxh[c] = h;
-                            let mut y = vg[c] * xh[c] + gamma[c] * h + vb[c];
-                            if let Some(r) = rr {
-                                y += r[c];
+                            ro[c] = vg[c] * xh[c] + gamma[c] * h + vb[c];
+                        }
+                        if let Some(r) = rr {
+                            for (o, &r) in ro.iter_mut().zip(&r[..co]) {
+                                *o += r;
                             }
-                            if u.relu6 && m[c] == 0 {
-                                y = T::ZERO;
-                            }
-                            ro[c] = y;
+                        }
+                        if u.relu6 {
+                            apply_mask(ro, m);
                         }
                     },
                 );
