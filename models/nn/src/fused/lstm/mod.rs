@@ -28,7 +28,8 @@
 //! R{h_{t−1}}, R{∂W_ih} = Σ R{δz_t}ᵀ x_t + δz_tᵀ R{x_t}, R{∂X} = R{δZ} W_ih + δZ V_ih.
 //!
 //! Rows are time-major (step t, window b at row t · B + b). Element-wise work runs in
-//! parallel over windows, products as [`par_gemm`]: the same bits for any thread count.
+//! parallel over windows, products as [`par_gemm`], the weights' gradients over fixed chunks
+//! of the depth (`kernels::t_times`): the same bits for any thread count.
 
 use rayon::prelude::*;
 
