@@ -56,6 +56,24 @@ pub(super) fn t_times<T: NetScalar>(
                 (&a[rows.start * m..rows.end * m], 1, m),
             );
         });
+    let sum = add_parts(parts, size);
+    // dst += sumᵀ, over blocks of dst's rows.
+    dst[..size]
+        .par_chunks_mut(BLOCK * n)
+        .enumerate()
+        .for_each(|(q, block)| {
+            for (r, row) in block.chunks_exact_mut(n).enumerate() {
+                let r = q * BLOCK + r;
+                for (c, d) in row.iter_mut().enumerate() {
+                    *d += sum[c * m + r];
+                }
+            }
+        });
+}
+
+/// The sum of `parts` (consecutive vectors of `size`), added in their order into the first,
+/// in parallel over fixed blocks of it; returns the first.
+fn add_parts<T: NetScalar>(parts: &mut [T], size: usize) -> &[T] {
     let (sum, rest) = parts.split_at_mut(size);
     sum.par_chunks_mut(BLOCK * BLOCK)
         .enumerate()
@@ -72,19 +90,7 @@ pub(super) fn t_times<T: NetScalar>(
                 );
             }
         });
-    // dst += sumᵀ, over blocks of dst's rows.
-    let sum = &*sum;
-    dst[..size]
-        .par_chunks_mut(BLOCK * n)
-        .enumerate()
-        .for_each(|(q, block)| {
-            for (r, row) in block.chunks_exact_mut(n).enumerate() {
-                let r = q * BLOCK + r;
-                for (c, d) in row.iter_mut().enumerate() {
-                    *d += sum[c * m + r];
-                }
-            }
-        });
+    sum
 }
 
 /// Adds the column sums of `dz` (rows of 4H) to both biases' gradients (b_ih and b_hh enter
@@ -108,13 +114,8 @@ pub(super) fn add_bias_sums<T: NetScalar>(dz: &[T], g_ih: &mut [T], g_hh: &mut [
                 );
             }
         });
-    let mut sums = parts[..n].to_vec();
-    for part in parts[n..].chunks_exact(n) {
-        for (s, &v) in sums.iter_mut().zip(part) {
-            *s += v;
-        }
-    }
-    for ((a, b), &s) in g_ih.iter_mut().zip(g_hh.iter_mut()).zip(&sums) {
+    let sums = add_parts(&mut parts, n);
+    for ((a, b), &s) in g_ih.iter_mut().zip(g_hh.iter_mut()).zip(sums.iter()) {
         *a += s;
         *b += s;
     }

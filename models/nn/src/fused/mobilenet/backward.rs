@@ -157,7 +157,8 @@ impl MobileBody {
                     let (a_scale, scale, m1, m2) =
                         (&a_scale[..co], &scale[..co], &m1[..co], &m2[..co]);
                     let (rm1, rm23) = (&rm1[..co], &rm23[..co]);
-                    // Two versions of one loop, so that neither branches inside.
+                    // Two versions of one loop, so that neither branches inside (without R{x̂},
+                    // its term is 0, and x − 0 is x to the bit).
                     wide(
                         #[inline(always)]
                         || match rxh {
@@ -174,8 +175,7 @@ impl MobileBody {
                                 for ch in 0..co {
                                     let a = dy[ch] - m1[ch] - xh[ch] * m2[ch];
                                     rdz[ch] = a_scale[ch] * a
-                                        + scale[ch]
-                                            * (rdy[ch] - rm1[ch] - T::ZERO - xh[ch] * rm23[ch]);
+                                        + scale[ch] * (rdy[ch] - rm1[ch] - xh[ch] * rm23[ch]);
                                 }
                             }
                         },
