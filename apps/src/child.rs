@@ -1,8 +1,22 @@
 //! The processes `hgp reproduce` starts: a launcher that can be run, and an experiment that
-//! ends with its parent however the parent ends.
+//! ends with its parent however the parent ends, and whatever the launcher does.
+//!
+//! Each experiment (with its launcher, if any) runs in a process group of its own, which
+//! `reproduce` kills as a whole: when the experiment ends (anything the launcher left behind
+//! goes too), when `reproduce` stops on an error, and when it is ended by a signal (SIGINT,
+//! SIGTERM, SIGHUP: its handler kills the groups, then lets the signal end it). A
+//! `reproduce` killed outright (SIGKILL) runs no code: the launcher then gets SIGKILL from
+//! the system at its parent's death (`PR_SET_PDEATHSIG`), and the `hgp` experiment below any
+//! launcher (a wrapper script that does not `exec`, one that ignores SIGTERM) watches the
+//! `reproduce` that started it ([`watch_reproduce`]) and ends itself at once when it is gone.
 
 use std::path::Path;
 use std::process::Command;
+#[cfg(target_os = "linux")]
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The variable that tells an experiment which `reproduce` started it (its process id).
+pub const REPRODUCE_PID: &str = "HGP_REPRODUCE_PID";
 
 /// Whether `program` names a file to run: a path, or a name found on `PATH`.
 pub fn runnable(program: &str) -> bool {
@@ -24,27 +38,142 @@ pub fn runnable(program: &str) -> bool {
         .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(program))))
 }
 
-/// A running experiment, ended (killed and waited for) when this is dropped before it ends
-/// by itself: a `reproduce` that stops on an error leaves no experiment running.
+/// The process groups of the experiments running now (0: a free slot), for the signal
+/// handler.
+#[cfg(target_os = "linux")]
+static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
+
+/// A running experiment in its own process group; the group is killed (and the experiment
+/// waited for) when this is dropped: a `reproduce` that stops on an error leaves nothing
+/// running, and one whose experiment ended leaves nothing its launcher started.
 pub struct Reaped(pub std::process::Child);
+
+impl Reaped {
+    /// Starts `command` (prepared by [`ends_with_this_process`]) and registers its group.
+    pub fn spawn(command: &mut Command) -> std::io::Result<Self> {
+        let child = command.spawn()?;
+        #[cfg(target_os = "linux")]
+        if let Ok(pid) = i32::try_from(child.id()) {
+            install_handler();
+            let _ = GROUPS.iter().any(|g| {
+                g.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            });
+        }
+        Ok(Self(child))
+    }
+
+    /// Whether the experiment (the launcher, if any) has ended; it is not reaped yet, so
+    /// its process group cannot be taken by another process before [`Reaped::finish`].
+    ///
+    /// # Errors
+    ///
+    /// The child is lost (cannot be waited for).
+    pub fn ended(&mut self) -> std::io::Result<bool> {
+        #[cfg(target_os = "linux")]
+        {
+            let pid = i32::try_from(self.0.id()).map_err(std::io::Error::other)?;
+            // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waits (without blocking, without reaping) for this child only.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
+            };
+            if r != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: waitid filled in the fields of a child's state change, or left the
+            // pid 0 when none.
+            Ok(unsafe { info.si_pid() } != 0)
+        }
+        #[cfg(not(target_os = "linux"))]
+        self.0.try_wait().map(|s| s.is_some())
+    }
+
+    /// After [`Reaped::ended`]: kills what the launcher left in the group, then reaps the
+    /// experiment and returns its exit status.
+    ///
+    /// # Errors
+    ///
+    /// The child cannot be waited for.
+    pub fn finish(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.kill_group();
+        self.0.wait()
+    }
+
+    /// Kills whatever is left of the experiment's group (the launcher's children too).
+    pub fn kill_group(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            // SAFETY: killpg has no memory effects; the group is the child's own (its id).
+            unsafe {
+                libc::killpg(pid, libc::SIGKILL);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = self.0.kill();
+    }
+}
 
 impl Drop for Reaped {
     fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+        self.kill_group();
+        let _ = self.0.wait();
+        #[cfg(target_os = "linux")]
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            for g in &GROUPS {
+                let _ = g.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
+            }
         }
     }
 }
 
-/// Makes the experiment `command` starts end with this process, however this one ends: on
-/// Linux the child asks for SIGTERM at its parent's death (`PR_SET_PDEATHSIG`, which covers
-/// SIGKILL too), and ends at once if its parent is already gone. (SIGINT from a terminal
-/// reaches the whole process group, the child included.)
+/// Installs, once, the handler that kills the experiments' groups when `reproduce` is
+/// ended by SIGINT, SIGTERM or SIGHUP, then ends it by the same signal.
+#[cfg(target_os = "linux")]
+fn install_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn on_signal(signal: libc::c_int) {
+        for g in &GROUPS {
+            let pid = g.load(Ordering::SeqCst);
+            if pid > 0 {
+                // SAFETY: killpg, signal and raise are async-signal-safe.
+                unsafe {
+                    libc::killpg(pid, libc::SIGKILL);
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+    ONCE.call_once(|| {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler makes only async-signal-safe calls.
+            unsafe {
+                libc::signal(signal, on_signal as *const () as libc::sighandler_t);
+            }
+        }
+    });
+}
+
+/// Makes the experiment `command` starts end with this process, however this one ends (see
+/// the module's documentation): a process group of its own, SIGKILL at its parent's death
+/// (and at once if the parent is already gone), and [`REPRODUCE_PID`] for the `hgp` below a
+/// launcher.
 pub fn ends_with_this_process(command: &mut Command) {
+    command.env(REPRODUCE_PID, std::process::id().to_string());
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
+        command.process_group(0);
         // The thread that starts the child is this one, which lives as long as the run:
         // the death signal follows the thread that forked.
         let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
@@ -52,7 +181,7 @@ pub fn ends_with_this_process(command: &mut Command) {
         // (prctl, getppid, _exit) and allocates nothing.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 if libc::getppid() != parent {
@@ -62,6 +191,77 @@ pub fn ends_with_this_process(command: &mut Command) {
             });
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
+}
+
+/// In an experiment that a `reproduce` started ([`REPRODUCE_PID`] names one of this
+/// process's ancestors): a thread that ends this process as soon as that `reproduce` is
+/// gone, whatever launcher stands between them. A variable that names no ancestor (left in
+/// a shell's environment) is ignored.
+pub fn watch_reproduce() {
+    #[cfg(target_os = "linux")]
+    {
+        let Some(pid) = std::env::var(REPRODUCE_PID)
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .filter(|&p| p > 1)
+        else {
+            return;
+        };
+        if !is_ancestor(pid) {
+            return;
+        }
+        // SAFETY: pidfd_open takes a pid and flags, and returns a descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+        let _ = std::thread::Builder::new()
+            .name("watch-reproduce".into())
+            .spawn(move || {
+                loop {
+                    let gone = if fd >= 0 {
+                        let mut p = libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        };
+                        // SAFETY: one valid pollfd; the descriptor is readable when the
+                        // process has ended.
+                        let r = unsafe { libc::poll(&mut p, 1, 1000) };
+                        r > 0
+                    } else {
+                        std::thread::sleep(std::time::Duration::from_millis(500));
+                        // SAFETY: signal 0 only checks that the process exists.
+                        unsafe { libc::kill(pid, 0) != 0 }
+                    };
+                    if gone {
+                        // SAFETY: ends this process at once, writing nothing more.
+                        unsafe { libc::_exit(143) };
+                    }
+                }
+            });
+    }
+}
+
+/// Whether `pid` is this process's parent, or the parent's parent, … (read from /proc).
+#[cfg(target_os = "linux")]
+fn is_ancestor(pid: i32) -> bool {
+    let parent_of = |p: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // "pid (comm) state ppid …": the command may hold spaces and parentheses.
+        let after = &stat[stat.rfind(')')? + 1..];
+        after.split_whitespace().nth(1)?.parse().ok()
+    };
+    // SAFETY: getppid has no preconditions.
+    let mut at = unsafe { libc::getppid() };
+    for _ in 0..64 {
+        if at == pid {
+            return true;
+        }
+        if at <= 1 {
+            return false;
+        }
+        match parent_of(at) {
+            Some(p) => at = p,
+            None => return false,
+        }
+    }
+    false
 }

@@ -51,9 +51,9 @@ pub fn let_rank_0_speak() {
 }
 
 /// Whether this process says an error that no engine agreed on (a bad flag, an engine that
-/// cannot start): outside a launcher, or as its rank 0. Every rank was started with the same
-/// flags and fails the same way, so rank 0 says it once, not once per rank; the others exit
-/// with the same status, silently.
+/// cannot start): unless it is one of several ranks of a running MPI job ([`launcher_rank`])
+/// other than rank 0. Every rank was started with the same flags and fails the same way, so
+/// rank 0 says it once, not once per rank; the others exit with the same status, silently.
 pub fn speaks() -> bool {
     launcher_rank().is_none_or(|r| r == 0)
 }
@@ -70,17 +70,47 @@ pub fn wait_for_rank_0(started: std::time::Instant) {
     }
 }
 
-/// This process's rank as the MPI launcher tells it in the environment (Open MPI, MPICH
-/// and PMIx launchers, MVAPICH), before MPI starts; `None` outside a launcher.
-pub fn launcher_rank() -> Option<u64> {
-    [
-        "OMPI_COMM_WORLD_RANK",
+/// The launchers' variables: this process's rank, and the job's size (Open MPI, MPICH and
+/// PMI launchers, MVAPICH, PMIx under Open MPI or Slurm).
+const LAUNCHERS: [(&str, &[&str]); 4] = [
+    ("OMPI_COMM_WORLD_RANK", &["OMPI_COMM_WORLD_SIZE"]),
+    ("PMI_RANK", &["PMI_SIZE"]),
+    ("MV2_COMM_WORLD_RANK", &["MV2_COMM_WORLD_SIZE"]),
+    (
         "PMIX_RANK",
-        "PMI_RANK",
-        "MV2_COMM_WORLD_RANK",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+        &[
+            "OMPI_COMM_WORLD_SIZE",
+            "PMIX_SIZE",
+            "SLURM_NTASKS",
+            "PMI_SIZE",
+        ],
+    ),
+];
+
+/// This process's rank as the MPI launcher tells it in the environment, before MPI starts,
+/// when it is one of several ranks of an MPI job started for this command: the launcher
+/// gives both a rank and a job size above 1 (rank below it), and the command line asks for
+/// `--engine mpi`. `None` otherwise: outside a launcher, a variable left in the environment
+/// by hand or by another program, or a command that runs every client in this process
+/// (each rank then runs, and speaks, on its own).
+pub fn launcher_rank() -> Option<u64> {
+    if !asks_for_mpi(std::env::args_os().skip(1)) {
+        return None;
+    }
+    LAUNCHERS.iter().find_map(|(rank, sizes)| {
+        let read = |v: &str| std::env::var(v).ok()?.trim().parse::<u64>().ok();
+        let rank = read(rank)?;
+        let size = sizes.iter().find_map(|v| read(v))?;
+        (size > 1 && rank < size).then_some(rank)
+    })
+}
+
+/// Whether the arguments ask for `--engine mpi` (`--engine mpi` or `--engine=mpi`).
+fn asks_for_mpi(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    args.iter().enumerate().any(|(k, a)| {
+        a == "--engine=mpi" || (a == "--engine" && args.get(k + 1).is_some_and(|v| v == "mpi"))
+    })
 }
 
 /// A started engine: the placement of the clients, and MPI kept alive while it lives.

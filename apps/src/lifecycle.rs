@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineKind, print_engine_line};
@@ -218,7 +218,6 @@ fn open<E: Experiment>(
     let mut cleared = crate::manifest::Cleared::default();
     if let Some(out) = output.out {
         refuse_other_command(out, E::COMMAND)?;
-        clear_temporaries(out)?;
         let mut outputs = experiment.files();
         outputs.extend(["hgp.log", SETTINGS_FILE]);
         if experiment.resume() {
@@ -309,57 +308,5 @@ fn refuse_other_command(out: &Path, command: &str) -> Result<()> {
             path.display()
         ),
         _ => Ok(()),
-    }
-}
-
-/// Removes what a run stopped while writing a file whole left in `out`: its temporary
-/// copies `.NAME.PID.tmp` ([`crate::report::write_whole`]). The folder's lock is held, so no
-/// live run is writing them.
-fn clear_temporaries(out: &Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(out) else {
-        return Ok(());
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let temporary = name
-            .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".tmp"))
-            .and_then(|n| n.rsplit_once('.'))
-            .is_some_and(|(file, pid)| {
-                !file.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
-            });
-        if temporary && entry.file_type()?.is_file() {
-            std::fs::remove_file(entry.path())
-                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The temporary copies a stopped run left are removed, and only they.
-    #[test]
-    fn a_stopped_runs_temporary_files_are_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path();
-        let names = [
-            ".fedhyper.csv.4242.tmp",
-            ".hgp-settings.json.7.tmp",
-            ".notes",
-            "data.tmp",
-            ".draft.tmp",
-            ".x.12a.tmp",
-        ];
-        for f in names {
-            std::fs::write(out.join(f), "left").unwrap();
-        }
-        clear_temporaries(out).unwrap();
-        for (f, kept) in names.iter().zip([false, false, true, true, true, true]) {
-            assert_eq!(out.join(f).exists(), kept, "{f}");
-        }
     }
 }

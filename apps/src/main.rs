@@ -124,6 +124,9 @@ fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };
     quiet_broken_pipe();
+    // An experiment that `hgp reproduce` started ends with it, whatever launcher stands
+    // between them.
+    child::watch_reproduce();
     let command = Cli::command();
     let matches = match command.clone().try_get_matches() {
         Ok(m) => m,
@@ -147,6 +150,12 @@ fn main() -> ExitCode {
             // Ranks may be started with different flags (an MPMD launch): a rank whose own
             // flags are wrong says so, after a moment for rank 0 to say it first.
             engine::let_rank_0_speak();
+            if let Some(empty) = empty_list_entry(&command) {
+                if engine::speaks() {
+                    eprintln!("error: {empty}");
+                }
+                return ExitCode::from(2);
+            }
             e.exit()
         }
     };
@@ -240,6 +249,41 @@ fn repeated_entry(cli: &clap::Command, matches: &ArgMatches) -> Option<String> {
                     "{flag} lists {v} twice{same}: give each entry once"
                 ));
             }
+        }
+    }
+    None
+}
+
+/// A comma-separated list flag given an empty entry (`--paper hgp,,fbo`, `--methods a,`),
+/// in words: clap's own message ("a value is required … but none was supplied") does not
+/// say which entry.
+fn empty_list_entry(cli: &clap::Command) -> Option<String> {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let sub = args
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .and_then(|name| cli.find_subcommand(name))?;
+    for (k, arg) in args.iter().enumerate() {
+        let Some(long) = arg.strip_prefix("--") else {
+            continue;
+        };
+        let (name, value) = match long.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (long, args.get(k + 1).cloned()),
+        };
+        let Some(value) = value else {
+            continue;
+        };
+        let listed = sub
+            .get_arguments()
+            .any(|a| a.get_long() == Some(name) && a.get_value_delimiter().is_some());
+        if listed && value.split(',').any(|v| v.trim().is_empty()) {
+            return Some(format!(
+                "--{name} {value}: an empty entry in the list: give the entries separated by single commas (e.g. --{name} a,b)"
+            ));
         }
     }
     None

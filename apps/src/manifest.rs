@@ -4,19 +4,26 @@
 //! the folder's `hgp-manifest.json` *before* it is written (a run stopped half-way has listed
 //! what it left). A later run in the folder:
 //!
+//! - reads the manifest as input from disk like any other: a regular file of at most
+//!   [`MAX_MANIFEST_BYTES`], every entry a relative path inside the folder (no `..`, no
+//!   absolute path, no empty name or component), the manifests of listed folders too; a
+//!   manifest that is not so is refused with one line, before anything is removed;
 //! - refuses, before any work, to replace an entry it would write (its outputs, `hgp.log`,
-//!   the settings file) that the manifest does not list: somebody else put it there;
-//! - on a fresh start, removes what the manifest lists, and only that (a listed folder goes
-//!   when nothing else is left in it; one holding a file `hgp` did not write stays, and is
-//!   named), looking into a listed folder's own manifest (an experiment that `reproduce` ran
-//!   there);
+//!   the settings file) that the manifest does not list, or that is a symbolic link:
+//!   somebody else put it there;
+//! - on a fresh start, removes what the manifest lists, and only that: regular files, and
+//!   listed folders once nothing else is left in them (one holding a file `hgp` did not write
+//!   stays, and is named), looking into a listed folder's own manifest (an experiment that
+//!   `reproduce` ran there). It never follows a symbolic link: a listed entry that is one, or
+//!   that lies below one, stays where it is, and so does whatever it points to;
 //! - refuses, while running, to write over any file in the folder that the manifest does not
-//!   list ([`claim`], called by every writer of this crate: [`crate::report::write_whole`],
-//!   [`crate::report::RowWriter`], the run log).
+//!   list, or to write through a symbolic link ([`claim`], called by every writer of this
+//!   crate: [`crate::report::write_whole`], [`crate::report::RowWriter`], the run log).
 //!
 //! Paths outside the folder (and writes in a process that opened no folder) are not its
-//! business. The temporary copies `.NAME.PID.tmp` of [`crate::report::write_whole`] are
-//! ours by their form, and cleared by the lifecycle.
+//! business. The temporary copies `.NAME.hgp-PID-K.tmp` of [`crate::report::write_whole`]
+//! are removed by the next run only when NAME is a file the manifest lists (or the manifest
+//! itself): a file of the user's, whatever its name, stays.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -28,8 +35,16 @@ use serde::{Deserialize, Serialize};
 /// The manifest's file name in an `--out` folder.
 pub const MANIFEST: &str = "hgp-manifest.json";
 
+/// The largest manifest read (a run of every experiment of the four papers lists a few
+/// thousand entries, well under a megabyte): a larger file was not written by `hgp`.
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// How deep manifests of listed folders are followed (`reproduce`'s nest one level).
+const MAX_NESTING: usize = 8;
+
 /// What the manifest lists: paths relative to its folder, with `/` between components.
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 struct Record {
     /// Files written by `hgp`.
     files: BTreeSet<String>,
@@ -68,11 +83,96 @@ fn relative(out: &Path, path: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// The manifest of `out` (an empty one if there is none).
+/// Why `entry` cannot be a manifest's entry, or `None` for a relative path inside the
+/// folder: components separated by `/`, none empty, `.` or `..`, no NUL.
+fn invalid_entry(entry: &str) -> Option<&'static str> {
+    if entry.is_empty() {
+        return Some("an empty name");
+    }
+    if entry.starts_with('/') {
+        return Some("an absolute path");
+    }
+    if entry.contains('\0') {
+        return Some("a NUL byte in it");
+    }
+    if entry.len() > 4096 {
+        return Some("longer than any path");
+    }
+    for part in entry.split('/') {
+        match part {
+            "" => return Some("an empty component"),
+            "." => return Some("a `.` component"),
+            ".." => return Some("a `..` component, leading out of the folder"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What `rel` (a valid entry) is inside `dir`, without following any symbolic link.
+#[derive(Debug, PartialEq)]
+enum Found {
+    /// Nothing there (or a component above it is missing).
+    Missing,
+    /// A regular file.
+    File,
+    /// A real folder.
+    Folder,
+    /// A symbolic link, anything else that is neither a file nor a folder, or something
+    /// below a symbolic link or a file: not `hgp`'s, and never followed.
+    Foreign,
+}
+
+/// Finds `rel` in `dir` component by component, following no symbolic link.
+fn find(dir: &Path, rel: &str) -> Found {
+    let mut path = dir.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (k, part) in parts.iter().enumerate() {
+        path.push(part);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(_) => return Found::Missing,
+        };
+        let kind = meta.file_type();
+        let last = k + 1 == parts.len();
+        if kind.is_symlink() {
+            return Found::Foreign;
+        }
+        if last {
+            return if kind.is_file() {
+                Found::File
+            } else if kind.is_dir() {
+                Found::Folder
+            } else {
+                Found::Foreign
+            };
+        }
+        if !kind.is_dir() {
+            return Found::Foreign;
+        }
+    }
+    Found::Missing
+}
+
+/// The manifest of `out` (an empty one if there is none), every entry checked; `depth`
+/// manifests of listed folders below, each checked the same way, before anything is done
+/// with any of them.
 fn read(out: &Path) -> Result<Record> {
-    let path = out.join(MANIFEST);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
+    read_nested(out, out, 0)
+}
+
+/// [`read`] of the manifest in `dir` (inside `out`, `depth` levels of manifests down).
+fn read_nested(out: &Path, dir: &Path, depth: usize) -> Result<Record> {
+    let path = dir.join(MANIFEST);
+    let refuse = |why: String| {
+        anyhow::anyhow!(
+            "--out {}: {} {why}: it is not a manifest hgp wrote, so which files hgp wrote there is unknown and nothing was removed: give another --out",
+            out.display(),
+            path.display()
+        )
+    };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Record::default()),
         Err(e) => {
             return Err(anyhow::Error::from(e).context(format!(
@@ -82,13 +182,109 @@ fn read(out: &Path) -> Result<Record> {
             )));
         }
     };
-    serde_json::from_str(&text).with_context(|| {
-        format!(
-            "--out {}: {} is damaged, so which files hgp wrote there is unknown: give another --out",
-            out.display(),
-            path.display()
-        )
-    })
+    if meta.file_type().is_symlink() {
+        return Err(refuse("is a symbolic link".into()));
+    }
+    if !meta.is_file() {
+        return Err(refuse("is not a regular file".into()));
+    }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(refuse(format!(
+            "holds {} bytes, more than any manifest hgp writes ({} at most)",
+            meta.len(),
+            MAX_MANIFEST_BYTES
+        )));
+    }
+    let bytes = read_no_follow(&path, MAX_MANIFEST_BYTES)
+        .with_context(|| format!("--out {}: cannot read {}", out.display(), path.display()))?;
+    let record: Record = std::str::from_utf8(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
+        .map_err(|e| refuse(format!("is damaged ({e})")))?;
+    for entry in record.files.iter().chain(&record.folders) {
+        if let Some(why) = invalid_entry(entry) {
+            return Err(refuse(format!(
+                "lists {:?}, which is not a path inside the folder ({why})",
+                entry.escape_debug().to_string()
+            )));
+        }
+    }
+    // The manifests of listed folders (experiments `reproduce` ran there) are checked now,
+    // with this one, so that nothing is removed on the strength of a manifest found bad
+    // half-way.
+    for folder in &record.folders {
+        if find(dir, folder) != Found::Folder {
+            continue;
+        }
+        let inner = dir.join(folder);
+        if std::fs::symlink_metadata(inner.join(MANIFEST)).is_ok() {
+            if depth >= MAX_NESTING {
+                return Err(refuse(format!(
+                    "nests manifests more than {MAX_NESTING} folders deep"
+                )));
+            }
+            read_nested(out, &inner, depth + 1)?;
+        }
+    }
+    Ok(record)
+}
+
+/// For a folder without a manifest of its own: what the nearest manifest above it (at
+/// most four folders up) lists inside it, if that manifest lists the folder as `hgp`'s (a
+/// seed's folder `seed-K` of a run of several seeds, run again on its own). Empty
+/// otherwise, and when that manifest cannot be read.
+fn inherited(out: &Path) -> Record {
+    let out = absolute(out);
+    let mut below = Vec::new();
+    let mut dir = out.as_path();
+    for _ in 0..4 {
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            break;
+        };
+        below.insert(0, name.to_string_lossy().into_owned());
+        dir = parent;
+        if std::fs::symlink_metadata(parent.join(MANIFEST)).is_err() {
+            continue;
+        }
+        let Ok(record) = read(parent) else {
+            break;
+        };
+        let prefix = below.join("/");
+        if !record.folders.contains(&prefix) || find(parent, &prefix) != Found::Folder {
+            break;
+        }
+        let strip = |s: &String| s.strip_prefix(&format!("{prefix}/")).map(str::to_string);
+        return Record {
+            files: record.files.iter().filter_map(strip).collect(),
+            folders: record.folders.iter().filter_map(strip).collect(),
+        };
+    }
+    Record::default()
+}
+
+/// The bytes of the regular file `path`, opened without following a symbolic link, at
+/// most `limit` of them (a longer file is an error).
+fn read_no_follow(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = no_follow(std::fs::OpenOptions::new().read(true)).open(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other("larger than a manifest"));
+    }
+    Ok(bytes)
+}
+
+/// `options` that refuse to open a symbolic link (`O_NOFOLLOW` on Unix): the files of an
+/// `--out` folder are opened this way, so a link left there never redirects a write.
+pub fn no_follow(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW)
+    }
+    #[cfg(not(unix))]
+    options
 }
 
 /// Writes `record` as the manifest of `out`.
@@ -118,23 +314,35 @@ pub struct Cleared {
     pub kept: Vec<String>,
 }
 
-/// Opens `out` for this process's writes: checks that none of its `outputs` (top-level
-/// names; see [`is_output`]) already there was written by somebody else, then, unless
-/// `resume`, removes what the manifest lists. From then on [`claim`] lists each file
-/// written in `out`.
+/// Opens `out` for this process's writes: reads and checks its manifest (and those of the
+/// listed folders), checks that none of its `outputs` (top-level names; see [`is_output`])
+/// already there was written by somebody else, removes the temporary copies a stopped run
+/// left, then, unless `resume`, removes what the manifest lists. From then on [`claim`]
+/// lists each file written in `out`.
 ///
 /// # Errors
 ///
-/// An output that the manifest does not list (named, with the advice to give another
-/// `--out`), a damaged manifest, a file that cannot be removed.
+/// An output that the manifest does not list, or that is a symbolic link (named, with the
+/// advice to give another `--out`), a manifest that is damaged or lists a path outside the
+/// folder, a file that cannot be removed.
 pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
-    let record = read(out)?;
+    // A folder without a manifest of its own, resumed: what the manifest above it lists
+    // inside it (a seed's folder of a run of several seeds, continued on its own). A fresh
+    // run there adopts nothing, so it never removes what the run above wrote beside it (an
+    // experiment that `reproduce` started reads its config there).
+    let record = if std::fs::symlink_metadata(out.join(MANIFEST)).is_ok() || !resume {
+        read(out)?
+    } else {
+        inherited(out)
+    };
     let mut foreign = Vec::new();
     if let Ok(entries) = std::fs::read_dir(out) {
         for entry in entries {
-            let name = entry?.file_name().to_string_lossy().into_owned();
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let link = entry.file_type().is_ok_and(|t| t.is_symlink());
             let listed = record.files.contains(&name) || record.folders.contains(&name);
-            if is_output(&name, outputs) && !listed {
+            if is_output(&name, outputs) && (!listed || link) {
                 foreign.push(name);
             }
         }
@@ -142,7 +350,7 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
     if !foreign.is_empty() {
         foreign.sort();
         bail!(
-            "--out {}: {} {} not written by hgp (not listed in its {MANIFEST}), and this run would replace {}: give another --out (or move {} away)",
+            "--out {}: {} {} not written by hgp (not listed in its {MANIFEST}, or a symbolic link), and this run would replace {}: give another --out (or move {} away)",
             out.display(),
             foreign.join(", "),
             if foreign.len() == 1 { "was" } else { "were" },
@@ -150,6 +358,7 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
             if foreign.len() == 1 { "it" } else { "them" },
         );
     }
+    clear_temporaries(out, &record)?;
     let mut cleared = Cleared::default();
     let record = if resume {
         record
@@ -178,7 +387,10 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
             folders: kept.into_iter().collect(),
         }
     };
-    if out.join(MANIFEST).exists() || !record.folders.is_empty() || !record.files.is_empty() {
+    if std::fs::symlink_metadata(out.join(MANIFEST)).is_ok()
+        || !record.folders.is_empty()
+        || !record.files.is_empty()
+    {
         persist(out, &record)?;
     }
     let mut open = OPEN
@@ -191,32 +403,68 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
     Ok(cleared)
 }
 
-/// Removes from `dir` what `record` lists: its files, then its folders (deepest first) once
-/// empty, clearing a listed folder by its own manifest first. Returns the listed folders
-/// that stay because something not listed is in them.
+/// The name of a temporary copy of `name` ([`crate::whole::write_unlisted`]): this
+/// process's id and a count.
+pub fn temporary_name(name: &str, count: u64) -> String {
+    format!(".{name}.hgp-{}-{count}.tmp", std::process::id())
+}
+
+/// The file a temporary copy `name` stands for, if `name` has the form of
+/// [`temporary_name`].
+fn temporary_of(name: &str) -> Option<&str> {
+    let (file, tag) = name
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?
+        .rsplit_once(".hgp-")?;
+    let (pid, count) = tag.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (!file.is_empty() && digits(pid) && digits(count)).then_some(file)
+}
+
+/// Removes what a run stopped while writing a file whole left in `out`: its temporary
+/// copies ([`temporary_name`]) of a file the manifest lists (or of the manifest itself),
+/// and only those. The folder's lock is held, so no live run is writing them.
+fn clear_temporaries(out: &Path, record: &Record) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours =
+            temporary_of(&name).is_some_and(|file| file == MANIFEST || record.files.contains(file));
+        if ours && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes from `dir` what `record` lists: its regular files, then its folders (deepest
+/// first) once empty, clearing a listed folder by its own manifest first (every manifest
+/// was checked by [`read`]). Nothing below a symbolic link is touched, nor the link. Returns
+/// the listed folders that stay because something not listed is in them.
 fn clear(dir: &Path, record: &Record) -> Result<Vec<String>> {
     for f in &record.files {
-        let path = dir.join(f);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        if find(dir, f) != Found::File {
             continue;
-        };
-        if !meta.is_dir() {
-            std::fs::remove_file(&path)
-                .with_context(|| format!("cannot remove the earlier run's {}", path.display()))?;
         }
+        let path = dir.join(f);
+        std::fs::remove_file(&path)
+            .with_context(|| format!("cannot remove the earlier run's {}", path.display()))?;
     }
     let mut folders: Vec<&String> = record.folders.iter().collect();
     folders.sort_by_key(|f| std::cmp::Reverse(f.matches('/').count()));
     let mut kept = Vec::new();
     for f in folders {
-        let path = dir.join(f);
-        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-        if !is_dir {
+        if find(dir, f) != Found::Folder {
             continue;
         }
+        let path = dir.join(f);
         // An experiment `reproduce` ran there lists its own files.
-        if path.join(MANIFEST).is_file() {
-            let inner = read(&path)?;
+        if find(&path, MANIFEST) == Found::File {
+            let inner = read_nested(dir, &path, 0)?;
             let inner_kept = clear(&path, &inner)?;
             if inner_kept.is_empty() {
                 let _ = std::fs::remove_file(path.join(MANIFEST));
@@ -229,13 +477,32 @@ fn clear(dir: &Path, record: &Record) -> Result<Vec<String>> {
     Ok(kept)
 }
 
+/// Refuses to write `rel` (a path below `out`) through a symbolic link: the entry itself,
+/// or a folder between `out` and it.
+fn refuse_links(out: &Path, rel: &str) -> Result<()> {
+    let mut at = out.to_path_buf();
+    for part in rel.split('/') {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => bail!(
+                "{}: a symbolic link in the --out folder {}, which hgp does not write through: give another --out (or move it away)",
+                at.display(),
+                out.display()
+            ),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// Lists `path` as written by `hgp` (with the folders between the `--out` folder and it that
 /// do not exist yet) before it is written, if it lies in the folder this process opened.
 ///
 /// # Errors
 ///
 /// `path` exists and is not listed: a file somebody else put there, which `hgp` does not
-/// replace.
+/// replace; `path` is, or lies below, a symbolic link.
 pub fn claim(path: &Path) -> Result<()> {
     claim_all(&[path.to_path_buf()])
 }
@@ -244,7 +511,7 @@ pub fn claim(path: &Path) -> Result<()> {
 ///
 /// # Errors
 ///
-/// As [`claim`]: a path that exists and is not listed.
+/// As [`claim`]: a path that exists and is not listed, or a symbolic link on the way.
 pub fn claim_all(paths: &[PathBuf]) -> Result<()> {
     let mut open = OPEN
         .lock()
@@ -257,7 +524,11 @@ pub fn claim_all(paths: &[PathBuf]) -> Result<()> {
         let Some(rel) = relative(&open.out, path) else {
             continue;
         };
-        if rel == MANIFEST || open.record.files.contains(&rel) {
+        if rel == MANIFEST {
+            continue;
+        }
+        refuse_links(&open.out, &rel)?;
+        if open.record.files.contains(&rel) {
             continue;
         }
         if std::fs::symlink_metadata(path).is_ok() {
@@ -287,7 +558,7 @@ fn list_folders(open: &mut Open, dir: Option<&Path>) -> bool {
         let Some(rel) = relative(&open.out, ancestor) else {
             break;
         };
-        if !ancestor.exists() {
+        if std::fs::symlink_metadata(ancestor).is_err() {
             changed |= open.record.folders.insert(rel);
         }
     }
@@ -298,23 +569,27 @@ fn list_folders(open: &mut Open, dir: Option<&Path>) -> bool {
 ///
 /// # Errors
 ///
-/// The folder cannot be created, or the manifest cannot be written.
+/// The folder cannot be created, lies below a symbolic link in the `--out` folder, or the
+/// manifest cannot be written.
 pub fn create_dir_all(dir: &Path) -> Result<()> {
     {
         let mut open = OPEN
             .lock()
             .map_err(|_| anyhow::anyhow!("the manifest's lock"))?;
-        if let Some(open) = open.as_mut()
-            && list_folders(open, Some(dir))
-        {
-            persist(&open.out, &open.record)?;
+        if let Some(open) = open.as_mut() {
+            if let Some(rel) = relative(&open.out, dir) {
+                refuse_links(&open.out, &rel)?;
+            }
+            if list_folders(open, Some(dir)) {
+                persist(&open.out, &open.record)?;
+            }
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
 }
 
-/// Removes `path` if it is listed (and so was written by `hgp`), and unlists it; a file that
-/// is not listed stays.
+/// Removes `path` if it is listed (and so was written by `hgp`) and a regular file, and
+/// unlists it; a file that is not listed stays, and so does a symbolic link.
 ///
 /// # Errors
 ///
@@ -330,7 +605,7 @@ pub fn remove(path: &Path) -> Result<()> {
         return Ok(());
     };
     if open.record.files.remove(&rel) {
-        if path.exists() {
+        if find(&open.out, &rel) == Found::File {
             std::fs::remove_file(path)
                 .with_context(|| format!("cannot remove {}", path.display()))?;
         }
@@ -439,6 +714,183 @@ mod tests {
         std::fs::write(out.join(MANIFEST), "{").unwrap();
         let err = open(out, &outputs, false).unwrap_err().to_string();
         assert!(err.contains("is damaged"), "{err}");
+
+        hostile_manifests_remove_nothing();
+        temporaries_of_listed_files_only();
+    }
+
+    /// A manifest is input: one that lists a path outside its folder (by `..`, an absolute
+    /// path, an empty name, a symbolic link on the way), that is not a regular file, that
+    /// is too large, or whose nested manifest is bad, is refused before anything is removed,
+    /// and a link is never followed. (Part of the test above: the opened folder is the
+    /// process's.)
+    fn hostile_manifests_remove_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("decoy.txt"), "mine").unwrap();
+        std::fs::create_dir(victim.join("sub")).unwrap();
+        std::fs::write(victim.join("sub").join("keep.txt"), "mine").unwrap();
+        let abs = victim.join("decoy.txt").display().to_string();
+        let outputs = ["fbo.csv", "seed-*", "hgp.log"];
+        let cases: Vec<(&str, String)> = vec![
+            (
+                "dot-dot file",
+                r#"{"files":["../victim/decoy.txt","a.csv"],"folders":[]}"#.into(),
+            ),
+            (
+                "absolute",
+                format!(r#"{{"files":[{abs:?},"a.csv"],"folders":[]}}"#),
+            ),
+            (
+                "empty folder",
+                r#"{"files":["a.csv"],"folders":[""]}"#.into(),
+            ),
+            (
+                "dot-dot folder",
+                r#"{"files":["a.csv"],"folders":[".."]}"#.into(),
+            ),
+            (
+                "empty component",
+                r#"{"files":["a//b.csv","a.csv"],"folders":[]}"#.into(),
+            ),
+            ("dot", r#"{"files":["a.csv"],"folders":["."]}"#.into()),
+            (
+                "unknown field",
+                r#"{"files":["a.csv"],"folders":[],"run":"rm"}"#.into(),
+            ),
+        ];
+        for (what, text) in cases {
+            let dir = root.path().join(what.replace(' ', "-"));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("a.csv"), "listed").unwrap();
+            std::fs::write(dir.join(MANIFEST), &text).unwrap();
+            let err = open(&dir, &outputs, false).unwrap_err().to_string();
+            close();
+            assert!(err.contains("nothing was removed"), "{what}: {err}");
+            assert!(
+                dir.join("a.csv").exists(),
+                "{what}: removed before the check"
+            );
+            assert!(victim.join("decoy.txt").exists(), "{what}");
+            assert!(victim.join("sub").join("keep.txt").exists(), "{what}");
+        }
+        // Listed entries through a symbolic link: the link stays, and so does what is
+        // behind it; a listed output that is a link is refused.
+        #[cfg(unix)]
+        {
+            let dir = root.path().join("links");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::symlink(&victim, dir.join("through")).unwrap();
+            std::os::unix::fs::symlink(victim.join("decoy.txt"), dir.join("file-link")).unwrap();
+            std::fs::write(
+                dir.join(MANIFEST),
+                r#"{"files":["through/decoy.txt","file-link"],"folders":["through","through/sub"]}"#,
+            )
+            .unwrap();
+            open(&dir, &outputs, false).unwrap();
+            close();
+            assert!(victim.join("decoy.txt").exists() && victim.join("sub").exists());
+            assert!(std::fs::symlink_metadata(dir.join("through")).is_ok());
+            assert!(std::fs::symlink_metadata(dir.join("file-link")).is_ok());
+            // Writing through them is refused too.
+            open(&dir, &outputs, false).unwrap();
+            let err = crate::report::write_whole(&dir.join("through").join("new.csv"), b"x")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("symbolic link"), "{err}");
+            assert!(!victim.join("new.csv").exists());
+            let err = create_dir_all(&dir.join("through").join("deeper"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("symbolic link"), "{err}");
+            assert!(!victim.join("deeper").exists());
+            close();
+            // A listed log that is a link to a user's file: refused, the file unchanged.
+            let dir = root.path().join("log-link");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::symlink(victim.join("decoy.txt"), dir.join("hgp.log")).unwrap();
+            std::fs::write(dir.join(MANIFEST), r#"{"files":["hgp.log"],"folders":[]}"#).unwrap();
+            let err = open(&dir, &outputs, false).unwrap_err().to_string();
+            close();
+            assert!(err.contains("hgp.log was not written by hgp"), "{err}");
+            // The manifest itself a link, or a folder: refused.
+            let dir = root.path().join("manifest-link");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::symlink(victim.join("decoy.txt"), dir.join(MANIFEST)).unwrap();
+            let err = open(&dir, &outputs, false).unwrap_err().to_string();
+            close();
+            assert!(err.contains("symbolic link"), "{err}");
+            assert_eq!(
+                std::fs::read_to_string(victim.join("decoy.txt")).unwrap(),
+                "mine"
+            );
+        }
+        let dir = root.path().join("manifest-folder");
+        std::fs::create_dir_all(dir.join(MANIFEST)).unwrap();
+        let err = open(&dir, &outputs, false).unwrap_err().to_string();
+        close();
+        assert!(err.contains("not a regular file"), "{err}");
+        // A nested manifest that is bad stops the run before the outer one removes anything.
+        let dir = root.path().join("nested");
+        std::fs::create_dir_all(dir.join("seed-0")).unwrap();
+        std::fs::write(dir.join("a.csv"), "listed").unwrap();
+        std::fs::write(
+            dir.join(MANIFEST),
+            r#"{"files":["a.csv"],"folders":["seed-0"]}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("seed-0").join(MANIFEST),
+            r#"{"files":["../../victim/decoy.txt"],"folders":[]}"#,
+        )
+        .unwrap();
+        let err = open(&dir, &outputs, false).unwrap_err().to_string();
+        close();
+        assert!(err.contains("`..` component"), "{err}");
+        assert!(dir.join("a.csv").exists() && victim.join("decoy.txt").exists());
+        // Too large.
+        let dir = root.path().join("large");
+        std::fs::create_dir(&dir).unwrap();
+        let f = std::fs::File::create(dir.join(MANIFEST)).unwrap();
+        f.set_len(MAX_MANIFEST_BYTES + 1).unwrap();
+        let err = open(&dir, &outputs, false).unwrap_err().to_string();
+        close();
+        assert!(err.contains("more than any manifest"), "{err}");
+    }
+
+    /// The temporary copies a stopped run left are removed, and only those of files the
+    /// manifest lists: a user's files of any name stay.
+    fn temporaries_of_listed_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        std::fs::write(
+            out.join(MANIFEST),
+            r#"{"files":["fedhyper.csv","hgp-settings.json"],"folders":[]}"#,
+        )
+        .unwrap();
+        let names = [
+            ".fedhyper.csv.hgp-4242-0.tmp",
+            ".hgp-settings.json.hgp-7-3.tmp",
+            ".hgp-manifest.json.hgp-7-1.tmp",
+            ".notes.csv.hgp-7-1.tmp",
+            ".fedhyper.csv.4242.tmp",
+            ".draft.2024.tmp",
+            ".x.csv.77.tmp",
+            ".notes",
+            "data.tmp",
+        ];
+        for f in names {
+            std::fs::write(out.join(f), "left").unwrap();
+        }
+        open(out, &["fedhyper.csv"], true).unwrap();
+        close();
+        for (f, kept) in names
+            .iter()
+            .zip([false, false, false, true, true, true, true, true, true])
+        {
+            assert_eq!(out.join(f).exists(), kept, "{f}");
+        }
     }
 
     #[test]
@@ -453,5 +905,14 @@ mod tests {
         );
         assert_eq!(relative(Path::new("/a/b"), Path::new("/a/bc/d.csv")), None);
         assert_eq!(relative(Path::new("/a/b"), Path::new("/a/b/../x")), None);
+        assert_eq!(temporary_of(".a.csv.hgp-12-0.tmp"), Some("a.csv"));
+        assert_eq!(temporary_of(".a.csv.12.tmp"), None);
+        assert_eq!(temporary_of(&temporary_name("x.json", 5)), Some("x.json"));
+        for bad in ["", "/etc", "a/../b", "..", ".", "a//b", "a/", "/"] {
+            assert!(invalid_entry(bad).is_some(), "{bad:?}");
+        }
+        for good in ["a", "seed-0/runs/x.csv", ".hidden", "a..b"] {
+            assert!(invalid_entry(good).is_none(), "{good}");
+        }
     }
 }

@@ -93,7 +93,7 @@ impl Reporter {
             Some(dir) => {
                 let path = dir.join("hgp.log");
                 crate::manifest::claim(&path)?;
-                let f = OpenOptions::new()
+                let f = crate::manifest::no_follow(&mut OpenOptions::new())
                     .create(true)
                     .write(true)
                     .append(append)

@@ -24,8 +24,12 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
     // folder `seed-K`), so the next fresh run removes it.
     crate::manifest::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
-    let probe = dir.join(format!(".hgp-write-test-{}", std::process::id()));
-    File::create(&probe)
+    // A new file of its own (never one of the user's, nor through a link).
+    let probe = dir.join(crate::manifest::temporary_name(".hgp-write-test", 0));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
         .and_then(|mut f| f.write_all(b"ok"))
         .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
     std::fs::remove_file(&probe)
@@ -81,7 +85,7 @@ pub fn write_csv<R: Serialize>(
     write_whole(path, &bytes)
 }
 
-/// Writes `bytes` to `path` whole: to a temporary name beside it (`.NAME.PID.tmp`, which the
+/// Writes `bytes` to `path` whole: to a temporary name beside it (`.NAME.hgp-PID-K.tmp`, which the
 /// next run in the folder removes if this one stops before the rename), then renamed over
 /// it, so a reader (or a run stopped half-way) never sees a half-written file. In the
 /// `--out` folder, `path` is listed in its manifest first, and a file there that `hgp` did
@@ -108,7 +112,7 @@ impl RowWriter {
             check_header(path, header)?;
         }
         let cannot = || format!("cannot write {}", path.display());
-        let file = OpenOptions::new()
+        let file = crate::manifest::no_follow(&mut OpenOptions::new())
             .create(true)
             .write(true)
             .append(keep)

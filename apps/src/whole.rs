@@ -3,24 +3,41 @@
 //! [`crate::report::write_whole`] (which lists the file in the `--out` folder's manifest
 //! first) and the manifest's own writes.
 
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Result;
 
-/// Writes `bytes` to `path` whole (`.NAME.PID.tmp`, then renamed), without the manifest.
+/// Temporary copies made by this process so far (their names differ by it).
+static COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` whole (a new temporary file `.NAME.hgp-PID-K.tmp`, see
+/// [`crate::manifest::temporary_name`], then renamed over `path`), without the manifest.
+/// The temporary file is created new, never opened through a link or over a file.
 pub fn write_unlisted(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let written = File::create(&temp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
-        .and_then(|()| std::fs::rename(&temp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(anyhow::Error::from(e).context(format!("cannot write {}", path.display())));
-    }
-    Ok(())
+    let temp = path.with_file_name(crate::manifest::temporary_name(
+        &name,
+        COUNT.fetch_add(1, Ordering::Relaxed),
+    ));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut f| {
+            // From here the temporary file is ours: it goes on any failure.
+            let done = f
+                .write_all(bytes)
+                .and_then(|()| f.sync_data())
+                .and_then(|()| std::fs::rename(&temp, path));
+            if done.is_err() {
+                let _ = std::fs::remove_file(&temp);
+            }
+            done
+        });
+    written.map_err(|e| anyhow::Error::from(e).context(format!("cannot write {}", path.display())))
 }

@@ -1,6 +1,7 @@
 //! Errors of the `hypergrad` crate.
 
 use hgp_averaging::{AveragingError, Unmixed};
+use hgp_models::ModelError;
 
 /// What went wrong while estimating a hyper-gradient.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,45 @@ pub enum HypergradError {
         expected: usize,
         /// Size found.
         got: usize,
+    },
+    /// An input with an entry that is NaN or infinite, refused before any work (so never
+    /// reported as a divergence of the estimator).
+    #[error(
+        "{what} has a non-finite entry: client {client}'s coordinate {coordinate} is {value}; an estimate needs finite inputs, so this is refused before any work (it is not a divergence of the estimator: look at what produced it)"
+    )]
+    NonFiniteInput {
+        /// Which input, in words (`"the iterate x"`).
+        what: &'static str,
+        /// The client (row).
+        client: usize,
+        /// The coordinate within the row.
+        coordinate: usize,
+        /// The entry.
+        value: f64,
+    },
+    /// A client's λ_i that its model does not admit
+    /// ([`InnerCost::check_lambda`](hgp_models::InnerCost::check_lambda)): a negative or
+    /// non-finite L2 or instance weight, under which the inner cost is not strongly convex
+    /// in x; refused before any work.
+    #[error("λ of client {client} is not admissible: {error}")]
+    InvalidLambda {
+        /// The client (row of λ).
+        client: usize,
+        /// The model's error, [`ModelError::Lambda`] naming the coordinate (in the message,
+        /// and not a `source()`, so a printed chain names it once).
+        error: ModelError,
+    },
+    /// The first term of a series, u^(0) = ∂_x f_i(x_i, λ_i), is not finite although x and λ
+    /// are: a client's outer cost has no finite gradient there. No step size would fix it,
+    /// so it is not reported as a divergence.
+    #[error(
+        "{what} cannot start: ‖u^(0)‖ = {norm}, so the outer gradients ∂_x f_i at the given (finite) x and λ are not finite: a client's outer cost has no finite gradient there (this is not a divergence of the series)"
+    )]
+    NonFiniteStart {
+        /// Which series.
+        what: &'static str,
+        /// ‖u^(0)‖ (NaN or infinite).
+        norm: f64,
     },
     /// The Neumann iteration diverged.
     #[error(
@@ -122,7 +162,7 @@ pub enum HypergradError {
     /// Paper 004's SRB / HGP series whose vector u grows: the expected SGP map is not a
     /// contraction at x with this step γ (its Assumption 3.1).
     #[error(
-        "{what} diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}; the expected SGP map with step γ = {gamma} is not a contraction at x (paper 004, Assumption 3.1): lower γ"
+        "{what} diverges: ‖u‖ grew from {before:.3e} at m = {from} to {after:.3e} at m = {to}; the expected SGP map with step γ = {} is not a contraction at x (paper 004, Assumption 3.1): lower γ", short(*.gamma)
     )]
     PdboGrowing {
         /// Which estimator.
@@ -140,9 +180,7 @@ pub enum HypergradError {
     },
     /// The expected SGP map is not a contraction at its fixed point (paper 004, Assumption
     /// 3.1): the spectral radius of its Jacobian is at least 1.
-    #[error(
-        "the expected SGP map with step γ = {gamma} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is {radius:.6}, at least 1: lower γ, or the inner cost is not strongly convex"
-    )]
+    #[error("{}", expansive(*.radius, *.gamma))]
     Expansive {
         /// The spectral radius of E[∂_z ψ].
         radius: f64,
@@ -151,7 +189,7 @@ pub enum HypergradError {
     },
     /// Newton's method found no fixed point z* = E[ψ(z*)].
     #[error(
-        "no fixed point of the expected SGP map with step γ = {gamma}: Newton's method left a residual {residual:.3e} after {iterations} iterations (lower γ, or the inner cost is not strongly convex)"
+        "no fixed point of the expected SGP map with step γ = {}: Newton's method left a residual {residual:.3e} after {iterations} iterations (lower γ, or the inner cost is not strongly convex)", short(*.gamma)
     )]
     FixedPoint {
         /// Iterations run.
@@ -261,6 +299,35 @@ impl HypergradError {
                 | Self::FixedPoint { .. }
                 | Self::OuterStep { .. }
                 | Self::Inner(hgp_inner_solvers::InnerError::Diverged { .. })
+        )
+    }
+}
+
+/// A number as a message shows it: as typed for everyday sizes, in scientific notation when
+/// it is very small or very large (1e-320, not its 320 decimal digits).
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The message of [`HypergradError::Expansive`]: a spectral radius of 1 to within rounding
+/// means a step γ too small to move anything in f64 (each contraction factor 1 − γμ rounds to
+/// 1), which a smaller γ would not cure; above 1, a step too large or a cost that is not
+/// strongly convex.
+fn expansive(radius: f64, gamma: f64) -> String {
+    if (radius - 1.0).abs() <= 1e-12 {
+        format!(
+            "the expected SGP map with step γ = {} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is 1 to within f64's rounding, so γ is too small to move the iterate at all: give a larger γ (e.g. 1/L for the largest curvature L)",
+            short(gamma)
+        )
+    } else {
+        format!(
+            "the expected SGP map with step γ = {} is not a contraction (paper 004, Assumption 3.1): the spectral radius of its Jacobian is {radius:.6}, at least 1: lower γ, or the inner cost is not strongly convex",
+            short(gamma)
         )
     }
 }

@@ -94,7 +94,13 @@ impl<T: Scalar, C: ClientObjective<T>, H: HyperGradient<T, C> + ?Sized> HyperGra
     }
 }
 
-/// Checks that x and λ fit the clients.
+/// Checks that x and λ fit the clients (their sizes), that x is finite, and that each λ_i is
+/// one its client's model admits ([`InnerCost::check_lambda`]): so that a NaN iterate or a
+/// λ under which the inner cost is not strongly convex is named as such, not reported as a
+/// diverging series or returned as a number. Every rank holds all of x and λ, so every rank
+/// reaches the same verdict.
+///
+/// [`InnerCost::check_lambda`]: hgp_models::InnerCost::check_lambda
 pub(crate) fn check_inputs<T: Scalar, C: ClientObjective<T>>(
     clients: &[C],
     x: &ClientBuffer<T>,
@@ -123,6 +129,19 @@ pub(crate) fn check_inputs<T: Scalar, C: ClientObjective<T>>(
                 got: lambda.row(i).len(),
             });
         }
+    }
+    for (i, c) in clients.iter().enumerate() {
+        let x_i = x.row(i);
+        if let Some(k) = x_i.iter().position(|v| !v.as_f64().is_finite()) {
+            return Err(HypergradError::NonFiniteInput {
+                what: "the iterate x",
+                client: i,
+                coordinate: k,
+                value: x_i[k].as_f64(),
+            });
+        }
+        c.check_lambda(lambda.row(i))
+            .map_err(|error| HypergradError::InvalidLambda { client: i, error })?;
     }
     Ok(())
 }

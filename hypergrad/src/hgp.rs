@@ -13,7 +13,7 @@ use crate::estimator::{
     HyperGradEstimate, HyperGradient, check_inputs, gather_per_client, outer_gradients_of,
 };
 use crate::series::{Input, Scratch, client_term, each_client};
-use crate::watch::{Growth, NormWatch};
+use crate::watch::{Growth, NormWatch, check_first_term};
 
 /// Whether the two Jacobian products of an iteration use independent samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,6 +100,13 @@ impl Default for HgpOptions {
 /// number: ‖u‖ growing 10⁶-fold over ‖u^(0)‖ or becoming non-finite, and, for M ≥ 64,
 /// ‖u‖ more than doubling over the second half of the iterations so far (checked at
 /// m = 64, 128, 256, … and M), which catches slow growth long before it dominates v.
+///
+/// Inputs that no step would fix are refused before any work, and named, rather than
+/// reported as a divergence: an iterate x with a non-finite entry
+/// ([`HypergradError::NonFiniteInput`]), a λ_i its model does not admit — for the logistic
+/// models a negative or non-finite weight, under which the inner cost is not strongly
+/// convex ([`HypergradError::InvalidLambda`]) — and outer gradients u^(0) that are not
+/// finite ([`HypergradError::NonFiniteStart`]).
 ///
 /// Averaging that provably did not mix is an error too ([`HypergradError::NotMixed`]): when
 /// the union of the links that the M averages used ([`Averager::links`]) leaves some client's
@@ -188,6 +195,7 @@ impl<A> Hgp<A> {
         let eta_t = T::cast(eta);
         let (mut u, mut v) = outer_gradients_of(clients, x, lambda, owned.clone());
         let initial = placement.norm(&u);
+        check_first_term("HGP's Neumann series", initial)?;
         let mut watch = NormWatch::new(initial, neumann_terms);
         observer.iterate(0, &v, &u);
         let d = x.d();

@@ -35,7 +35,7 @@ use crate::estimator::{
 use crate::exact::EXACT_MAX_SIZE;
 use crate::hgp::SampleMode;
 use crate::series::{Input, Scratch, client_term, each_client};
-use crate::watch::NormWatch;
+use crate::watch::{NormWatch, check_first_term};
 use hgp_inner_solvers::{Observer, Phase};
 
 /// Newton iterations allowed for the fixed point z* of [`PdboExact`].
@@ -249,7 +249,9 @@ impl SgpDifferentiation {
         let mut mixed_u = ClientBuffer::zeros(n, d);
         let mut mixed_v = ClientBuffer::zeros(n, d);
         let mut g = DiGraph::placeholder();
-        let mut watch = NormWatch::new(placement.norm(&u), neumann_terms);
+        let initial = placement.norm(&u);
+        check_first_term(what, initial)?;
+        let mut watch = NormWatch::new(initial, neumann_terms);
         observer.iterate(0, &v, &u);
         let work = d * clients.get(owned.start).map_or(0, |c| c.num_train());
         for m in 1..=neumann_terms {

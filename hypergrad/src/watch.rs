@@ -2,6 +2,8 @@
 //! SRB / HGP, FedNest's Neumann terms p_t and AggITD's HessIV recursion z^t. Each is a
 //! (noisy) power iteration of a map that must contract, so its norm must not grow.
 
+use crate::HypergradError;
+
 /// ‖·‖ may grow this much over its first value before the series is declared divergent.
 const DIVERGENCE_FACTOR: f64 = 1e6;
 /// From this many terms on, the norm is also checked for slow growth: at m = 64, 128, 256, …
@@ -10,6 +12,17 @@ pub const GROWTH_CHECK_MIN_TERMS: usize = 64;
 /// Growth of the norm over the second half of the iterations so far that counts as
 /// divergence.
 const GROWTH_FACTOR: f64 = 2.0;
+
+/// Refuses a series whose first term u^(0) has a norm that is not finite (`what` names the
+/// series): with finite inputs that is the model's outer gradient, not a divergence, and
+/// [`NormWatch`] would report it as one at the first term.
+pub(crate) fn check_first_term(what: &'static str, norm: f64) -> Result<(), HypergradError> {
+    if norm.is_finite() {
+        Ok(())
+    } else {
+        Err(HypergradError::NonFiniteStart { what, norm })
+    }
+}
 
 /// How the norm of a series grew, when it grew too much.
 #[derive(Clone, Copy, Debug, PartialEq)]

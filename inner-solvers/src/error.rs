@@ -46,7 +46,7 @@ pub enum InnerError {
     },
     /// The iterates stopped being finite numbers.
     #[error(
-        "{solver} diverged at step {step} (learning rate {lr}): the parameters are no longer finite; lower the learning rate"
+        "{solver} diverged at step {step} (learning rate {}): the parameters are no longer finite; lower the learning rate", short(*.lr)
     )]
     Diverged {
         /// Which solver.
@@ -104,3 +104,14 @@ pub enum InnerError {
 
 /// Result alias of the `inner-solvers` crate.
 pub type Result<T> = std::result::Result<T, InnerError>;
+
+/// A number as a message shows it: as typed for everyday sizes, in scientific notation when
+/// it is very small or very large (1e308, not its 309 digits).
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}

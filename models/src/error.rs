@@ -48,6 +48,27 @@ pub enum ModelError {
         /// The tolerance.
         tolerance: f64,
     },
+    /// A data set a model is built from breaks its invariants ([`DataError`] says which,
+    /// from [`Dataset::check`](hgp_data::Dataset::check)).
+    #[error("the {what} is not a valid data set: {error}")]
+    InvalidData {
+        /// Which set: `"training set"` or `"validation set"`.
+        what: &'static str,
+        /// What is wrong with it (in the message, and not a `source()`, so a printed chain
+        /// names it once).
+        error: DataError,
+    },
+    /// A coordinate of a client's λ_i that the model does not admit
+    /// ([`InnerCost::check_lambda`](crate::InnerCost::check_lambda)).
+    #[error("λ_i[{coordinate}] = {value}: {requirement}")]
+    Lambda {
+        /// The coordinate (from 0).
+        coordinate: usize,
+        /// Its value.
+        value: f64,
+        /// What the model requires, and why.
+        requirement: &'static str,
+    },
     /// A network could not be built or evaluated.
     #[error("network: {0}")]
     Network(String),

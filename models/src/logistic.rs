@@ -160,7 +160,14 @@ fn scale<T: Scalar>(out: &mut [T], b: usize) {
     }
 }
 
+/// Checks a client's two sets ([`Dataset::check`]: dim ≥ 1, one row of dim features per
+/// label, finite features, 0/1 labels), once, so that the derivatives never index past a row
+/// or compute with a label that is not one.
 fn check_client(data: &ClientData) -> Result<()> {
+    for (what, set) in [("training set", &data.train), ("validation set", &data.val)] {
+        set.check()
+            .map_err(|error| ModelError::InvalidData { what, error })?;
+    }
     if data.train.is_empty() {
         return Err(ModelError::Empty {
             what: "training set",
@@ -179,6 +186,22 @@ fn check_client(data: &ClientData) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The first entry of `lambda` that is negative or not finite, as [`ModelError::Lambda`].
+fn non_negative<T: Scalar>(lambda: &[T], requirement: &'static str) -> Result<()> {
+    match lambda
+        .iter()
+        .map(|l| l.as_f64())
+        .position(|l| !(l.is_finite() && l >= 0.0))
+    {
+        Some(k) => Err(ModelError::Lambda {
+            coordinate: k,
+            value: lambda[k].as_f64(),
+            requirement,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Hyper-parameter tuning client (HGP eq. 11): g_i(x, λ_i) = mean_{T_i} BCE + ½ Σ_j λ_ij x_j²
@@ -219,6 +242,14 @@ impl<T: Scalar> InnerCost<T> for L2Logistic<T> {
         for ((o, &xj), &lj) in out.iter_mut().zip(x).zip(lambda) {
             *o += lj * xj;
         }
+    }
+    /// Every L2 weight λ_ij finite and non-negative.
+    fn check_lambda(&self, lambda: &[T]) -> Result<()> {
+        non_negative(
+            lambda,
+            "an L2 weight must be finite and non-negative: with a negative or non-finite \
+             weight the inner cost g_i is not strongly convex in x",
+        )
     }
 }
 
@@ -300,6 +331,14 @@ impl<T: Scalar> InnerCost<T> for WeightedLogistic<T> {
             *o += self.gamma * xj;
         }
     }
+    /// Every instance weight λ_ik finite and non-negative.
+    fn check_lambda(&self, lambda: &[T]) -> Result<()> {
+        non_negative(
+            lambda,
+            "an instance weight must be finite and non-negative: with a negative or \
+             non-finite weight the inner cost g_i is not (strongly) convex in x",
+        )
+    }
 }
 
 impl<T: Scalar> crate::InstanceLosses<T> for WeightedLogistic<T> {
@@ -340,5 +379,162 @@ impl<T: Scalar> OuterCost<T> for WeightedLogistic<T> {
     }
     fn outer_grad_lambda(&self, _x: &[T], _lambda: &[T], out: &mut [T]) {
         out.iter_mut().for_each(|o| *o = T::zero());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hgp_data::DataError;
+
+    fn valid() -> Dataset {
+        Dataset::new(vec![1.0, 0.5, -0.3, 2.0, 0.7, 0.1], vec![1.0, 0.0, 1.0], 2).unwrap()
+    }
+
+    /// Whether an error is the one a broken set must give.
+    type Expected = fn(&DataError) -> bool;
+
+    /// The broken sets of a student's report: (name, set, is the expected error).
+    fn broken() -> Vec<(&'static str, Dataset, Expected)> {
+        let mut longer_rows = valid();
+        longer_rows.features.extend([9.0, 9.0, 9.0]);
+        let mut dim_zero = valid();
+        dim_zero.dim = 0;
+        let mut label_two = valid();
+        label_two.labels[1] = 2.0;
+        let mut nan_label = valid();
+        nan_label.labels[2] = f64::NAN;
+        let mut nan_feature = valid();
+        nan_feature.features[3] = f64::NAN;
+        vec![
+            ("a row longer than dim", longer_rows, |e| {
+                matches!(e, DataError::FeatureCount { features: 9, .. })
+            }),
+            ("dim 0", dim_zero, |e| {
+                matches!(e, DataError::ZeroDim { .. })
+            }),
+            (
+                "label 2",
+                label_two,
+                |e| matches!(e, DataError::NonBinaryLabel { instance: 1, value } if *value == 2.0),
+            ),
+            (
+                "a NaN label",
+                nan_label,
+                |e| matches!(e, DataError::NonBinaryLabel { instance: 2, value } if value.is_nan()),
+            ),
+            ("a NaN feature", nan_feature, |e| {
+                matches!(
+                    e,
+                    DataError::NonFiniteFeature {
+                        instance: 1,
+                        feature: 1,
+                        ..
+                    }
+                )
+            }),
+        ]
+    }
+
+    #[test]
+    fn broken_data_is_refused_by_both_models_naming_the_set() {
+        for (case, set, expected) in broken() {
+            for (which, data) in [
+                (
+                    "training set",
+                    ClientData {
+                        train: set.clone(),
+                        val: valid(),
+                    },
+                ),
+                (
+                    "validation set",
+                    ClientData {
+                        train: valid(),
+                        val: set.clone(),
+                    },
+                ),
+            ] {
+                for err in [
+                    L2Logistic::<f64>::new(&data, true).unwrap_err(),
+                    WeightedLogistic::<f32>::new(&data, 0.1, false).unwrap_err(),
+                ] {
+                    match &err {
+                        ModelError::InvalidData { what, error } => {
+                            assert_eq!(*what, which, "{case}: {err}");
+                            assert!(expected(error), "{case}: {err}");
+                        }
+                        _ => panic!("{case}: {err}"),
+                    }
+                    assert!(
+                        err.to_string().starts_with(&format!("the {which}")),
+                        "{err}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_negative_or_non_finite_lambda_is_refused_as_not_strongly_convex() {
+        let data = ClientData {
+            train: valid(),
+            val: valid(),
+        };
+        let l2 = L2Logistic::<f64>::new(&data, true).unwrap();
+        assert!(l2.check_lambda(&[0.0, 0.5, 1.0]).is_ok());
+        let weighted = WeightedLogistic::<f64>::new(&data, 0.1, false).unwrap();
+        assert!(weighted.check_lambda(&[1.0, 0.0, 1.0]).is_ok());
+        for bad in [-0.5, f64::NAN, f64::INFINITY] {
+            for err in [
+                l2.check_lambda(&[0.1, 0.2, bad]).unwrap_err(),
+                weighted.check_lambda(&[0.1, 0.2, bad]).unwrap_err(),
+            ] {
+                assert!(
+                    matches!(err, ModelError::Lambda { coordinate: 2, value, .. }
+                        if value.to_bits() == bad.to_bits()),
+                    "{err}"
+                );
+                let message = err.to_string();
+                assert!(message.contains("λ_i[2]"), "{message}");
+                assert!(
+                    message.contains("not strongly convex")
+                        || message.contains("not (strongly) convex"),
+                    "{message}"
+                );
+            }
+        }
+    }
+
+    /// An inner cost that keeps the default check: finite entries, any sign.
+    struct Plain;
+
+    impl InnerCost<f64> for Plain {
+        fn dim_x(&self) -> usize {
+            1
+        }
+        fn dim_lambda(&self) -> usize {
+            2
+        }
+        fn num_train(&self) -> usize {
+            1
+        }
+        fn inner_value(&self, _: &[f64], _: &[f64], _: Batch<'_>) -> f64 {
+            0.0
+        }
+        fn inner_grad(&self, _: &[f64], _: &[f64], _: Batch<'_>, out: &mut [f64]) {
+            out.fill(0.0);
+        }
+    }
+
+    #[test]
+    fn the_default_lambda_check_refuses_only_non_finite_entries() {
+        assert!(Plain.check_lambda(&[-3.0, 2.0]).is_ok());
+        let err = Plain.check_lambda(&[-3.0, f64::NEG_INFINITY]).unwrap_err();
+        assert!(
+            matches!(err, ModelError::Lambda { coordinate: 1, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("finite"), "{err}");
     }
 }

@@ -47,6 +47,30 @@ pub trait InnerCost<T: Scalar>: Send + Sync {
     fn inner_value(&self, x: &[T], lambda: &[T], batch: Batch<'_>) -> T;
     /// ∂_x g_i(x, λ_i) on `batch`, written to `out` (length d_x).
     fn inner_grad(&self, x: &[T], lambda: &[T], batch: Batch<'_>, out: &mut [T]);
+
+    /// Checks that `lambda` (of length d_λ) is a λ_i the model admits: one at which g_i is
+    /// defined and, for the models whose estimators assume it, strongly convex in x. The
+    /// estimators call it once per estimate, before any work, so that such a λ is reported
+    /// as what it is rather than as a diverging series.
+    ///
+    /// By default every entry must be finite; models whose λ must also lie in a range (the
+    /// non-negative L2 weights of [`L2Logistic`](crate::L2Logistic), the non-negative
+    /// instance weights of [`WeightedLogistic`](crate::WeightedLogistic)) override it.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Lambda`](crate::ModelError::Lambda) naming the first coordinate that is
+    /// not admitted.
+    fn check_lambda(&self, lambda: &[T]) -> crate::Result<()> {
+        match lambda.iter().position(|l| !l.as_f64().is_finite()) {
+            Some(k) => Err(crate::ModelError::Lambda {
+                coordinate: k,
+                value: lambda[k].as_f64(),
+                requirement: "every entry of λ_i must be finite",
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A cost whose λ_i weighs each training instance's loss, g_i(x, λ_i) = (1/|B|) Σ_{k∈B}

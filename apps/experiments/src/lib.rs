@@ -59,6 +59,7 @@ pub mod fbo;
 pub mod fedhyper;
 pub mod hypergrad;
 pub mod influence;
+pub mod load;
 pub mod memory;
 pub mod network;
 pub mod numbers;
@@ -70,6 +71,8 @@ pub mod reproduce;
 pub mod setup;
 
 use serde::{Deserialize, Serialize};
+
+pub use load::ConfigError;
 
 /// Where the clients of an experiment run (every one in this process, or a block per MPI
 /// rank): what `run` takes beside the checked config.
@@ -95,6 +98,17 @@ macro_rules! experiments {
         }
 
         impl ExperimentConfig {
+            /// The experiments' names (the `hgp` subcommands that run them).
+            pub const COMMANDS: &'static [&'static str] = &[$($name),*];
+
+            /// The experiment named `command` with every option at its default.
+            pub fn defaults_of(command: &str) -> Option<Self> {
+                match command {
+                    $($name => Some(Self::$variant($module::Config::default())),)*
+                    _ => None,
+                }
+            }
+
             /// The experiment's name (the `hgp` subcommand that runs it).
             pub fn command(&self) -> &'static str {
                 match self {

@@ -33,11 +33,13 @@ pub struct RunFlags {
 }
 
 /// The config that `--config FILE` gives, or `C`'s defaults without the flag; the file must
-/// hold the settings of `command`.
+/// hold the settings of `command` ([`ExperimentConfig::from_json`]: options named as the
+/// flags, flat or in their groups).
 ///
 /// # Errors
 ///
-/// One line naming the file: it cannot be read, is not a config, or is another command's.
+/// One line naming the file: it cannot be read, is not a config (naming the option at
+/// fault), or is another command's.
 pub fn base_config<C>(file: Option<&Path>, command: &str) -> Result<C>
 where
     C: Default + TryFrom<ExperimentConfig, Error = ExperimentConfig>,
@@ -45,25 +47,25 @@ where
     let Some(file) = file else {
         return Ok(C::default());
     };
-    let text = std::fs::read_to_string(file)
+    let meta = std::fs::metadata(file)
         .with_context(|| format!("--config {}: cannot read", file.display()))?;
-    let config: ExperimentConfig = serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "--config {}: not the settings of an hgp experiment ({e})",
-            file.display()
-        )
-    })?;
-    // Every field the file gives must be one the config has: a misspelt option would
-    // otherwise be silently left at its default.
-    let given: serde_json::Value = serde_json::from_str(&text)?;
-    let known = serde_json::to_value(&config)?;
-    if let Some(field) = unknown_field(&given, &known, "") {
+    if !meta.is_file() {
+        anyhow::bail!("--config {}: not a file", file.display());
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
         anyhow::bail!(
-            "--config {}: {field} is not an option of `hgp {}`",
+            "--config {}: {} bytes, more than any config ({} at most)",
             file.display(),
-            config.command()
+            meta.len(),
+            MAX_CONFIG_BYTES
         );
     }
+    let bytes =
+        std::fs::read(file).with_context(|| format!("--config {}: cannot read", file.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("--config {}: not UTF-8 text ({e})", file.display()))?;
+    let config = ExperimentConfig::from_json(&text)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", file.display()))?;
     C::try_from(config).map_err(|other| {
         anyhow::anyhow!(
             "--config {}: it holds the settings of `hgp {}`, not of `hgp {command}`",
@@ -72,6 +74,9 @@ where
         )
     })
 }
+
+/// The largest config file read: a config is a few kilobytes.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 impl RunFlags {
     /// The experiment's config: `--config`'s, or the defaults of `command`, with the flags
@@ -102,23 +107,4 @@ impl RunFlags {
             out,
         }
     }
-}
-
-/// The first field of `given` (a dotted path) that `known` does not have.
-fn unknown_field(given: &serde_json::Value, known: &serde_json::Value, at: &str) -> Option<String> {
-    let (serde_json::Value::Object(given), serde_json::Value::Object(known)) = (given, known)
-    else {
-        return None;
-    };
-    given.iter().find_map(|(key, value)| {
-        let path = if at.is_empty() {
-            key.clone()
-        } else {
-            format!("{at}.{key}")
-        };
-        match known.get(key) {
-            None => Some(path),
-            Some(k) => unknown_field(value, k, &path),
-        }
-    })
 }

@@ -55,13 +55,15 @@ flags! {
         /// The first seed [default: 0].
         #[arg(long, value_name = "K")]
         seed: Option<u64> => set,
-        /// MNIST's IDX files (the four train/t10k files, or their folder): every digit
-        /// experiment, paper 003's 60,000 digits among them (without it, or --emnist, the
-        /// embedded 10,000 digits stand in, and each claim's settings say so).
+        /// MNIST's IDX files (the four train/t10k files, or their folder): paper 003's
+        /// 60,000 digits, and the digit experiments of the HGP paper and paper 004 without
+        /// --emnist (without it the embedded 10,000 digits stand in, and each claim's settings
+        /// say so; FedHyper's runs use the embedded digits).
         #[arg(long, value_name = "DIR")]
         mnist: Option<PathBuf> => some,
-        /// EMNIST's IDX files: every digit experiment (HGP Table 2 and Table 4's CNN rows,
-        /// paper 004's EMNIST task, and paper 003's in place of MNIST's).
+        /// EMNIST's IDX files: the digit experiments of the HGP paper (Table 2 and Table 4's
+        /// CNN rows) and paper 004's EMNIST task, in place of --mnist's (paper 003 and
+        /// FedHyper read --mnist only; a data set no experiment of --paper reads is refused).
         #[arg(long, value_name = "DIR")]
         emnist: Option<PathBuf> => some,
         /// CIFAR-10's binary files (or their folder or .tar.gz): paper 004's CIFAR-10 task and
@@ -315,11 +317,29 @@ impl Experiment for Command<'_> {
             );
         }
         if !failed.is_empty() {
+            // The first failure's reason, in the words of the command that failed (its
+            // flags are that command's, which `reproduce` set from its config).
+            let first = ran.results.iter().find_map(|(id, seeds)| {
+                seeds.iter().find_map(|s| {
+                    let why = s.output.as_ref().err()?;
+                    let command = self
+                        .checked
+                        .jobs
+                        .iter()
+                        .find(|j| j.id == *id)
+                        .map_or("", |j| j.config.command());
+                    Some(format!(
+                        "; {id} seed {}: `hgp {command}` said: {why}",
+                        s.seed
+                    ))
+                })
+            });
             bail!(
-                "{} experiment run{} failed ({}): the report marks the claims they test not testable; each folder's stderr.txt (and a launcher's stdout.txt) says why, and --resume runs only them again",
+                "{} experiment run{} failed ({}): the report marks the claims they test not testable; each folder's stderr.txt (and a launcher's stdout.txt) says why, and --resume runs only them again{}",
                 failed.len(),
                 if failed.len() == 1 { "" } else { "s" },
-                failed.join(", ")
+                failed.join(", "),
+                first.unwrap_or_default()
             );
         }
         Ok(())
@@ -433,6 +453,7 @@ fn run_seed(
     // by another `reproduce`) is refused, not written over.
     let held = crate::report::lock_out(&folder)?;
     crate::manifest::remove(&folder.join(RESULT))?;
+    crate::manifest::remove(&folder.join("stderr.txt"))?;
     crate::manifest::remove(&folder.join("stdout.txt"))?;
     // The experiment's own --resume continues an interrupted run of the same experiment
     // (its settings file says which, and refuses another).
@@ -486,27 +507,25 @@ fn run_seed(
         },
         clock(std::time::Duration::from_secs_f64(job.minutes * 60.0))
     ));
-    crate::manifest::claim(&folder.join("stderr.txt"))?;
-    let stderr = std::fs::File::create(folder.join("stderr.txt"))
-        .with_context(|| format!("cannot write {}", folder.join("stderr.txt").display()))?;
+    // The child's two streams go to files in its folder, read once it has ended: however
+    // much it prints, nothing is held in memory or waits on a pipe.
+    let open_new = |name: &str| -> Result<std::fs::File> {
+        let path = folder.join(name);
+        crate::manifest::claim(&path)?;
+        crate::manifest::no_follow(&mut std::fs::OpenOptions::new())
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("cannot write {}", path.display()))
+    };
+    let stderr = open_new("stderr.txt")?;
+    let stdout = open_new("stdout.txt")?;
     let started = Instant::now();
     drop(held);
-    let mut child = crate::child::Reaped(
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("cannot start {line}"))?,
-    );
-    let child = &mut child.0;
-    // The JSON is read on its own thread, so a large one never fills the pipe while the
-    // child's log is followed here.
-    let mut pipe = child.stdout.take().context("the child's standard output")?;
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut pipe, &mut buf).map(|_| buf)
-    });
+    let mut child =
+        crate::child::Reaped::spawn(command.stdin(Stdio::null()).stdout(stdout).stderr(stderr))
+            .with_context(|| format!("cannot start {line}"))?;
     let log = folder.join("hgp.log");
     let who = format!("{} seed {seed}", job.id);
     let mut seen = Follow {
@@ -514,39 +533,38 @@ fn run_seed(
         // The first line passes after the first interval: a short experiment adds none.
         passed: Some(Instant::now()),
     };
-    let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .with_context(|| format!("{line}: lost while running"))?
-        {
-            break status;
-        }
+    while !child
+        .ended()
+        .with_context(|| format!("{line}: lost while running"))?
+    {
         std::thread::sleep(std::time::Duration::from_millis(500));
         follow(&log, &mut seen, &who, reporter, stage);
-    };
+    }
+    let status = child
+        .finish()
+        .with_context(|| format!("{line}: lost while running"))?;
+    drop(child);
     follow(&log, &mut seen, &who, reporter, stage);
-    let stdout = reader
-        .join()
-        .map_err(|_| anyhow::anyhow!("{line}: its output was lost"))?
-        .with_context(|| format!("{line}: its output was lost"))?;
-    let done = std::process::Output {
-        status,
-        stdout,
-        stderr: Vec::new(),
-    };
     let seconds = started.elapsed().as_secs_f64();
+    let stdout_path = folder.join("stdout.txt");
+    let printed_bytes = std::fs::metadata(&stdout_path).map_or(0, |m| m.len());
+    // An outcome is at most a few megabytes; more is not one, and is not read whole.
+    let stdout = if printed_bytes <= MAX_OUTCOME_BYTES {
+        std::fs::read(&stdout_path)
+            .with_context(|| format!("cannot read {}", stdout_path.display()))?
+    } else {
+        Vec::new()
+    };
     // A launcher may explain itself on stdout: what it printed there (not JSON) is kept in
     // stdout.txt and read when stderr.txt says nothing.
-    let stdout_text = String::from_utf8_lossy(&done.stdout).into_owned();
     let last_error = || {
-        std::fs::read_to_string(folder.join("stderr.txt"))
-            .ok()
-            .into_iter()
-            .chain(Some(stdout_text.clone()))
-            .find_map(|t| {
+        [folder.join("stderr.txt"), stdout_path.clone()]
+            .iter()
+            .find_map(|path| {
+                let text = read_head(path, 64 << 10)?;
                 // The command's error line, or the first line that says something (a
                 // launcher's banner is framed by rules of dashes).
-                let lines: Vec<&str> = t
+                let lines: Vec<&str> = text
                     .lines()
                     .filter(|l| l.chars().any(char::is_alphanumeric))
                     .collect();
@@ -554,31 +572,47 @@ fn run_seed(
                     .iter()
                     .find(|l| l.starts_with("error:"))
                     .or(lines.first())
-                    .map(|l| l.trim().to_string())
+                    .map(|l| short_line(l.trim()))
             })
-            .unwrap_or_else(|| done.status.to_string())
+            .unwrap_or_else(|| match status.code() {
+                Some(0) => format!(
+                    "{} exited 0 but printed no result on its standard output (a launcher must run the hgp command it is given and pass on what it prints)",
+                    if plan.checked.launcher.is_some() {
+                        "the launcher"
+                    } else {
+                        "the experiment"
+                    }
+                ),
+                _ => status.to_string(),
+            })
     };
     // A command that prints its JSON and then fails (a run that diverged: the JSON says
     // which) has results; one that prints none failed.
-    let printed = serde_json::from_slice::<serde_json::Value>(&done.stdout)
+    let printed = serde_json::from_slice::<serde_json::Value>(&stdout)
         .ok()
         .filter(serde_json::Value::is_object);
     let output = match &printed {
-        Some(_) => job.config.outcome(&done.stdout).map_err(|e| {
+        Some(_) => job.config.outcome(&stdout).map_err(|e| {
             format!(
                 "its output is not `hgp {}`'s outcome: {e}",
                 job.config.command()
             )
         }),
-        None => {
-            if !stdout_text.trim().is_empty() {
-                crate::manifest::claim(&folder.join("stdout.txt"))?;
-                std::fs::write(folder.join("stdout.txt"), &done.stdout).with_context(|| {
-                    format!("cannot write {}", folder.join("stdout.txt").display())
-                })?;
-            }
-            Err(last_error())
-        }
+        None if printed_bytes > MAX_OUTCOME_BYTES => Err(format!(
+            "it printed {} MB on its standard output, more than any outcome (kept in {})",
+            printed_bytes >> 20,
+            stdout_path.display()
+        )),
+        None => Err(last_error()),
+    };
+    if printed.is_some() || printed_bytes == 0 {
+        // The outcome goes into result.json: stdout.txt holds nothing more.
+        crate::manifest::remove(&stdout_path)?;
+    }
+    let done = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
     };
     match (&output, printed) {
         (Ok(_), Some(printed)) => {
@@ -606,8 +640,9 @@ fn run_seed(
             ));
         }
         _ => reporter.line(&format!(
-            "{} seed {seed}: failed after {}: {}",
+            "{} seed {seed}: `hgp {}` failed after {}: {}",
             job.id,
+            job.config.command(),
             clock(started.elapsed()),
             output.as_ref().err().map_or("no output", String::as_str)
         )),
@@ -620,6 +655,27 @@ fn run_seed(
         },
         false,
     ))
+}
+
+/// The most an experiment's outcome (its `--json`) is read to: larger output is not one.
+const MAX_OUTCOME_BYTES: u64 = 256 << 20;
+
+/// The first `limit` bytes of `path` as text, `None` when there are none.
+fn read_head(path: &Path, limit: u64) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).ok()?;
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `line` cut to 300 characters (a launcher's line can be any length).
+fn short_line(line: &str) -> String {
+    const KEEP: usize = 300;
+    match line.char_indices().nth(KEEP) {
+        Some((at, _)) => format!("{}… ({} more bytes)", &line[..at], line.len() - at),
+        None => line.to_string(),
+    }
 }
 
 /// The verdict table (one row a claim), for the terminal and the report's top.

@@ -272,6 +272,48 @@ pub enum DataError {
         clients: usize,
     },
 
+    // In-memory data sets (`Dataset::check`).
+    /// A data set with no feature per instance.
+    #[error(
+        "the data set has dim = 0 ({instances} instance(s)): every instance needs at least one feature"
+    )]
+    ZeroDim {
+        /// Its instances (labels).
+        instances: usize,
+    },
+    /// A data set whose features are not one row of `dim` values per label.
+    #[error(
+        "the data set's features hold {features} values, but {instances} instance(s) of dim {dim} need {}{}",
+        needed_values(*.instances, *.dim),
+        per_instance_hint(*.features, *.instances, *.dim)
+    )]
+    FeatureCount {
+        /// Length of the features.
+        features: usize,
+        /// Instances (labels).
+        instances: usize,
+        /// Features per instance.
+        dim: usize,
+    },
+    /// A feature of a data set that is NaN or infinite.
+    #[error("instance {instance} of the data set has feature {feature} = {}, which is not finite", shown(*.value))]
+    NonFiniteFeature {
+        /// The instance (from 0).
+        instance: usize,
+        /// The feature within its row (from 0).
+        feature: usize,
+        /// The value.
+        value: f64,
+    },
+    /// A label of a data set other than 0 or 1 (NaN included).
+    #[error("instance {instance} of the data set has label {}, but a label must be 0 or 1", shown(*.value))]
+    NonBinaryLabel {
+        /// The instance (from 0).
+        instance: usize,
+        /// The label.
+        value: f64,
+    },
+
     // The image readers and splits.
     /// A file in a format whose reader this build leaves out (a cargo feature of `hgp-data`).
     #[error("{file} is {what}, but this build of hgp-data leaves out its `{feature}` feature")]
@@ -783,6 +825,27 @@ fn text_part(error: &impl std::fmt::Display) -> String {
         .find(|c: char| c == ':' || c.is_control() || c == char::REPLACEMENT_CHARACTER)
         .unwrap_or(message.len());
     message[..end].trim_end().to_string()
+}
+
+/// `instances · dim` in words: the number, or that it exceeds `usize`.
+fn needed_values(instances: usize, dim: usize) -> String {
+    instances.checked_mul(dim).map_or_else(
+        || format!("{instances} × {dim}, more than can be addressed"),
+        |n| n.to_string(),
+    )
+}
+
+/// When the features are a whole number of rows of another length: that length, as a hint
+/// that `dim` is wrong.
+fn per_instance_hint(features: usize, instances: usize, dim: usize) -> String {
+    if instances > 0 && features.is_multiple_of(instances) && features / instances != dim {
+        format!(
+            " (they are {} per instance: is dim wrong?)",
+            features / instances
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// A number as an error message shows it: as typed for everyday sizes, in scientific

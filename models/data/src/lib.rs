@@ -30,6 +30,11 @@ pub use synthetic::{SyntheticConfig, generate_synthetic, generate_synthetic_with
 
 /// Labelled instances: row-major features (one row of `dim` values per instance) and a 0/1
 /// label per instance.
+///
+/// The fields are public; [`Dataset::new`] builds a set after checking them
+/// ([`Dataset::check`]): `dim ≥ 1`, `features.len() == labels.len() · dim`, every feature
+/// finite, every label exactly 0 or 1. The models check the sets they are built from the
+/// same way, so a set assembled by hand is refused there, not miscomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
     /// Features, row-major, `len() × dim`.
@@ -41,6 +46,59 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// A data set from its fields, after [`Dataset::check`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Dataset::check`].
+    pub fn new(features: Vec<f64>, labels: Vec<f64>, dim: usize) -> Result<Self, DataError> {
+        let set = Self {
+            features,
+            labels,
+            dim,
+        };
+        set.check()?;
+        Ok(set)
+    }
+
+    /// Checks the invariants of the fields, in this order: at least one feature per instance
+    /// (`dim ≥ 1`, even for a set without instances, since the models size x by it), one row
+    /// of `dim` features per label, every feature finite, every label exactly 0 or 1.
+    ///
+    /// # Errors
+    ///
+    /// [`DataError::ZeroDim`] if `dim` is 0; [`DataError::FeatureCount`] unless
+    /// `features.len() == labels.len() · dim` (a product too large for `usize` never
+    /// matches); [`DataError::NonFiniteFeature`] and [`DataError::NonBinaryLabel`] naming the
+    /// first offending instance and its value.
+    pub fn check(&self) -> Result<(), DataError> {
+        let (instances, dim) = (self.labels.len(), self.dim);
+        if dim == 0 {
+            return Err(DataError::ZeroDim { instances });
+        }
+        if instances.checked_mul(dim) != Some(self.features.len()) {
+            return Err(DataError::FeatureCount {
+                features: self.features.len(),
+                instances,
+                dim,
+            });
+        }
+        if let Some(j) = self.features.iter().position(|v| !v.is_finite()) {
+            return Err(DataError::NonFiniteFeature {
+                instance: j / dim,
+                feature: j % dim,
+                value: self.features[j],
+            });
+        }
+        if let Some(k) = self.labels.iter().position(|&y| y != 0.0 && y != 1.0) {
+            return Err(DataError::NonBinaryLabel {
+                instance: k,
+                value: self.labels[k],
+            });
+        }
+        Ok(())
+    }
+
     /// Number of instances.
     pub fn len(&self) -> usize {
         self.labels.len()
@@ -77,4 +135,113 @@ pub struct ClientData {
     pub train: Dataset,
     /// Validation instances.
     pub val: Dataset,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_accepts_a_valid_set() {
+        let set = Dataset::new(vec![1.0, -0.5, 0.0, 2.0], vec![1.0, 0.0], 2).unwrap();
+        assert_eq!((set.len(), set.row(1)), (2, &[0.0, 2.0][..]));
+        // No instances is a valid (empty) set, given a dim.
+        assert!(Dataset::new(vec![], vec![], 3).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_row_longer_than_dim_is_refused() {
+        let err = Dataset::new(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], vec![1.0, 0.0], 2).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::FeatureCount {
+                    features: 6,
+                    instances: 2,
+                    dim: 2
+                }
+            ),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("6 values") && message.contains("need 4"),
+            "{message}"
+        );
+        assert!(message.contains("3 per instance"), "{message}");
+    }
+
+    #[test]
+    fn a_feature_count_whose_product_overflows_is_refused() {
+        let set = Dataset {
+            features: vec![0.0; 4],
+            labels: vec![0.0; 4],
+            dim: usize::MAX,
+        };
+        let err = set.check().unwrap_err();
+        assert!(matches!(err, DataError::FeatureCount { .. }), "{err}");
+        assert!(
+            err.to_string().contains("more than can be addressed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dim_zero_is_refused() {
+        for labels in [vec![1.0, 0.0], vec![]] {
+            let err = Dataset::new(vec![], labels, 0).unwrap_err();
+            assert!(matches!(err, DataError::ZeroDim { .. }), "{err}");
+            assert!(err.to_string().contains("dim = 0"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_label_other_than_0_or_1_is_refused() {
+        for (bad, shown) in [
+            (2.0, "label 2"),
+            (f64::NAN, "label NaN"),
+            (0.5, "label 0.5"),
+        ] {
+            let err = Dataset::new(vec![1.0, 2.0, 3.0], vec![0.0, 1.0, bad], 1).unwrap_err();
+            assert!(
+                matches!(err, DataError::NonBinaryLabel { instance: 2, value } if value.is_nan() == bad.is_nan()),
+                "{err}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains("instance 2") && message.contains(shown),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_feature_that_is_not_finite_is_refused() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let err = Dataset::new(vec![1.0, 2.0, 3.0, bad], vec![0.0, 1.0], 2).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    DataError::NonFiniteFeature {
+                        instance: 1,
+                        feature: 1,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains("instance 1"), "{err}");
+        }
+    }
+
+    #[test]
+    fn check_finds_what_was_built_by_hand() {
+        let mut set = Dataset::new(vec![1.0, 2.0], vec![1.0], 2).unwrap();
+        assert!(set.check().is_ok());
+        set.labels[0] = 2.0;
+        assert!(matches!(
+            set.check(),
+            Err(DataError::NonBinaryLabel { instance: 0, .. })
+        ));
+    }
 }

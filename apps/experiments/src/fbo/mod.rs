@@ -305,6 +305,7 @@ impl Config {
             ("--l2", self.l2()),
             ("--pixel-std", self.pixel_std),
         ])?;
+        crate::setup::options_in_f32(self)?;
         // Grey pixels in [0, 1] become up to 1/S, which f32 must hold.
         if !((1.0 / self.pixel_std) as f32).is_finite() {
             bail!(

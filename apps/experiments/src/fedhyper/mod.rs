@@ -310,6 +310,7 @@ impl Config {
             ("--seeds", usize::try_from(self.seeds).unwrap_or(usize::MAX)),
         ])?;
         positive(&[("--lr", self.lr())])?;
+        crate::setup::options_in_f32(self)?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             bail!("--l2 must be a number ≥ 0, got {}", num(self.l2));
         }
@@ -363,6 +364,18 @@ impl Config {
                 bail!(
                     "--tune-server-rates holds validation images out of the training pool; with --dataset shakespeare give --adam-lr and --adagrad-lr"
                 );
+            }
+            // The tuned rates replace the given ones (a value other than the default was
+            // given; the default itself changes nothing).
+            for (flag, given) in [
+                ("--adam-lr", self.adam_lr != ADAM_LR),
+                ("--adagrad-lr", self.adagrad_lr != ADAGRAD_LR),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets a server rate that --tune-server-rates chooses by validation: give one or the other"
+                    )
+                })?;
             }
         }
         // The kind of data first: --images with text is named as such, not counted.

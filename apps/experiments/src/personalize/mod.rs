@@ -331,6 +331,7 @@ impl Config {
         .filter_map(|&(flag, v)| Some((flag, v?)))
         .collect();
         at_least_one(&counts)?;
+        crate::setup::options_in_f32(self)?;
         let eta = resolve_step(self.eta, ETA, self.power_iterations)?;
         if let Some(lr) = self.procedure_lr {
             positive(&[("--procedure-lr", lr)])?;

@@ -117,7 +117,10 @@ pub struct Config {
     pub cifar100: Option<PathBuf>,
     /// LEAF's Shakespeare folders or the complete works.
     pub shakespeare: Option<PathBuf>,
-    /// The MPI launcher every experiment runs under (e.g. `mpirun -n 20`).
+    /// The MPI launcher every experiment runs under (e.g. `mpirun -n 20`), split into
+    /// words as a shell would (quotes kept together). Never read from or written to a
+    /// config file: a program to run comes from the command line only.
+    #[serde(skip)]
     pub mpirun: Option<String>,
 }
 
@@ -252,7 +255,11 @@ impl Config {
         self.check_data()?;
         let launcher = match &self.mpirun {
             Some(l) => {
-                let parts: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+                let Some(parts) = shlex::split(l) else {
+                    bail!(
+                        "--mpirun {l}: a quote is not closed (the launcher's words are split as a shell would)"
+                    );
+                };
                 if parts.is_empty() {
                     bail!("--mpirun is empty: give the launcher, e.g. \"mpirun -n 4\"");
                 }
@@ -276,6 +283,32 @@ impl Config {
             .into_iter()
             .filter(|j| claims.iter().any(|c| c.jobs.contains(&j.id)))
             .collect();
+        // A data set given that no planned experiment reads would be silently unused.
+        for (flag, dir) in [
+            ("--mnist", &self.mnist),
+            ("--emnist", &self.emnist),
+            ("--cifar10", &self.cifar10),
+            ("--cifar100", &self.cifar100),
+            ("--shakespeare", &self.shakespeare),
+        ] {
+            let Some(dir) = dir else {
+                continue;
+            };
+            let read = jobs
+                .iter()
+                .any(|j| serde_json::to_value(&j.config).is_ok_and(|v| mentions(&v, dir)));
+            if !read {
+                bail!(
+                    "{flag} {}: no experiment of --paper {} reads it (see `hgp reproduce --help` for which papers each data set serves)",
+                    dir.display(),
+                    papers
+                        .iter()
+                        .map(|p| p.name())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+            }
+        }
         Ok(Checked {
             config: self.clone(),
             papers,
@@ -284,6 +317,16 @@ impl Config {
             seeds: (0..self.seeds as u64).map(|k| self.seed + k).collect(),
             launcher,
         })
+    }
+}
+
+/// Whether `value` (a config as JSON) holds the path `dir` anywhere.
+fn mentions(value: &serde_json::Value, dir: &std::path::Path) -> bool {
+    match value {
+        serde_json::Value::String(s) => std::path::Path::new(s) == dir,
+        serde_json::Value::Array(a) => a.iter().any(|v| mentions(v, dir)),
+        serde_json::Value::Object(o) => o.values().any(|v| mentions(v, dir)),
+        _ => false,
     }
 }
 

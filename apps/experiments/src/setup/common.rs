@@ -268,6 +268,44 @@ pub fn positive(values: &[(&str, f64)]) -> Result<()> {
     }
 }
 
+/// Refuses numbers that leave f32's range in the networks' arithmetic (f32): a value that is
+/// not 0 must lie between f32's smallest normal number (1.2e-38) and its largest (3.4e38) in
+/// size; beyond, it becomes infinity or 0 (or loses its digits) the moment it is used, and a
+/// run would report a number that is not the answer.
+pub fn in_f32(values: &[(&str, f64)]) -> Result<()> {
+    let low = f64::from(f32::MIN_POSITIVE);
+    let high = f64::from(f32::MAX);
+    for &(flag, v) in values {
+        let a = v.abs();
+        if v.is_finite() && a != 0.0 && !(low..=high).contains(&a) {
+            bail!(
+                "{flag} {} is {} than the networks' f32 arithmetic holds: give a value between {} and {} in size",
+                num(v),
+                if a < low { "smaller" } else { "larger" },
+                approx(low),
+                approx(high)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// [`in_f32`] for every real-valued option of `config` (named as its flag: `--` and the
+/// option's name): the checks of the experiments that train networks in f32.
+pub fn options_in_f32(config: &impl Serialize) -> Result<()> {
+    fn walk(value: &serde_json::Value, name: &str) -> Result<()> {
+        match value {
+            serde_json::Value::Number(n) if n.is_f64() => {
+                in_f32(&[(&format!("--{name}"), n.as_f64().unwrap_or(0.0))])
+            }
+            serde_json::Value::Object(o) => o.iter().try_for_each(|(k, v)| walk(v, k)),
+            serde_json::Value::Array(a) => a.iter().try_for_each(|v| walk(v, name)),
+            _ => Ok(()),
+        }
+    }
+    walk(&serde_json::to_value(config)?, "")
+}
+
 /// Refuses a step `step` = (flag, β) on a cost with an L2 term (γ/2)‖w‖², `l2` = (flag, γ),
 /// where βγ > 2: each step multiplies w by 1 − βγ < −1 on top of the loss's own step, so
 /// the iterates (`what`) grow without bound whatever the data. The message names both flags
