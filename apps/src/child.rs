@@ -1,14 +1,19 @@
 //! The processes `hgp reproduce` starts: a launcher that can be run, and an experiment that
 //! ends with its parent however the parent ends, and whatever the launcher does.
 //!
-//! Each experiment (with its launcher, if any) runs in a process group of its own, which
-//! `reproduce` kills as a whole: when the experiment ends (anything the launcher left behind
-//! goes too), when `reproduce` stops on an error, and when it is ended by a signal (SIGINT,
-//! SIGTERM, SIGHUP: its handler kills the groups, then lets the signal end it). A
-//! `reproduce` killed outright (SIGKILL) runs no code: the launcher then gets SIGKILL from
-//! the system at its parent's death (`PR_SET_PDEATHSIG`), and the `hgp` experiment below any
-//! launcher (a wrapper script that does not `exec`, one that ignores SIGTERM) watches the
-//! `reproduce` that started it ([`watch_reproduce`]) and ends itself at once when it is gone.
+//! Each experiment runs under a guard: `hgp __guard PROGRAM ARGS…` ([`guard`]), the leader
+//! of a process group of its own, which starts the launcher (or the experiment) in that
+//! group and passes its exit status on. The group is killed as a whole:
+//! - by `reproduce`, when the experiment ends (anything the launcher left behind goes too)
+//!   and when `reproduce` stops on an error or is ended by SIGINT, SIGTERM or SIGHUP (its
+//!   handler kills the groups, then lets the signal end it);
+//! - by the guard, when `reproduce` dies however it dies, SIGKILL included: the system sends
+//!   the guard SIGTERM at its parent's death (`PR_SET_PDEATHSIG`), and the guard's handler
+//!   kills its group, itself with it, whatever the launcher ignores.
+//!
+//! The `hgp` experiment below any launcher also watches the `reproduce` that started it
+//! ([`watch_reproduce`]) and ends itself at once when it is gone, should a launcher move it
+//! out of the group.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,6 +22,57 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The variable that tells an experiment which `reproduce` started it (its process id).
 pub const REPRODUCE_PID: &str = "HGP_REPRODUCE_PID";
+
+/// The hidden first argument that makes `hgp` a guard ([`guard`]).
+pub const GUARD: &str = "__guard";
+
+/// `hgp __guard PROGRAM ARGS…`: runs PROGRAM in this process's group (which `reproduce`
+/// made for it) and exits with its status; on SIGTERM (sent at `reproduce`'s death), SIGINT
+/// or SIGHUP, kills the whole group, itself included.
+pub fn guard(args: &[std::ffi::OsString]) -> std::process::ExitCode {
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" fn on_signal(_: libc::c_int) {
+            // SAFETY: killpg is async-signal-safe; group 0 is this process's own.
+            unsafe {
+                libc::killpg(0, libc::SIGKILL);
+            }
+        }
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler makes only an async-signal-safe call.
+            unsafe {
+                libc::signal(signal, on_signal as *const () as libc::sighandler_t);
+            }
+        }
+        // The parent may have gone between its check before exec and the handler.
+        let parent = std::env::var(REPRODUCE_PID)
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        // SAFETY: getppid has no preconditions.
+        if parent.is_some_and(|p| p != unsafe { libc::getppid() }) {
+            return std::process::ExitCode::from(143);
+        }
+    }
+    let Some((program, rest)) = args.split_first() else {
+        eprintln!("error: hgp {GUARD} needs a program to run");
+        return std::process::ExitCode::from(2);
+    };
+    match Command::new(program).args(rest).status() {
+        Ok(status) => {
+            #[cfg(unix)]
+            let code = status.code().unwrap_or_else(|| {
+                128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+            });
+            #[cfg(not(unix))]
+            let code = status.code().unwrap_or(1);
+            std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+        Err(e) => {
+            eprintln!("error: cannot start {}: {e}", program.to_string_lossy());
+            std::process::ExitCode::from(127)
+        }
+    }
+}
 
 /// Whether `program` names a file to run: a path, or a name found on `PATH`.
 pub fn runnable(program: &str) -> bool {
@@ -165,9 +221,9 @@ fn install_handler() {
 }
 
 /// Makes the experiment `command` starts end with this process, however this one ends (see
-/// the module's documentation): a process group of its own, SIGKILL at its parent's death
-/// (and at once if the parent is already gone), and [`REPRODUCE_PID`] for the `hgp` below a
-/// launcher.
+/// the module's documentation): `command` is the guard ([`GUARD`]), in a process group of its
+/// own, sent SIGTERM at its parent's death (and ended at once if the parent is already
+/// gone); [`REPRODUCE_PID`] for the `hgp` below a launcher.
 pub fn ends_with_this_process(command: &mut Command) {
     command.env(REPRODUCE_PID, std::process::id().to_string());
     #[cfg(target_os = "linux")]
@@ -175,13 +231,14 @@ pub fn ends_with_this_process(command: &mut Command) {
         use std::os::unix::process::CommandExt;
         command.process_group(0);
         // The thread that starts the child is this one, which lives as long as the run:
-        // the death signal follows the thread that forked.
+        // the death signal follows the thread that forked. SIGTERM, which the guard
+        // handles by killing its group (the guard's own SIGKILL would leave the group).
         let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
         // SAFETY: between fork and exec the closure makes only async-signal-safe calls
         // (prctl, getppid, _exit) and allocates nothing.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 if libc::getppid() != parent {

@@ -120,6 +120,11 @@ impl Command {
 }
 
 fn main() -> ExitCode {
+    // The guard `hgp reproduce` runs each experiment under (never a user's command).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == child::GUARD) {
+        return child::guard(&args[2..]);
+    }
     let started = std::time::Instant::now();
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { hgp_nn::enable_double_backward() };

@@ -932,7 +932,7 @@ fn messages_name_the_flag_that_caused_them() {
                 "--hyper-lr",
                 "1e308",
             ][..],
-            "(Adam on λ at rate 1e308; a smaller --hyper-lr keeps λ",
+            "--hyper-lr 1e308 is larger than the networks' f32 arithmetic holds",
         ),
         (
             &["fbo", "--quick", "--test-images", "9999"],
@@ -1006,7 +1006,7 @@ fn messages_name_the_flag_that_caused_them() {
     assert!(!run.status.success());
     let log = std::fs::read_to_string(out.join("hgp.log")).unwrap();
     assert!(
-        log.contains("fedhyper seed 0: failed after")
+        log.contains("fedhyper seed 0: `hgp fedhyper` failed after")
             && log.contains("launcher: no slots on this machine"),
         "{log}"
     );

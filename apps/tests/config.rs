@@ -148,7 +148,7 @@ fn flags_replace_a_configs_options_and_bad_files_are_refused() {
     std::fs::write(&file, "clients = 4").unwrap();
     let err = fails(&["network", "--config", path]);
     assert!(
-        err.contains("not the settings of an hgp experiment"),
+        err.contains("not JSON (expected value at line 1, column 1)"),
         "{err}"
     );
     let err = fails(&["network", "--config", "/no/such/file.json"]);

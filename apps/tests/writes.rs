@@ -62,19 +62,25 @@ fn standard_output_on_a_full_disk_is_an_error() {
 
 #[cfg(unix)]
 #[test]
-fn a_run_log_that_cannot_be_written_ends_the_run() {
+fn a_run_log_that_is_a_link_is_never_written_through() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("influence");
     let o = out.to_str().unwrap();
     let args = ["influence", "--quick", "--out", o];
     assert!(hgp_with(&args, &[], Stdio::null()).status.success());
-    // The log of that run (listed as hgp's) now leads to a full disk; the resumed run
-    // appends to it.
+    // The log of that run (listed as hgp's) is replaced by a link to a file elsewhere: the
+    // resumed run, which appends to its log, is refused before any work.
+    let elsewhere = dir.path().join("elsewhere.txt");
+    std::fs::write(&elsewhere, "mine").unwrap();
     std::fs::remove_file(out.join("hgp.log")).unwrap();
-    std::os::unix::fs::symlink("/dev/full", out.join("hgp.log")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("hgp.log")).unwrap();
     let o = hgp_with(&[&args[..], &["--resume"]].concat(), &[], Stdio::null());
     let err = one_line(&o);
-    assert!(err.contains("hgp.log: No space left on device"), "{err}");
+    assert!(
+        err.contains("hgp.log") && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "mine");
 }
 
 #[test]

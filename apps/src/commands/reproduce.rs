@@ -480,15 +480,18 @@ fn run_seed(
     if continues {
         args.push("--resume".into());
     }
-    let mut command = match &plan.checked.launcher {
+    // Under the guard (`hgp __guard …`), the leader of the experiment's process group.
+    let mut command = Process::new(&plan.exe);
+    command.arg(crate::child::GUARD);
+    match &plan.checked.launcher {
         Some(l) => {
-            let mut c = Process::new(&l[0]);
-            c.args(&l[1..]).arg(&plan.exe);
+            command.args(l).arg(&plan.exe);
             args.extend(["--engine".to_string(), "mpi".to_string()]);
-            c
         }
-        None => Process::new(&plan.exe),
-    };
+        None => {
+            command.arg(&plan.exe);
+        }
+    }
     command.args(&args);
     crate::child::ends_with_this_process(&mut command);
     // The whole command as it starts, the launcher first when there is one.
