@@ -88,28 +88,16 @@ const LAUNCHERS: [(&str, &[&str]); 4] = [
 ];
 
 /// This process's rank as the MPI launcher tells it in the environment, before MPI starts,
-/// when it is one of several ranks of an MPI job started for this command: the launcher
-/// gives both a rank and a job size above 1 (rank below it), and the command line asks for
-/// `--engine mpi`. `None` otherwise: outside a launcher, a variable left in the environment
-/// by hand or by another program, or a command that runs every client in this process
-/// (each rank then runs, and speaks, on its own).
+/// when it is one of several ranks of an MPI job: the launcher gives both a rank and a job
+/// size above 1 (the rank below it). `None` otherwise: outside a launcher, or a rank
+/// variable alone (left in the environment by hand or by another program), where this
+/// process is on its own and says its errors.
 pub fn launcher_rank() -> Option<u64> {
-    if !asks_for_mpi(std::env::args_os().skip(1)) {
-        return None;
-    }
     LAUNCHERS.iter().find_map(|(rank, sizes)| {
         let read = |v: &str| std::env::var(v).ok()?.trim().parse::<u64>().ok();
         let rank = read(rank)?;
         let size = sizes.iter().find_map(|v| read(v))?;
         (size > 1 && rank < size).then_some(rank)
-    })
-}
-
-/// Whether the arguments ask for `--engine mpi` (`--engine mpi` or `--engine=mpi`).
-fn asks_for_mpi(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
-    let args: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    args.iter().enumerate().any(|(k, a)| {
-        a == "--engine=mpi" || (a == "--engine" && args.get(k + 1).is_some_and(|v| v == "mpi"))
     })
 }
 

@@ -477,8 +477,9 @@ fn clear(dir: &Path, record: &Record) -> Result<Vec<String>> {
     Ok(kept)
 }
 
-/// Refuses to write `rel` (a path below `out`) through a symbolic link: the entry itself,
-/// or a folder between `out` and it.
+/// Refuses to write `rel` (a path below `out`) through a symbolic link (the entry itself,
+/// or a folder between `out` and it), or into a file with other names (a hard link: a run
+/// that appends would write into a file elsewhere).
 fn refuse_links(out: &Path, rel: &str) -> Result<()> {
     let mut at = out.to_path_buf();
     for part in rel.split('/') {
@@ -486,6 +487,12 @@ fn refuse_links(out: &Path, rel: &str) -> Result<()> {
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => bail!(
                 "{}: a symbolic link in the --out folder {}, which hgp does not write through: give another --out (or move it away)",
+                at.display(),
+                out.display()
+            ),
+            #[cfg(unix)]
+            Ok(m) if m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1 => bail!(
+                "{}: a file with other names (hard links) in the --out folder {}, which hgp does not write into: give another --out (or move it away)",
                 at.display(),
                 out.display()
             ),

@@ -84,6 +84,22 @@ fn links_in_the_folder_are_never_followed() {
     let err = fails(&["error", "--quick", "--out", out.to_str().unwrap()]);
     assert!(err.contains("hgp.log"), "{err}");
     intact(&v);
+    // A listed log that is a hard link to a user's file: a resumed run, which appends to
+    // its log, is refused; the file is unchanged.
+    let out = root.path().join("hard");
+    let o = hgp(&["influence", "--quick", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_file(out.join("hgp.log")).unwrap();
+    std::fs::hard_link(v.join("decoy.txt"), out.join("hgp.log")).unwrap();
+    let err = fails(&[
+        "influence",
+        "--quick",
+        "--resume",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("hard links"), "{err}");
+    intact(&v);
     // Listed entries below a link to a folder outside: the run goes on, nothing behind the
     // link is removed, the link stays.
     let out = root.path().join("through");
@@ -133,8 +149,10 @@ fn errors_print_under_a_launchers_variables_outside_an_mpi_job() {
     for env in [
         vec![("OMPI_COMM_WORLD_RANK", "1")],
         vec![("PMI_RANK", "3")],
-        // A rank and a size, but the command runs every client in this process.
-        vec![("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "4")],
+        vec![("PMIX_RANK", "2")],
+        // A size that is no job of several ranks.
+        vec![("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "1")],
+        vec![("PMI_RANK", "5"), ("PMI_SIZE", "4")],
     ] {
         let started = Instant::now();
         let o = Command::new(env!("CARGO_BIN_EXE_hgp"))

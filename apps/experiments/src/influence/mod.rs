@@ -178,6 +178,9 @@ impl Config {
         if self.top() == 0 {
             bail!("--top must be at least 1");
         }
+        if self.model == ModelKind::Cnn {
+            crate::setup::options_in_f32(self)?;
+        }
         match self.model {
             ModelKind::Logistic => {
                 self.data.validate()?;
