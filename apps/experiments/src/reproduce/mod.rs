@@ -260,6 +260,9 @@ impl Config {
                         "--mpirun {l}: a quote is not closed (the launcher's words are split as a shell would)"
                     );
                 };
+                if parts.first().is_some_and(String::is_empty) {
+                    bail!("--mpirun {l}: the launcher's first word (the program) is empty");
+                }
                 if parts.is_empty() {
                     bail!("--mpirun is empty: give the launcher, e.g. \"mpirun -n 4\"");
                 }
