@@ -77,6 +77,16 @@ flags! {
         /// Shakespeare task.
         #[arg(long, value_name = "DIR")]
         shakespeare: Option<PathBuf> => some,
+        /// Fashion-MNIST's IDX files (the four train/t10k files, or their folder): FedHyper's
+        /// image experiments, as paper 001's Table 2 (without it the embedded digits stand
+        /// in).
+        #[arg(long, value_name = "DIR")]
+        fmnist: Option<PathBuf> => some,
+        /// A folder of data sets, one subfolder each (mnist/, fashion-mnist/, emnist/,
+        /// cifar10/, cifar100/, shakespeare/), as `scripts/fetch-data.sh DIR` lays out MNIST and
+        /// Fashion-MNIST: every data set option not given takes its subfolder.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf> => some,
         /// Launch every experiment under this MPI launcher (e.g. "mpirun -n 20 --hostfile
         /// hosts") with --engine mpi: one block of clients per rank (needs an hgp built with
         /// --features mpi; the numbers are the same as in one process).

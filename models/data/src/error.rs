@@ -415,7 +415,7 @@ pub enum DataError {
         label_count: usize,
     },
     /// A directory holds no images file.
-    #[error("no file matching `*images-idx3-ubyte` or `*images-idx3-ubyte.gz` in {}", dir.display())]
+    #[error("no file matching `*images-idx3-ubyte` or `*images.idx3-ubyte` (or either with `.gz`) in {}", dir.display())]
     NoImages {
         /// The directory searched.
         dir: PathBuf,

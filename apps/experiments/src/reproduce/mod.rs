@@ -117,6 +117,12 @@ pub struct Config {
     pub cifar100: Option<PathBuf>,
     /// LEAF's Shakespeare folders or the complete works.
     pub shakespeare: Option<PathBuf>,
+    /// Fashion-MNIST's IDX files: FedHyper's image experiments (paper 001 Table 2), in
+    /// place of the embedded digits.
+    pub fmnist: Option<PathBuf>,
+    /// A folder of data sets, one subfolder each, as `scripts/fetch-data.sh` lays them out
+    /// ([`DATA_FOLDERS`]): every data set option not given takes its subfolder.
+    pub data: Option<PathBuf>,
     /// The MPI launcher every experiment runs under (e.g. `mpirun -n 20`), split into
     /// words as a shell would (quotes kept together). Never read from or written to a
     /// config file: a program to run comes from the command line only.
@@ -136,10 +142,26 @@ impl Default for Config {
             cifar10: None,
             cifar100: None,
             shakespeare: None,
+            fmnist: None,
+            data: None,
             mpirun: None,
         }
     }
 }
+
+/// The subfolders `--data DIR` reads, by option: the names `scripts/fetch-data.sh` writes
+/// first, then the data sets' own folder names.
+pub const DATA_FOLDERS: [(&str, &[&str]); 6] = [
+    ("--mnist", &["mnist", "MNIST"]),
+    ("--fmnist", &["fashion-mnist", "fmnist"]),
+    ("--emnist", &["emnist", "EMNIST"]),
+    (
+        "--cifar10",
+        &["cifar10", "cifar-10-batches-bin", "cifar-10"],
+    ),
+    ("--cifar100", &["cifar100", "cifar-100-binary", "cifar-100"]),
+    ("--shakespeare", &["shakespeare"]),
+];
 
 /// Seeds of every experiment by default: enough for the paired tests of [`verdict`] to find
 /// an effect of twice the seeds' spread.
@@ -214,6 +236,7 @@ impl Config {
         };
         for (flag, dir, dataset) in [
             ("--mnist", &self.mnist, Dataset::Mnist),
+            ("--fmnist", &self.fmnist, Dataset::Fmnist),
             ("--emnist", &self.emnist, Dataset::Emnist),
             ("--cifar10", &self.cifar10, Dataset::Cifar10),
             ("--cifar100", &self.cifar100, Dataset::Cifar100),
@@ -235,12 +258,67 @@ impl Config {
     /// One line naming the option: no seeds, seeds past the largest, a data set that is
     /// not there, an empty launcher.
     pub fn check(&self) -> Result<Checked> {
+        let resolved = self.with_data_folder()?;
+        resolved.check_resolved(self)
+    }
+
+    /// The data set options, each as given or, where `--data DIR` is given and the option is
+    /// not, its subfolder of DIR ([`DATA_FOLDERS`]) if there is one.
+    ///
+    /// # Errors
+    ///
+    /// `--data` that is not a folder, or holds none of the data sets' subfolders.
+    pub fn with_data_folder(&self) -> Result<Self> {
+        let mut c = self.clone();
+        let Some(dir) = &self.data else {
+            return Ok(c);
+        };
+        if !dir.is_dir() {
+            bail!("--data {}: not a folder", dir.display());
+        }
+        let mut found = 0;
+        for (flag, names) in DATA_FOLDERS {
+            let field = match flag {
+                "--mnist" => &mut c.mnist,
+                "--fmnist" => &mut c.fmnist,
+                "--emnist" => &mut c.emnist,
+                "--cifar10" => &mut c.cifar10,
+                "--cifar100" => &mut c.cifar100,
+                _ => &mut c.shakespeare,
+            };
+            if let Some(sub) = names.iter().map(|n| dir.join(n)).find(|p| p.exists()) {
+                found += 1;
+                if field.is_none() {
+                    *field = Some(sub);
+                }
+            }
+        }
+        if found == 0 {
+            bail!(
+                "--data {}: it holds none of the data sets' folders ({}): `scripts/fetch-data.sh {}` lays out MNIST and Fashion-MNIST there",
+                dir.display(),
+                DATA_FOLDERS
+                    .iter()
+                    .map(|(_, names)| format!("{}/", names[0]))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                dir.display()
+            );
+        }
+        Ok(c)
+    }
+
+    /// [`Config::check`] of the config with `--data`'s folders filled in; `given` is the
+    /// config as given (a data set given by its own option that no planned experiment reads
+    /// is refused; one found in `--data`'s folder is not).
+    fn check_resolved(&self, given: &Config) -> Result<Checked> {
         crate::setup::check_seed_range(self.seed, self.seeds as u64)?;
         if self.paper.is_empty() {
             bail!("--paper needs at least one paper");
         }
         for (flag, dir) in [
             ("--mnist", &self.mnist),
+            ("--fmnist", &self.fmnist),
             ("--emnist", &self.emnist),
             ("--cifar10", &self.cifar10),
             ("--cifar100", &self.cifar100),
@@ -252,7 +330,6 @@ impl Config {
                 bail!("{flag} {}: no such file or folder", d.display());
             }
         }
-        self.check_data()?;
         let launcher = match &self.mpirun {
             Some(l) => {
                 let Some(parts) = shlex::split(l) else {
@@ -277,6 +354,7 @@ impl Config {
             .collect();
         let data = DataDirs {
             mnist: self.mnist.clone(),
+            fmnist: self.fmnist.clone(),
             emnist: self.emnist.clone(),
             cifar10: self.cifar10.clone(),
             cifar100: self.cifar100.clone(),
@@ -288,11 +366,12 @@ impl Config {
             .collect();
         // A data set given that no planned experiment reads would be silently unused.
         for (flag, dir) in [
-            ("--mnist", &self.mnist),
-            ("--emnist", &self.emnist),
-            ("--cifar10", &self.cifar10),
-            ("--cifar100", &self.cifar100),
-            ("--shakespeare", &self.shakespeare),
+            ("--mnist", &given.mnist),
+            ("--fmnist", &given.fmnist),
+            ("--emnist", &given.emnist),
+            ("--cifar10", &given.cifar10),
+            ("--cifar100", &given.cifar100),
+            ("--shakespeare", &given.shakespeare),
         ] {
             let Some(dir) = dir else {
                 continue;
@@ -312,6 +391,8 @@ impl Config {
                 );
             }
         }
+        // Read once the plan says who reads them.
+        self.check_data()?;
         Ok(Checked {
             config: self.clone(),
             papers,
@@ -662,5 +743,62 @@ pub fn assess(
         rules: verdict::RULES.to_string(),
         claims: results,
         experiments: records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--data DIR` gives every data set option its subfolder, an option given wins, and a
+    /// folder without any data set's subfolder is refused naming them.
+    #[test]
+    fn a_data_folder_fills_the_options_not_given() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["mnist", "fashion-mnist", "cifar-10-batches-bin"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let mine = dir.path().join("my-emnist");
+        let config = Config {
+            data: Some(dir.path().to_path_buf()),
+            emnist: Some(mine.clone()),
+            cifar100: None,
+            ..Config::default()
+        };
+        let c = config.with_data_folder().unwrap();
+        assert_eq!(c.mnist, Some(dir.path().join("mnist")));
+        assert_eq!(c.fmnist, Some(dir.path().join("fashion-mnist")));
+        assert_eq!(c.cifar10, Some(dir.path().join("cifar-10-batches-bin")));
+        assert_eq!(c.emnist, Some(mine));
+        assert_eq!((c.cifar100, c.shakespeare), (None, None));
+        let empty = tempfile::tempdir().unwrap();
+        let e = Config {
+            data: Some(empty.path().to_path_buf()),
+            ..Config::default()
+        }
+        .with_data_folder()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("none of the data sets' folders") && e.contains("mnist/"),
+            "{e}"
+        );
+    }
+
+    /// A data set given by its own option that no experiment of the papers chosen reads is
+    /// refused, naming it (FedHyper reads no EMNIST).
+    #[test]
+    fn a_data_set_no_experiment_reads_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            paper: vec![Paper::Fedhyper],
+            emnist: Some(dir.path().to_path_buf()),
+            ..Config::default()
+        };
+        let e = config.check().err().unwrap().to_string();
+        assert!(
+            e.contains("--emnist") && e.contains("no experiment of --paper fedhyper reads it"),
+            "{e}"
+        );
     }
 }

@@ -217,9 +217,10 @@ pub fn load_idx_pair(images: &Path, labels: &Path) -> Result<ImageSet, DataError
 
 /// Loads every IDX images/labels pair of a directory (not recursive) and concatenates them.
 ///
-/// An images file is `<prefix>images-idx3-ubyte` or `<prefix>images-idx3-ubyte.gz`; its
-/// labels file is `<prefix>labels-idx1-ubyte[.gz]` with the same prefix. This covers the
-/// public distributions:
+/// An images file is `<prefix>images-idx3-ubyte` or `<prefix>images-idx3-ubyte.gz` (or
+/// `images.idx3-ubyte`, with a dot, as several copies of MNIST name them); its labels file is
+/// `<prefix>labels-idx1-ubyte[.gz]` (or `labels.idx1-ubyte`) with the same prefix; a macOS
+/// resource fork `._NAME` is skipped. This covers the public distributions:
 ///
 /// - MNIST and Fashion-MNIST: `train-images-idx3-ubyte.gz` ↔ `train-labels-idx1-ubyte.gz`
 ///   and `t10k-…`;
@@ -530,11 +531,17 @@ fn split_of(prefix: &str) -> Option<(&str, u8)> {
         })
 }
 
-/// The prefix of an IDX file name ending in `suffix` or `suffix.gz`.
+/// The prefix of an IDX file name ending in `suffix` or `suffix.gz`, the suffix spelled
+/// with a dash (`images-idx3-ubyte`, the original distribution's) or a dot after its first
+/// word (`images.idx3-ubyte`, as several copies of MNIST name them). A macOS resource fork
+/// (`._NAME`, which archives made on a Mac carry beside each file) is no data file.
 fn prefix_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
-    name.strip_suffix(".gz")
-        .unwrap_or(name)
-        .strip_suffix(suffix)
+    if name.starts_with("._") {
+        return None;
+    }
+    let stem = name.strip_suffix(".gz").unwrap_or(name);
+    stem.strip_suffix(suffix)
+        .or_else(|| stem.strip_suffix(suffix.replacen('-', ".", 1).as_str()))
 }
 
 /// The regular files of `dir` (following links) whose names are UTF-8, sorted by name.
@@ -679,6 +686,37 @@ mod tests {
 
     fn message(result: Result<impl std::fmt::Debug, DataError>) -> String {
         result.unwrap_err().to_string()
+    }
+
+    /// The dotted names of several MNIST copies (`train-images.idx3-ubyte`) pair as the
+    /// dashed ones do; a Mac's resource forks beside them (`._train-images.idx3-ubyte`) are
+    /// not read; a dashed and a dotted copy of one file are two copies.
+    #[test]
+    fn dotted_names_are_read_and_resource_forks_skipped() {
+        let dir = dir_with(&[
+            ("train-images.idx3-ubyte", idx_images(2, 2, 2, &[1; 8])),
+            ("train-labels.idx1-ubyte", idx_labels(&[3, 4])),
+            ("t10k-images.idx3-ubyte", idx_images(1, 2, 2, &[2; 4])),
+            ("t10k-labels.idx1-ubyte", gzip(&idx_labels(&[5]))),
+            (
+                "._train-images.idx3-ubyte",
+                b"Mac OS X resource fork".to_vec(),
+            ),
+            (
+                "._t10k-labels.idx1-ubyte",
+                b"Mac OS X resource fork".to_vec(),
+            ),
+        ]);
+        let set = load_idx_dir(dir.path()).unwrap();
+        assert_eq!(set.labels, [3, 4, 5]);
+        assert_eq!(set.len(), 3);
+        fs::write(
+            dir.path().join("train-images-idx3-ubyte"),
+            idx_images(2, 2, 2, &[1; 8]),
+        )
+        .unwrap();
+        let msg = message(load_idx_dir(dir.path()));
+        assert!(msg.contains("several copies of one file"), "{msg}");
     }
 
     /// Writes `files` (name, bytes) into a fresh temporary directory.
