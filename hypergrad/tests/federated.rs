@@ -223,6 +223,54 @@ fn fednest_reaches_exact_with_many_neumann_rounds() {
     assert!(v.distance(&exact) / exact.norm() > 1e-3);
 }
 
+/// FedNest's FedInn (Tarzanagh et al. Alg. 3, and its authors' code) takes the control
+/// variate q̄ as each participant's full local gradient; with one local step (τ = 1) a
+/// FedSVRG round is then y − β q̄ whatever the local mini-batches (their two gradients at y
+/// cancel), so FedNest's lower level on mini-batches is full-batch gradient descent, bit
+/// for bit. AggITD's q̄ is stochastic (paper 003's ζ_{i,t}), so its lower level moves.
+#[test]
+fn fednests_control_variate_is_the_full_local_gradient() {
+    let (n, d) = (4, 3);
+    let cs = clients(n, 12, d, 5);
+    let l = lambda(n, d);
+    let lower = |batch: hgp_models::BatchSize, aggitd: bool| {
+        let o = FederatedOptions {
+            batch,
+            local_steps: 1,
+            ..options(60, 1.0, 1.0)
+        };
+        let mut est: Box<dyn FnMut() -> Vec<f64>> = if aggitd {
+            let mut a = AggItd::new(o).unwrap();
+            let (cs, l) = (cs.clone(), l.clone());
+            Box::new(move || {
+                a.solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
+                    .unwrap()
+                    .solution
+                    .x
+                    .row(0)
+                    .to_vec()
+            })
+        } else {
+            let mut f = FedNest::new(o, 4, HessianScope::Global).unwrap();
+            let (cs, l) = (cs.clone(), l.clone());
+            Box::new(move || {
+                f.solve_and_estimate(&cs, &l, &ClientBuffer::zeros(n, d), &mut ())
+                    .unwrap()
+                    .solution
+                    .x
+                    .row(0)
+                    .to_vec()
+            })
+        };
+        est()
+    };
+    let full = lower(hgp_models::BatchSize::Full, false);
+    assert_eq!(lower(hgp_models::BatchSize::Size(3), false), full);
+    let moved = lower(hgp_models::BatchSize::Size(3), true);
+    let gap: f64 = moved.iter().zip(&full).map(|(a, b)| (a - b).abs()).sum();
+    assert!(gap > 1e-6, "{gap:e}");
+}
+
 /// Paper 003 Table 1: 2N + 3 rounds per outer iteration for FBO-AggITD, 2N + T' + 3 for
 /// FedNest (the upper step's round included).
 #[test]

@@ -38,7 +38,7 @@ impl<T: Scalar> AggItd<T> {
     /// Non-positive steps, zero local steps, C outside (0, 1].
     pub fn new(options: FederatedOptions) -> Result<Self> {
         options.check()?;
-        let lower = options.lower()?;
+        let lower = options.lower(options.batch)?;
         Ok(Self {
             hvp: BatchSampler::new(options.batch, options.seed, domain::AGGITD),
             options,

@@ -48,7 +48,8 @@ impl<T: Scalar> FedNest<T> {
     /// Non-positive steps, zero local steps, C outside (0, 1].
     pub fn new(options: FederatedOptions, terms: usize, scope: HessianScope) -> Result<Self> {
         options.check()?;
-        let lower = options.lower()?;
+        // FedInn's control variate is each participant's full local gradient.
+        let lower = options.lower(hgp_models::BatchSize::Full)?;
         Ok(Self {
             hvp: BatchSampler::new(options.batch, options.seed, domain::FEDNEST),
             options,

@@ -99,7 +99,11 @@ impl FederatedOptions {
         }
     }
 
-    pub(super) fn lower(&self) -> Result<FedLower> {
+    /// The lower level: local steps on mini-batches of [`FederatedOptions::batch`], the
+    /// FedSVRG control variate q̄ on batches of `control` (paper 003's ζ_{i,t}, stochastic in
+    /// AggITD; the full local gradient in FedNest's FedInn, Tarzanagh et al. Alg. 3, as its
+    /// authors' code computes it).
+    pub(super) fn lower(&self, control: BatchSize) -> Result<FedLower> {
         Ok(FedLower::new(
             self.update,
             self.inner_steps,
@@ -109,7 +113,7 @@ impl FederatedOptions {
             self.seed,
         )?
         .with_batches(self.batch)
-        .with_control_batches(self.batch))
+        .with_control_batches(control))
     }
 }
 
