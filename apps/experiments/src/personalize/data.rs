@@ -120,11 +120,14 @@ pub(super) fn data(
         // --preset cpu the CNN two cores can train.
         (None, _) => sizes.model,
     };
+    // Each client's own test images are drawn from its share (HGP Table 2's protocol): the
+    // distribution's test files are not set apart here.
     let Loaded {
         images: all,
         coarse,
         source,
         classes,
+        ..
     } = load_dataset(config.data.dataset, config.data.data_dir.as_deref())?;
     let wanted = config.data.images.or(sizes.images).unwrap_or(all.len());
     let used: Vec<usize> = (0..wanted.min(all.len())).collect();

@@ -97,6 +97,10 @@ pub struct Loaded {
     /// The data set's classes (MNIST's 10, each EMNIST split's own, CIFAR's 10 or 100): the
     /// network's outputs, whatever labels the files happen to hold.
     pub classes: usize,
+    /// Where the distribution's own test images begin (its `t10k-…` / `test-…` files, after
+    /// the training files), when the folder holds both halves; `None` otherwise (the
+    /// embedded subset, a single pair, CIFAR's binaries).
+    pub test_from: Option<usize>,
 }
 
 /// Every image of `dataset` from `data_dir` (the embedded MNIST subset for `mnist` without a
@@ -109,7 +113,7 @@ pub struct Loaded {
 /// loaders' errors (a label outside the data set's names its file and record).
 pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded> {
     use hgp_data::images::{
-        CifarKind, IdxFamily, embedded_mnist, load_cifar_dir, load_idx_dir_family,
+        CifarKind, IdxFamily, embedded_mnist, load_cifar_dir, load_idx_dir_halves,
     };
     if dataset.text() {
         bail!(
@@ -128,13 +132,14 @@ pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded>
             coarse: None,
             source: "the embedded MNIST subset".to_string(),
             classes: IdxFamily::Mnist.classes(),
+            test_from: None,
         },
         (None, _) => bail!(
             "--dataset {} reads its files from --data-dir DIR (only mnist has an embedded subset)",
             dataset.name()
         ),
         (Some(dir), None) => {
-            let (images, family) = load_idx_dir_family(dir)?;
+            let (images, family, test_from) = load_idx_dir_halves(dir)?;
             match (dataset, family) {
                 (Dataset::Emnist, IdxFamily::Mnist) => bail!(
                     "--dataset emnist: the files in {} are named as MNIST's or Fashion-MNIST's (train-…, t10k-…), not EMNIST's (emnist-<split>-…): give --dataset mnist or fmnist",
@@ -154,6 +159,7 @@ pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded>
                 coarse: None,
                 source: dir.display().to_string(),
                 classes: family.classes(),
+                test_from,
             }
         }
         (Some(dir), Some(kind)) => {
@@ -171,6 +177,7 @@ pub fn load_dataset(dataset: Dataset, data_dir: Option<&Path>) -> Result<Loaded>
                 coarse: set.coarse,
                 source,
                 classes: kind.classes(),
+                test_from: None,
             }
         }
     };
@@ -256,10 +263,29 @@ pub fn load_image_experiment(
     use hgp_data::images::hold_out;
     let Loaded {
         images: mut all,
-        source,
+        mut source,
         classes,
+        test_from,
         ..
     } = load_dataset(dataset, data_dir)?;
+    // The distribution's own test images when its folder has them and they are enough: the
+    // test set is drawn from them (all of them at their count, MNIST's 10,000), the clients'
+    // images from the training files (the first --images less --test-images of them), as
+    // the papers' loaders split MNIST. Otherwise drawn from every image.
+    if let Some(t) = test_from
+        && test_images <= all.len() - t
+    {
+        let first = |n: usize| (0..n).collect::<Vec<_>>();
+        let official = all.subset(&(t..all.len()).collect::<Vec<_>>());
+        let (_, test) = hold_out(&official, test_images, derive(seed, domain::DATA))?;
+        let train_count = images.map_or(t, |n| n.saturating_sub(test_images).min(t));
+        let rest = all.subset(&first(train_count));
+        source = format!(
+            "{source} (test images drawn from its own {} test images, the clients' from its {t} training images)",
+            all.len() - t
+        );
+        return Ok((rest, test, source, classes));
+    }
     if let Some(n) = images {
         all = all.subset(&(0..n.min(all.len())).collect::<Vec<_>>());
     }

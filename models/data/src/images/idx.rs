@@ -257,13 +257,31 @@ pub fn load_idx_dir(dir: &Path) -> Result<ImageSet, DataError> {
 /// Those of [`load_idx_dir`], [`DataError::EmnistSplit`] for an unknown EMNIST split, and
 /// [`DataError::Label`] for a label outside the family's, naming the file and record.
 pub fn load_idx_dir_family(dir: &Path) -> Result<(ImageSet, IdxFamily), DataError> {
+    load_idx_dir_halves(dir).map(|(set, family, _)| (set, family))
+}
+
+/// [`load_idx_dir_family`], with where the distribution's own test half begins when the
+/// directory holds its train and test halves (`train-…` then `t10k-…` or `test-…`): the
+/// number of training images, which come first. `None` for a single pair.
+///
+/// # Errors
+///
+/// Those of [`load_idx_dir_family`].
+pub fn load_idx_dir_halves(dir: &Path) -> Result<(ImageSet, IdxFamily, Option<usize>), DataError> {
     let pairs = find_pairs(dir)?;
+    let halves = pairs.len() == 2;
+    let mut train_len = None;
     let family = IdxFamily::of_file_name(&pairs[0].prefix)?;
     let mut out: Option<ImageSet> = None;
     for pair in &pairs {
         let set = load_pair(&pair.images, &pair.labels, family)?;
         match &mut out {
-            None => out = Some(set),
+            None => {
+                if halves {
+                    train_len = Some(set.len());
+                }
+                out = Some(set);
+            }
             Some(out) => {
                 if (set.rows, set.cols) != (out.rows, out.cols) {
                     return Err(DataError::Shape {
@@ -286,7 +304,7 @@ pub fn load_idx_dir_family(dir: &Path) -> Result<(ImageSet, IdxFamily), DataErro
     let set = out.ok_or_else(|| DataError::NoImages {
         dir: dir.to_path_buf(),
     })?;
-    Ok((set, family))
+    Ok((set, family, train_len))
 }
 
 /// An [`ImageSet`] from the bytes of an images file and a labels file, transposing every
@@ -710,6 +728,9 @@ mod tests {
         let set = load_idx_dir(dir.path()).unwrap();
         assert_eq!(set.labels, [3, 4, 5]);
         assert_eq!(set.len(), 3);
+        // The training half first, and where the test half begins.
+        let (_, _, train) = load_idx_dir_halves(dir.path()).unwrap();
+        assert_eq!(train, Some(2));
         fs::write(
             dir.path().join("train-images-idx3-ubyte"),
             idx_images(2, 2, 2, &[1; 8]),

@@ -42,8 +42,8 @@ pub use crate::DataError;
 pub use cifar::{CIFAR_CHANNELS, CIFAR_SIDE, CifarKind, CifarSet, load_cifar_dir, parse_cifar};
 pub use federated::{FedClient, FedSplit, federated_split, hold_out};
 pub use idx::{
-    EmnistSplit, IdxFamily, load_idx_dir, load_idx_dir_family, load_idx_pair, parse_idx_images,
-    parse_idx_labels,
+    EmnistSplit, IdxFamily, load_idx_dir, load_idx_dir_family, load_idx_dir_halves, load_idx_pair,
+    parse_idx_images, parse_idx_labels,
 };
 pub use label_split::{LabelSplit, label_split};
 pub use pachinko::{PachinkoConfig, pachinko_split};
