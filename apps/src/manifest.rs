@@ -340,9 +340,13 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
         for entry in entries {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            // A link, or something that is neither a file nor a folder (a FIFO, a socket, a
+            // device): never hgp's.
+            let odd = entry
+                .file_type()
+                .is_ok_and(|t| t.is_symlink() || !(t.is_file() || t.is_dir()));
             let listed = record.files.contains(&name) || record.folders.contains(&name);
-            if is_output(&name, outputs) && (!listed || link) {
+            if is_output(&name, outputs) && (!listed || odd) {
                 foreign.push(name);
             }
         }
@@ -350,7 +354,7 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
     if !foreign.is_empty() {
         foreign.sort();
         bail!(
-            "--out {}: {} {} not written by hgp (not listed in its {MANIFEST}, or a symbolic link), and this run would replace {}: give another --out (or move {} away)",
+            "--out {}: {} {} not written by hgp (not listed in its {MANIFEST}, or a symbolic link or special file), and this run would replace {}: give another --out (or move {} away)",
             out.display(),
             foreign.join(", "),
             if foreign.len() == 1 { "was" } else { "were" },

@@ -303,16 +303,7 @@ impl HypergradError {
     }
 }
 
-/// A number as a message shows it: as typed for everyday sizes, in scientific notation when
-/// it is very small or very large (1e-320, not its 320 decimal digits).
-fn short(v: f64) -> String {
-    let a = v.abs();
-    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
-}
+use hgp_models::short_number as short;
 
 /// The message of [`HypergradError::Expansive`]: a spectral radius of 1 to within rounding
 /// means a step γ too small to move anything in f64 (each contraction factor 1 − γμ rounds to

@@ -105,13 +105,4 @@ pub enum InnerError {
 /// Result alias of the `inner-solvers` crate.
 pub type Result<T> = std::result::Result<T, InnerError>;
 
-/// A number as a message shows it: as typed for everyday sizes, in scientific notation when
-/// it is very small or very large (1e308, not its 309 digits).
-fn short(v: f64) -> String {
-    let a = v.abs();
-    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
-}
+use hgp_models::short_number as short;

@@ -50,6 +50,18 @@ pub use objective::{
 pub use per_client::PerClient;
 pub use sampler::{BatchSampler, BatchSize};
 
+/// A number as an error message shows it: as typed for everyday sizes, in scientific
+/// notation when it is very small or very large (1e-320, not its 320 decimal digits; 1e308,
+/// not its 309 digits). The one formatter of the crates' messages.
+pub fn short_number(v: f64) -> String {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 #[cfg(test)]
 mod auto_traits {
     use super::*;

@@ -219,6 +219,17 @@ fn normalize(
                     });
                 }
             },
+            // A list written as the flag takes it, comma-separated (`"methods": "fedavg,decay"`).
+            Some(Value::Array(_)) if value.is_string() => {
+                let path = vec![key.clone()];
+                if get(out, &path).is_some() {
+                    return Err(ConfigError::Repeated {
+                        option: key.clone(),
+                    });
+                }
+                set(out, &path, comma_list(value.as_str().unwrap_or_default()));
+                continue;
+            }
             Some(_) => vec![key.clone()],
             None => match find(known, key) {
                 Some(path) => path,
@@ -238,6 +249,20 @@ fn normalize(
         set(out, &path, value.clone());
     }
     Ok(())
+}
+
+/// A comma-separated list as the command line writes it, as JSON: each entry a number where
+/// it reads as one, else a name.
+fn comma_list(text: &str) -> Value {
+    Value::Array(
+        text.split(',')
+            .map(str::trim)
+            .map(|v| {
+                serde_json::from_str::<serde_json::Number>(v)
+                    .map_or_else(|_| Value::String(v.into()), Value::Number)
+            })
+            .collect(),
+    )
 }
 
 /// The path to the option `key` inside one of `known`'s groups, if exactly one has it.
@@ -390,6 +415,12 @@ mod tests {
                 option: "mpirun".into()
             }
         );
+        // A list as the flag writes it.
+        let listed =
+            read(r#"{"command": "fedhyper", "options": {"methods": "fedavg, decay"}}"#).unwrap();
+        let array = read(r#"{"command": "fedhyper", "options": {"methods": ["fedavg", "decay"]}}"#)
+            .unwrap();
+        assert_eq!(listed, array);
         let e = read(r#"{"command": "erorr", "options": {}}"#).unwrap_err();
         assert!(matches!(e, ConfigError::UnknownCommand(_)), "{e}");
         let e = read("{\"command\": \"error\",\n \"options\": {").unwrap_err();

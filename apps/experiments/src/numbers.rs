@@ -3,12 +3,7 @@
 /// A number as a message shows it: as typed for everyday sizes, in scientific notation when
 /// it is very small or very large (5e-324, not its 324 decimal digits).
 pub fn num(v: f64) -> String {
-    let a = v.abs();
-    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
+    hgp_models::short_number(v)
 }
 
 /// A derived number as a message shows it: [`num`] of its four significant digits

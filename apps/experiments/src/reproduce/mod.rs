@@ -262,6 +262,18 @@ impl Config {
         resolved.check_resolved(self)
     }
 
+    /// Every data set option, by its flag.
+    fn data_options(&self) -> [(&'static str, &Option<PathBuf>); 6] {
+        [
+            ("--mnist", &self.mnist),
+            ("--fmnist", &self.fmnist),
+            ("--emnist", &self.emnist),
+            ("--cifar10", &self.cifar10),
+            ("--cifar100", &self.cifar100),
+            ("--shakespeare", &self.shakespeare),
+        ]
+    }
+
     /// The data set options, each as given or, where `--data DIR` is given and the option is
     /// not, its subfolder of DIR ([`DATA_FOLDERS`]) if there is one.
     ///
@@ -316,14 +328,7 @@ impl Config {
         if self.paper.is_empty() {
             bail!("--paper needs at least one paper");
         }
-        for (flag, dir) in [
-            ("--mnist", &self.mnist),
-            ("--fmnist", &self.fmnist),
-            ("--emnist", &self.emnist),
-            ("--cifar10", &self.cifar10),
-            ("--cifar100", &self.cifar100),
-            ("--shakespeare", &self.shakespeare),
-        ] {
+        for (flag, dir) in self.data_options() {
             if let Some(d) = dir
                 && !d.exists()
             {
@@ -365,14 +370,7 @@ impl Config {
             .filter(|j| claims.iter().any(|c| c.jobs.contains(&j.id)))
             .collect();
         // A data set given that no planned experiment reads would be silently unused.
-        for (flag, dir) in [
-            ("--mnist", &given.mnist),
-            ("--fmnist", &given.fmnist),
-            ("--emnist", &given.emnist),
-            ("--cifar10", &given.cifar10),
-            ("--cifar100", &given.cifar100),
-            ("--shakespeare", &given.shakespeare),
-        ] {
+        for (flag, dir) in given.data_options() {
             let Some(dir) = dir else {
                 continue;
             };
