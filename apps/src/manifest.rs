@@ -30,6 +30,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
+
+use crate::whole::temporary_of;
 use serde::{Deserialize, Serialize};
 
 /// The manifest's file name in an `--out` folder.
@@ -407,26 +409,8 @@ pub fn open(out: &Path, outputs: &[&str], resume: bool) -> Result<Cleared> {
     Ok(cleared)
 }
 
-/// The name of a temporary copy of `name` ([`crate::whole::write_unlisted`]): this
-/// process's id and a count.
-pub fn temporary_name(name: &str, count: u64) -> String {
-    format!(".{name}.hgp-{}-{count}.tmp", std::process::id())
-}
-
-/// The file a temporary copy `name` stands for, if `name` has the form of
-/// [`temporary_name`].
-fn temporary_of(name: &str) -> Option<&str> {
-    let (file, tag) = name
-        .strip_prefix('.')?
-        .strip_suffix(".tmp")?
-        .rsplit_once(".hgp-")?;
-    let (pid, count) = tag.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (!file.is_empty() && digits(pid) && digits(count)).then_some(file)
-}
-
 /// Removes what a run stopped while writing a file whole left in `out`: its temporary
-/// copies ([`temporary_name`]) of a file the manifest lists (or of the manifest itself),
+/// copies ([`crate::whole::temporary_name`]) of a file the manifest lists (or of the manifest itself),
 /// and only those. The folder's lock is held, so no live run is writing them.
 fn clear_temporaries(out: &Path, record: &Record) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(out) else {
@@ -918,7 +902,10 @@ mod tests {
         assert_eq!(relative(Path::new("/a/b"), Path::new("/a/b/../x")), None);
         assert_eq!(temporary_of(".a.csv.hgp-12-0.tmp"), Some("a.csv"));
         assert_eq!(temporary_of(".a.csv.12.tmp"), None);
-        assert_eq!(temporary_of(&temporary_name("x.json", 5)), Some("x.json"));
+        assert_eq!(
+            temporary_of(&crate::whole::temporary_name("x.json", 5)),
+            Some("x.json")
+        );
         for bad in ["", "/etc", "a/../b", "..", ".", "a//b", "a/", "/"] {
             assert!(invalid_entry(bad).is_some(), "{bad:?}");
         }

@@ -25,7 +25,7 @@ pub fn prepare_out(dir: &Path) -> Result<PathBuf> {
     crate::manifest::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
     // A new file of its own (never one of the user's, nor through a link).
-    let probe = dir.join(crate::manifest::temporary_name(".hgp-write-test", 0));
+    let probe = dir.join(crate::whole::temporary_name(".hgp-write-test", 0));
     OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -14,16 +14,13 @@ use anyhow::Result;
 static COUNT: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` whole (a new temporary file `.NAME.hgp-PID-K.tmp`, see
-/// [`crate::manifest::temporary_name`], then renamed over `path`), without the manifest.
+/// [`temporary_name`], then renamed over `path`), without the manifest.
 /// The temporary file is created new, never opened through a link or over a file.
 pub fn write_unlisted(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let temp = path.with_file_name(crate::manifest::temporary_name(
-        &name,
-        COUNT.fetch_add(1, Ordering::Relaxed),
-    ));
+    let temp = path.with_file_name(temporary_name(&name, COUNT.fetch_add(1, Ordering::Relaxed)));
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -40,4 +37,22 @@ pub fn write_unlisted(path: &Path, bytes: &[u8]) -> Result<()> {
             done
         });
     written.map_err(|e| anyhow::Error::from(e).context(format!("cannot write {}", path.display())))
+}
+
+/// The name of a temporary copy of `name` ([`crate::whole::write_unlisted`]): this
+/// process's id and a count.
+pub fn temporary_name(name: &str, count: u64) -> String {
+    format!(".{name}.hgp-{}-{count}.tmp", std::process::id())
+}
+
+/// The file a temporary copy `name` stands for, if `name` has the form of
+/// [`temporary_name`].
+pub fn temporary_of(name: &str) -> Option<&str> {
+    let (file, tag) = name
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?
+        .rsplit_once(".hgp-")?;
+    let (pid, count) = tag.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (!file.is_empty() && digits(pid) && digits(count)).then_some(file)
 }
