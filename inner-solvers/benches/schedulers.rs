@@ -160,6 +160,7 @@ fn bench(c: &mut Criterion) {
                 previous: 0.05,
                 grad_dot_previous: dot(&g, &g_prev),
                 grad_dot_global: dot(&g, &update),
+                participants: 10,
             })
         })
     });

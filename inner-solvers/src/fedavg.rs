@@ -245,6 +245,7 @@ impl FedAvg {
                             previous: beta,
                             grad_dot_previous,
                             grad_dot_global,
+                            participants: participants.len(),
                         });
                         std::mem::swap(&mut g, &mut g_prev);
                     }

@@ -220,6 +220,7 @@ proptest! {
                 previous: beta,
                 grad_dot_previous: gg,
                 grad_dot_global: gd,
+                participants: 10,
             });
             prop_assert!(beta >= base / bound * (1.0 - 1e-15) && beta <= base * bound * (1.0 + 1e-15), "β = {beta}");
         }

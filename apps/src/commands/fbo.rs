@@ -231,6 +231,7 @@ pub const HEADER: &[&str] = &[
     "diverged_at_iteration",
     "curve_rounds",
     "curve_accuracy",
+    "collapsed",
 ];
 
 /// One row of fbo.csv (the names are the CSV header); `rounds_to_target` is empty if the
@@ -249,6 +250,9 @@ pub struct RunRow {
     curve_rounds: Vec<f64>,
     #[serde(serialize_with = "sci_list", deserialize_with = "parse_list")]
     curve_accuracy: Vec<f64>,
+    /// Why the run collapsed to chance (empty if it did not).
+    #[serde(default)]
+    collapsed: Option<String>,
 }
 
 impl RunRow {
@@ -264,6 +268,7 @@ impl RunRow {
             diverged_at_iteration: run.diverged.as_ref().map(|d| d.iteration),
             curve_rounds: run.curve.iter().map(|p| p.0 as f64).collect(),
             curve_accuracy: run.curve.iter().map(|p| p.1).collect(),
+            collapsed: run.collapsed(hgp_experiments::fbo::CLASSES),
         }
     }
 }
@@ -292,6 +297,9 @@ impl Command<'_> {
                 r.rounds_to_target(target)
                     .map_or("never".to_string(), |k| k.to_string()),
                 match (r.final_accuracy(), &r.diverged) {
+                    (Some(a), _) if r.collapsed(hgp_experiments::fbo::CLASSES).is_some() => {
+                        format!("{:.2} % (collapsed to chance)", 100.0 * a)
+                    }
                     (Some(a), _) => format!("{:.2} %", 100.0 * a),
                     (None, Some(d)) => format!("diverged (iteration {})", d.iteration),
                     (None, None) => "-".to_string(),

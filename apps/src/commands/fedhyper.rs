@@ -31,7 +31,8 @@ fn parse_split(s: &str) -> Result<Split, String> {
 flags! {
     /// The options of `hgp fedhyper` that are its own.
     pub struct FedHyperFlags => Config {
-        /// Methods to compare (comma separated) [default: all].
+        /// Methods to compare (comma separated) [default: those of paper 001, every method but
+        /// fedhyper-gm and fedhyper-cl-code, the public code's forms].
         #[arg(long, value_parser = choice::<Method>(), value_delimiter = ',')]
         methods: Option<Vec<Method>> => set,
         #[arg(long, value_delimiter = ',', value_name = "SPLIT", value_parser = parse_split, help = with_default("Splits between the clients (comma separated): iid (equal random parts) or a Dirichlet concentration α (each client's label proportions ~ Dir(α); smaller is more skewed) of images; natural (one speaking character a client, the only split of text).", &format!("{SPLITS}; natural with --dataset shakespeare")))]
@@ -180,6 +181,7 @@ const SUMMARY_HEADER: &[&str] = &[
     "seconds_per_round",
     "overhead_vs_fedavg_percent",
     "diverged",
+    "collapsed",
 ];
 
 /// Every rank checks the config, reads the images and splits them (a failure on any rank
@@ -240,7 +242,9 @@ impl Experiment for Command<'_> {
         self.write_report(outcome, mpi)
     }
 
-    /// The table is complete; a run that diverged still makes the command fail.
+    /// The table is complete; a run that diverged still makes the command fail (one that
+    /// collapsed was said when the runs ended, and is marked in the table: its accuracy is
+    /// the method's result).
     fn conclude(&self, outcome: Outcome) -> Result<()> {
         let diverged = outcome.diverged();
         if !diverged.is_empty() {
@@ -297,8 +301,17 @@ impl Command<'_> {
                 (Some(a), _) => format!("{:.2} %", 100.0 * a),
                 (None, _) => "diverged".to_string(),
             };
-            let accuracy = if s.diverged > 0 && s.final_accuracy.is_some() {
-                format!("{accuracy} ({} diverged)", s.diverged)
+            // Runs that diverged are out of the mean; those that collapsed are in it.
+            let failed: Vec<String> = [
+                (s.diverged - s.collapsed, "diverged"),
+                (s.collapsed, "collapsed to chance"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            let accuracy = if !failed.is_empty() && s.final_accuracy.is_some() {
+                format!("{accuracy} ({})", failed.join(", "))
             } else {
                 accuracy
             };

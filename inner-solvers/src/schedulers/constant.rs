@@ -31,6 +31,7 @@ mod tests {
             previous: 0.05,
             grad_dot_previous: 3.0,
             grad_dot_global: -1.0,
+            participants: 10,
         };
         assert_eq!(s.local_rate(&local), 0.05);
         assert!(!s.adapts_local_rate());

@@ -1,5 +1,6 @@
 //! Learning-rate schedulers of federated averaging: FedHyper's hyper-gradient schedulers
-//! (paper 001, Alg. 1: [`FedHyperG`], [`FedHyperSl`], [`FedHyperCl`]) and the baselines it is
+//! (paper 001, Alg. 1: [`FedHyperG`], [`FedHyperSl`], [`FedHyperCl`]; the public code's
+//! forms [`FedHyperGm`] and [`FedHyperClCode`]) and the baselines it is
 //! compared with ([`Constant`] = FedAvg, [`ServerDecay`], [`FedExp`], [`FedAdam`],
 //! [`FedAdagrad`]).
 //!
@@ -26,7 +27,9 @@ mod fedadagrad;
 mod fedadam;
 mod fedexp;
 mod fedhyper_cl;
+mod fedhyper_cl_code;
 mod fedhyper_g;
+mod fedhyper_gm;
 mod fedhyper_sl;
 
 use std::fmt::Debug;
@@ -39,7 +42,9 @@ pub use fedadagrad::FedAdagrad;
 pub use fedadam::FedAdam;
 pub use fedexp::FedExp;
 pub use fedhyper_cl::FedHyperCl;
+pub use fedhyper_cl_code::FedHyperClCode;
 pub use fedhyper_g::FedHyperG;
+pub use fedhyper_gm::FedHyperGm;
 pub use fedhyper_sl::FedHyperSl;
 
 /// What the server holds at the end of round t.
@@ -70,6 +75,8 @@ pub struct LocalStep {
     /// g_m(W^{t,k}) · Δ^{t−1}, with Δ^{t−1} = W^t − W^{t−1} the last global update
     /// (Alg. 1 line 3; 0 in round 0).
     pub grad_dot_global: f64,
+    /// Participants M of the round.
+    pub participants: usize,
 }
 
 /// A learning-rate scheduler of federated averaging, on the server, on the clients, or both.

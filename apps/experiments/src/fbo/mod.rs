@@ -49,6 +49,9 @@ pub const TEST_IMAGES: usize = 1000;
 pub const PIXEL_STD: f64 = 0.3081;
 /// Evaluations averaged for a run's final accuracy in `final_mean`.
 pub const FINAL_EVALUATIONS: usize = 10;
+
+/// Classes of the head (the digits; CIFAR-10).
+pub const CLASSES: usize = 10;
 /// The test accuracy of Table 2.
 pub const TARGET: f64 = 0.9;
 /// Communication rounds of a run. Figs. 2–4 stop at 2,000; with 90 images a client (the
@@ -370,7 +373,7 @@ impl Config {
 
     /// The network of `model` with the head's L2 weight.
     fn model_settings(&self) -> Result<Model> {
-        let classes = HyperRepConfig::default().classes;
+        let classes = CLASSES;
         Ok(match self.model {
             ModelKind::Mlp => Model::Mlp(HyperRepConfig {
                 hidden: self.hidden.unwrap_or(HyperRepConfig::default().hidden),
@@ -494,7 +497,7 @@ impl Checked {
                 rest.cols
             );
         }
-        let classes = HyperRepConfig::default().classes;
+        let classes = CLASSES;
         if found > classes {
             bail!(
                 "{source} is a data set of {found} classes; the head of `hgp fbo` has {classes} (MNIST, Fashion-MNIST, EMNIST digits or CIFAR-10)"
@@ -577,6 +580,10 @@ pub struct Row {
     pub iterations: usize,
     /// Where and why the run diverged.
     pub diverged: Option<Diverged>,
+    /// Why the run collapsed (finite, but its test accuracy back at chance after it
+    /// trained: [`Run::collapsed`]); `None` if it did not.
+    #[serde(default)]
+    pub collapsed: Option<String>,
 }
 
 /// Where a run diverged.
@@ -720,6 +727,9 @@ fn run_on<C: RepClient>(
             (None, Some(a)) => format!("final test accuracy {:.2} %", 100.0 * a),
             (None, None) => "no iteration run".to_string(),
         };
+        if let Some(why) = run.collapsed(CLASSES) {
+            observer.warn(&format!("warning: {method}, {}, τ = {tau}: {why}", f.split));
+        }
         observer.line(&format!(
             "{method}, {}, τ = {tau}: {outcome}, {reached}",
             f.split
@@ -743,6 +753,7 @@ fn run_on<C: RepClient>(
                 iteration: d.iteration,
                 error: d.error.clone(),
             }),
+            collapsed: r.collapsed(CLASSES),
         })
         .collect();
     Ok(Outcome {

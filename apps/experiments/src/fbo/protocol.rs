@@ -346,6 +346,17 @@ impl Run {
     pub fn rounds_to_target(&self, target: f64) -> Option<usize> {
         self.curve.iter().find(|p| p.1 >= target).map(|p| p.0)
     }
+    /// Why this run collapsed, if it did ([`crate::setup::collapse`]): finite, but its test
+    /// accuracy over its last [`super::FINAL_EVALUATIONS`] evaluations back at chance with
+    /// `classes` classes after it trained. `None` for a run that diverged (said otherwise)
+    /// or did not collapse.
+    pub fn collapsed(&self, classes: usize) -> Option<String> {
+        if self.diverged.is_some() {
+            return None;
+        }
+        let accuracies: Vec<f64> = self.curve.iter().skip(1).map(|p| p.1).collect();
+        crate::setup::collapse(&accuracies, super::FINAL_EVALUATIONS, classes, None)
+    }
 }
 
 impl Settings {
@@ -557,6 +568,27 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run whose test accuracy fell back to chance after it trained is said to have
+    /// collapsed (round 0's accuracy never counts); one that trained and stayed, or never
+    /// left chance, is not.
+    #[test]
+    fn a_run_back_at_chance_after_training_collapsed() {
+        let mut curve = vec![(0, 0.1), (10, 0.5), (20, 0.8)];
+        curve.extend((3..15).map(|k| (10 * k, 0.1)));
+        let mut run = Run {
+            method: Method::Fednest,
+            split: Split::Iid,
+            tau: 1,
+            curve,
+            diverged: None,
+        };
+        assert!(run.collapsed(10).unwrap().contains("after 80.0 %"));
+        run.curve = vec![(0, 0.1), (10, 0.5), (20, 0.8), (30, 0.85)];
+        assert_eq!(run.collapsed(10), None);
+        run.curve = vec![(0, 0.1), (10, 0.11), (20, 0.1)];
+        assert_eq!(run.collapsed(10), None);
+    }
 
     /// A run's final accuracy is the mean of its last evaluations (round 0 never counts) and
     /// its swing their sample standard deviation; a diverged run has neither.

@@ -145,7 +145,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            methods: Method::VARIANTS.to_vec(),
+            methods: Method::paper(),
             splits: None,
             rounds: None,
             target: None,
@@ -408,12 +408,13 @@ impl Config {
         for &m in Method::VARIANTS {
             // The options of this method's schedulers.
             let flags: Vec<(&str, f64)> = match m {
-                Method::FedhyperG => g.to_vec(),
+                Method::FedhyperG | Method::FedhyperGm => g.to_vec(),
                 Method::FedhyperSl => vec![
                     ("--sl-hyper-lr", self.sl_hyper_lr),
                     ("--gamma-beta", self.gamma_beta),
                 ],
                 Method::FedhyperCl => cl.to_vec(),
+                Method::FedhyperClCode => cl[..2].to_vec(),
                 Method::FedhyperGCl => g.iter().chain(&cl).copied().collect(),
                 Method::Decay => vec![("--decay", self.decay)],
                 Method::Fedadam => vec![("--adam-lr", self.adam_lr)],
@@ -497,8 +498,12 @@ pub struct Summary {
     pub seconds_per_round: f64,
     /// seconds_per_round relative to FedAvg's on the same split, in percent (if run).
     pub overhead_vs_fedavg_percent: Option<f64>,
-    /// Seeds that diverged.
+    /// Seeds that diverged or collapsed (finite, but back at chance:
+    /// [`Run::collapsed`]).
     pub diverged: usize,
+    /// Of them, seeds that collapsed (their accuracies are in the means).
+    #[serde(default)]
+    pub collapsed: usize,
 }
 
 /// The median of `v` (the lower middle value for an even count, so a grid's value);
@@ -511,8 +516,15 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// Rounds averaged for a run's final accuracy in `final_mean`.
 pub const FINAL_ROUNDS: usize = 5;
 
-/// The summaries of `runs`, in the order methods and splits were given.
-pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64) -> Vec<Summary> {
+/// The summaries of `runs`, in the order methods and splits were given, on data of
+/// `classes` classes (chance is 1/`classes`).
+pub fn summarize(
+    runs: &[Run],
+    methods: &[Method],
+    splits: &[Split],
+    target: f64,
+    classes: usize,
+) -> Vec<Summary> {
     let mut out = Vec::new();
     for split in splits {
         let fedavg_seconds = mean(
@@ -531,6 +543,10 @@ pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64
                 continue;
             }
             let finals: Vec<f64> = mine.iter().filter_map(|r| r.final_accuracy()).collect();
+            let collapsed = mine
+                .iter()
+                .filter(|r| r.collapsed(runs, classes).is_some())
+                .count();
             let tails: Vec<f64> = mine
                 .iter()
                 .filter_map(|r| r.final_mean(FINAL_ROUNDS))
@@ -565,7 +581,8 @@ pub fn summarize(runs: &[Run], methods: &[Method], splits: &[Split], target: f64
                 overhead_vs_fedavg_percent: fedavg_seconds
                     .filter(|&f| f > 0.0)
                     .map(|f| 100.0 * (seconds / f - 1.0)),
-                diverged: mine.iter().filter(|r| r.diverged.is_some()).count(),
+                diverged: mine.iter().filter(|r| r.diverged.is_some()).count() + collapsed,
+                collapsed,
             });
         }
     }
@@ -609,6 +626,27 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The runs that collapsed, each with why ([`Run::collapsed`]); empty when none did.
+    pub fn collapsed(&self) -> Vec<String> {
+        let Some(d) = &self.details else {
+            return Vec::new();
+        };
+        let classes = d.settings.arch.outputs();
+        d.runs
+            .iter()
+            .filter_map(|r| {
+                r.collapsed(&d.runs, classes).map(|why| {
+                    format!(
+                        "{} on split {} (seed {}) {why}",
+                        r.method,
+                        r.split.name(),
+                        r.seed
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// The runs that diverged, in words; empty when none did.
     pub fn diverged(&self) -> Vec<String> {
         self.details
@@ -617,5 +655,78 @@ impl Outcome {
             .filter(|r| r.diverged.is_some())
             .map(|r| format!("{} on split {} (seed {})", r.method, r.split.name(), r.seed))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hgp_data::images::LabelSplit;
+
+    const SPLIT: Split = Split::Labels(LabelSplit::Dirichlet { alpha: 0.25 });
+
+    fn run(method: Method, seed: u64, accuracies: &[f64]) -> Run {
+        Run {
+            method,
+            split: SPLIT,
+            seed,
+            records: accuracies
+                .iter()
+                .enumerate()
+                .map(|(k, &accuracy)| RoundRecord {
+                    round: k + 1,
+                    accuracy,
+                    global_rate: 1.0,
+                    broadcast_rate: 0.05,
+                    mean_local_rate: 0.05,
+                    seconds: 0.1,
+                })
+                .collect(),
+            diverged: None,
+            server_lr: None,
+        }
+    }
+
+    /// A run back at chance is counted in its row, whether it fell back after training or
+    /// never left chance while FedAvg trained on the same split and seed; a run that stayed
+    /// trained, or one at chance beside a FedAvg that did not train either, is not.
+    #[test]
+    fn collapsed_runs_are_counted_in_their_rows() {
+        let trained = [0.3, 0.5, 0.6, 0.7, 0.75, 0.76, 0.75];
+        let runs = vec![
+            run(Method::Fedavg, 0, &trained),
+            run(Method::Fedavg, 1, &[0.1; 7]),
+            run(
+                Method::FedhyperGCl,
+                0,
+                &[0.11, 0.15, 0.1, 0.1, 0.11, 0.1, 0.1],
+            ),
+            run(
+                Method::FedhyperGCl,
+                1,
+                &[0.11, 0.15, 0.1, 0.1, 0.11, 0.1, 0.1],
+            ),
+            run(
+                Method::FedhyperCl,
+                0,
+                &[0.3, 0.6, 0.7, 0.1, 0.1, 0.1, 0.1, 0.1],
+            ),
+            run(Method::FedhyperCl, 1, &trained),
+        ];
+        let methods = [Method::Fedavg, Method::FedhyperGCl, Method::FedhyperCl];
+        let rows = summarize(&runs, &methods, &[SPLIT], 0.9, 10);
+        let counts: Vec<(usize, usize)> = rows.iter().map(|r| (r.diverged, r.collapsed)).collect();
+        assert_eq!(counts, vec![(0, 0), (1, 1), (1, 1)]);
+        assert!(
+            runs[2]
+                .collapsed(&runs, 10)
+                .unwrap()
+                .contains("where FedAvg reached")
+        );
+        assert!(runs[4].collapsed(&runs, 10).unwrap().contains("fell back"));
+        assert_eq!(runs[3].collapsed(&runs, 10), None);
+        // The paper's methods are the default; the code's forms run when named.
+        assert!(!Method::paper().contains(&Method::FedhyperGm));
+        assert_eq!(Method::paper().len() + 2, Method::VARIANTS.len());
     }
 }

@@ -8,7 +8,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use hgp_data::images::{ImageSet, LabelSplit, label_split};
 use hgp_inner_solvers::schedulers::{
-    Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperG, FedHyperSl, ServerDecay,
+    Constant, FedAdagrad, FedAdam, FedExp, FedHyperCl, FedHyperClCode, FedHyperG, FedHyperGm,
+    FedHyperSl, ServerDecay,
 };
 use hgp_inner_solvers::{FedAvg, InnerError, LrSchedule, LrScheduler};
 use hgp_models::{BatchSize, PerClient};
@@ -18,6 +19,7 @@ use crate::ranks::agree as agree_on;
 use crate::setup::{derive, domain};
 use hgp_averaging::Placement;
 use serde::{Deserialize, Serialize};
+use strum::VariantArray;
 
 /// The scalar of the networks: f32, as the papers' PyTorch code.
 pub type Real = f32;
@@ -51,10 +53,30 @@ crate::choice! {
         #[serde(rename = "fedhyper-g+cl")]
         #[strum(serialize = "fedhyper-g+cl")]
         FedhyperGCl,
+        /// FedHyper-GM: FedHyper-G with server momentum 0.9, α ∈ [0.8, γ_α] (the public
+        /// FedHyper code's recommended scheduler).
+        #[serde(rename = "fedhyper-gm")]
+        #[strum(serialize = "fedhyper-gm")]
+        FedhyperGm,
+        /// FedHyper-CL as the public code writes it: a capped multiplicative rule on the
+        /// local parameter differences.
+        #[serde(rename = "fedhyper-cl-code")]
+        #[strum(serialize = "fedhyper-cl-code")]
+        FedhyperClCode,
     }
 }
 
 impl Method {
+    /// Paper 001's methods, those a run compares by default: every method but the public
+    /// code's forms ([`Method::FedhyperGm`], [`Method::FedhyperClCode`]).
+    pub fn paper() -> Vec<Method> {
+        Self::VARIANTS
+            .iter()
+            .copied()
+            .filter(|m| !matches!(m, Self::FedhyperGm | Self::FedhyperClCode))
+            .collect()
+    }
+
     /// The name on the command line and in the outputs.
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +89,8 @@ impl Method {
             Self::FedhyperSl => "fedhyper-sl",
             Self::FedhyperCl => "fedhyper-cl",
             Self::FedhyperGCl => "fedhyper-g+cl",
+            Self::FedhyperGm => "fedhyper-gm",
+            Self::FedhyperClCode => "fedhyper-cl-code",
         }
     }
 }
@@ -131,6 +155,18 @@ impl SchedulerParams {
             ),
             Method::FedhyperCl => (Box::new(Constant), Box::new(cl()?)),
             Method::FedhyperGCl => (Box::new(g()?), Box::new(cl()?)),
+            Method::FedhyperGm => (
+                Box::new(FedHyperGm::new(
+                    self.g_hyper_lr,
+                    self.gamma_alpha,
+                    FedHyperGm::MOMENTUM,
+                )?),
+                Box::new(Constant),
+            ),
+            Method::FedhyperClCode => (
+                Box::new(Constant),
+                Box::new(FedHyperClCode::new(self.cl_hyper_lr, self.gamma_beta)?),
+            ),
         })
     }
 }
@@ -311,6 +347,22 @@ impl Run {
         }
         let tail = &self.records[self.records.len().saturating_sub(k)..];
         Some(tail.iter().map(|r| r.accuracy).sum::<f64>() / tail.len() as f64)
+    }
+
+    /// Why this run collapsed, if it did ([`crate::setup::collapse`]): finite, but its test
+    /// accuracy over its last [`super::FINAL_ROUNDS`] rounds at chance with `classes`
+    /// classes after it trained, or where FedAvg's run of the same split and seed among
+    /// `runs` trained. `None` for a run that diverged (said otherwise) or did not collapse.
+    pub fn collapsed(&self, runs: &[Run], classes: usize) -> Option<String> {
+        if self.diverged.is_some() {
+            return None;
+        }
+        let reference = runs
+            .iter()
+            .find(|r| r.method == Method::Fedavg && r.split == self.split && r.seed == self.seed)
+            .and_then(|r| r.final_mean(super::FINAL_ROUNDS));
+        let accuracies: Vec<f64> = self.records.iter().map(|r| r.accuracy).collect();
+        crate::setup::collapse(&accuracies, super::FINAL_ROUNDS, classes, reference)
     }
 
     /// The first round after which the accuracy reached `target`.

@@ -287,13 +287,24 @@ pub fn run(
         }
     }
     stage.finish("");
-    Ok(outcome(checked, runs, settings, description))
+    let outcome = outcome(checked, runs, settings, description);
+    for why in outcome.collapsed() {
+        observer.line(&why);
+        observer.warn(&format!("warning: {why}"));
+    }
+    Ok(outcome)
 }
 
 /// The table and the learning rates of `runs`.
 fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: String) -> Outcome {
     let splits = checked.splits();
-    let rows = summarize(&runs, &checked.methods, &splits, settings.target);
+    let rows = summarize(
+        &runs,
+        &checked.methods,
+        &splits,
+        settings.target,
+        settings.arch.outputs(),
+    );
     // The learning rates of the first seed on the last split (the most skewed of the
     // default list).
     let shown = *splits.last().unwrap_or(&super::Split::Natural);

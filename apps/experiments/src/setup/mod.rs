@@ -10,6 +10,7 @@
 //! (`rho-low`).
 
 mod averager;
+mod collapse;
 mod common;
 mod convergence;
 mod data;
@@ -22,6 +23,7 @@ mod pipeline;
 mod text;
 
 pub use averager::*;
+pub use collapse::*;
 pub use common::*;
 pub use convergence::*;
 pub use data::*;

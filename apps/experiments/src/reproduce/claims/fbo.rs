@@ -603,6 +603,7 @@ mod tests {
                     rounds: 3000,
                     iterations: if m == "fednest" { 3000 / 18 } else { 3000 / 13 },
                     diverged: None,
+                    collapsed: None,
                 })
                 .collect(),
             inner_steps: 5,
