@@ -232,6 +232,7 @@ fn federated(placement: Placement, n: usize) -> Federated {
         batch: BatchSize::Size(15),
         seed: 11,
         participants_only: false,
+        fresh_participants: false,
     };
     // Two calls: the server's draws of S and of Q advance between them.
     let mut aggitd = AggItd::new(options(LocalUpdate::Svrg))

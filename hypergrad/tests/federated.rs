@@ -446,6 +446,53 @@ fn participants_only_rows_are_the_participants_rows() {
     }
 }
 
+/// FedNest with fresh participants (the public code's draws): every lower round and the
+/// estimate draw their own S from the server's seeded stream, so the estimate's participants
+/// are the stream's (N + 1)-th draw; with every client taking part (C = 1) the draws are all
+/// the same set and the estimate is bit for bit the one-set estimate's.
+#[test]
+fn fresh_participants_are_the_streams_next_draws() {
+    let (n, d, big_n) = (8, 3, 4);
+    let cs = clients(n, 8, d, 6);
+    let l = lambda(n, d);
+    let x0 = ClientBuffer::zeros(n, d);
+    for scope in [HessianScope::Global, HessianScope::Local] {
+        let one = FederatedOptions {
+            fraction: 0.25,
+            local_steps: 2,
+            seed: 11,
+            ..options(big_n, 0.5, 0.3)
+        };
+        let fresh = FederatedOptions {
+            fresh_participants: true,
+            ..one.clone()
+        };
+        let run = |o: &FederatedOptions| {
+            FedNest::new(o.clone(), 3, scope)
+                .unwrap()
+                .solve_and_estimate(&cs, &l, &x0, &mut ())
+                .unwrap()
+        };
+        let (a, b) = (run(&one), run(&fresh));
+        let mut server = Central::<f64>::new(n, 0.25, 11).unwrap();
+        let draws: Vec<Vec<usize>> = (0..=big_n).map(|_| server.draw()).collect();
+        assert_eq!(a.participants.as_ref(), Some(&draws[0]));
+        assert_eq!(b.participants.as_ref(), Some(&draws[big_n]));
+        assert!(
+            draws.iter().any(|s| *s != draws[0]),
+            "the draws must differ"
+        );
+        assert_ne!(a.solution.x.as_slice(), b.solution.x.as_slice());
+        let everyone = |o: &FederatedOptions| FederatedOptions {
+            fraction: 1.0,
+            ..o.clone()
+        };
+        let (a, b) = (run(&everyone(&one)), run(&everyone(&fresh)));
+        assert_eq!(a.solution.x.as_slice(), b.solution.x.as_slice());
+        assert_eq!(a.estimate.v.as_slice(), b.estimate.v.as_slice());
+    }
+}
+
 /// Paper 003 Alg. 3: the outer loop is the estimator's lower rounds and estimate, then
 /// One-Round-Upper, repeated from the last iterates; the same steps taken by hand give the
 /// same bits, and every iteration spends Table 1's 2N + 3 rounds.

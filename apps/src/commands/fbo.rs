@@ -62,8 +62,18 @@ flags! {
         device: Option<hgp_experiments::setup::Device> => set,
         #[command(flatten)]
         data: ImageFlags => group,
-        #[arg(long, value_name = "S", help = with_default("Grey pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (the mean is not subtracted: blank pixels stay zero).", PIXEL_STD))]
+        #[arg(long, value_name = "S", help = with_default("Grey pixels (in [0, 1]) are divided by S, as the papers' loaders divide by MNIST's standard deviation (after --pixel-mean, 0 by default: blank pixels stay zero).", PIXEL_STD))]
         pixel_std: Option<f64> => set,
+        /// Subtracted from grey pixels (in [0, 1]) before the division by --pixel-std: 0.1307
+        /// (MNIST's mean) is the public FedNest code's input, where blank pixels become −0.42
+        /// [default: 0: blank pixels stay zero].
+        #[arg(long, value_name = "M")]
+        pixel_mean: Option<f64> => set,
+        /// FedNest and LFedNest draw fresh participants for every lower (FedInn) round and for
+        /// the estimate and the upper step (FedOut), as the public FedNest code does
+        /// [default: one set per outer iteration; FBO-AggITD always keeps one].
+        #[arg(long)]
+        fresh_participants: bool => on,
         #[arg(long, value_name = "C", help = with_default("Fraction C of the clients drawn for each outer iteration, in (0, 1].", FRACTION))]
         fraction: Option<f64> => set,
         #[arg(long, value_name = "N", help = with_default("Lower-level rounds N per outer iteration.", INNER_STEPS))]

@@ -28,6 +28,9 @@ pub enum HessianScope {
 /// LFedNest ([`HessianScope::Local`]): client i uses p_i = λ Σ_{t=0}^{T'} (I − λ∂²_x g_i)^t
 /// ∂_x f_i, no communication (and, in the published setting, SGD-type lower steps).
 ///
+/// With [`FederatedOptions::fresh_participants`] each lower round and the estimate draw their
+/// own participants (the public code's FedInn and FedOut); otherwise one set serves all.
+///
 /// The public FedNest code never re-synchronizes its local Neumann counter and never clears
 /// its partial sums between iterations; this follows the paper's averaged product instead.
 pub struct FedNest<T> {
@@ -82,14 +85,21 @@ impl<T: Scalar, C: ClientObjective<T>> JointEstimator<T, C> for FedNest<T> {
         let big_n = self.options.inner_steps;
         let call = self.server.calls;
         let placement = self.placement.clone();
-        let (server, s) = self.server.start(n, &self.options, &placement)?;
-        let mine = own_participants(&placement, n, &s);
+        let (server, mut s) = self.server.start(n, &self.options, &placement)?;
         let mut state: ServerState<T> = self.lower.start(x0);
         state.round = (call as usize) * big_n;
         for r in 0..big_n {
+            if self.options.fresh_participants && r > 0 {
+                s = self.server.draw();
+            }
             state = self.lower.round(clients, lambda, &server, &s, state)?;
             observer.progress(Phase::Lower, r + 1, big_n);
         }
+        if self.options.fresh_participants {
+            // FedOut's own participants (the public code's fresh draw after FedInn).
+            s = self.server.draw();
+        }
+        let mine = own_participants(&placement, n, &s);
         let y = state.y.clone();
         let d = y.len();
         let eta = T::cast(self.options.neumann_step);

@@ -59,6 +59,11 @@ pub struct FederatedOptions {
     /// other rows zero: all that an upper step uses (FBO-AggITD, FedNest's FedOut). Off,
     /// every client's row d_{λ_i}F is computed at the shared p, as `hgp hypergrad` reports.
     pub participants_only: bool,
+    /// FedNest and LFedNest: each lower (FedInn) round draws its own participants, and the
+    /// estimate and the upper step (FedOut) another set, as the public FedNest code draws
+    /// them; off, one set S serves the whole outer iteration (paper 003's Table 1 counts
+    /// rounds, not draws; AggITD always keeps one S, which its aggregation needs).
+    pub fresh_participants: bool,
 }
 
 impl Default for FederatedOptions {
@@ -73,6 +78,7 @@ impl Default for FederatedOptions {
             batch: BatchSize::Full,
             seed: 0,
             participants_only: false,
+            fresh_participants: false,
         }
     }
 }
@@ -154,6 +160,15 @@ impl<T: Scalar> Server<T> {
         let participants = central.draw();
         self.calls += 1;
         Ok((central.clone(), participants))
+    }
+
+    /// A further draw of participants in this call (after [`Server::start`]); the same on
+    /// every rank, as every draw of the server's seeded stream.
+    pub(super) fn draw(&mut self) -> Vec<usize> {
+        self.central
+            .as_mut()
+            .expect("a draw follows Server::start")
+            .draw()
     }
 }
 

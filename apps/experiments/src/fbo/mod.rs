@@ -117,6 +117,14 @@ pub struct Config {
     pub data: ImageData,
     /// Grey pixels (in [0, 1]) are divided by it.
     pub pixel_std: f64,
+    /// Subtracted from grey pixels (in [0, 1]) before the division: 0 keeps blank pixels at
+    /// zero (our default); MNIST's mean 0.1307 is the public FedNest code's
+    /// `Normalize((0.1307,), (0.3081,))`.
+    pub pixel_mean: f64,
+    /// FedNest and LFedNest draw fresh participants for every lower (FedInn) round and for
+    /// the estimate and upper step (FedOut), as the public FedNest code does; off, one set
+    /// per outer iteration (paper 003 does not say; AggITD always keeps one).
+    pub fresh_participants: bool,
     /// Fraction C of the clients drawn for each outer iteration, in (0, 1].
     pub fraction: f64,
     /// Lower-level rounds N per outer iteration.
@@ -161,6 +169,8 @@ impl Default for Config {
                 ..ImageData::default()
             },
             pixel_std: PIXEL_STD,
+            pixel_mean: 0.0,
+            fresh_participants: false,
             fraction: FRACTION,
             inner_steps: INNER_STEPS,
             inner_lr: None,
@@ -317,6 +327,28 @@ impl Config {
                 approx(1.0 / f64::from(f32::MAX) * (1.0 + 1e-3))
             );
         }
+        if !(0.0..=1.0).contains(&self.pixel_mean) {
+            bail!(
+                "--pixel-mean {} is subtracted from grey pixels in [0, 1]: give a number in [0, 1] (MNIST's mean is 0.1307)",
+                num(self.pixel_mean)
+            );
+        }
+        refuse_unused(dataset.colour() && self.pixel_mean != 0.0, || {
+            format!(
+                "--pixel-mean shifts grey pixels; --dataset {} is standardized per channel",
+                dataset.name()
+            )
+        })?;
+        refuse_unused(
+            self.fresh_participants
+                && !self
+                    .methods
+                    .iter()
+                    .any(|m| matches!(m, Method::Fednest | Method::FednestSgd | Method::Lfednest)),
+            || {
+                "--fresh-participants draws FedNest's participants afresh for each subroutine; --methods has no FedNest (AggITD keeps one set by design)".to_string()
+            },
+        )?;
         refuse_unused(dataset.colour() && self.pixel_std != PIXEL_STD, || {
             format!(
                 "--pixel-std scales grey pixels; --dataset {} is standardized per channel",
@@ -364,6 +396,7 @@ impl Config {
             target: self.target,
             model: self.model_settings()?,
             seed: self.seed,
+            fresh_participants: self.fresh_participants,
         };
         Ok(Checked {
             config: self.clone(),
@@ -483,9 +516,9 @@ impl Checked {
         )?;
         // Colour images come standardized per channel; grey ones are scaled as the papers'.
         if rest.channels == 1 {
-            let scale = (1.0 / self.pixel_std) as f32;
+            let (mean, scale) = (self.pixel_mean as f32, (1.0 / self.pixel_std) as f32);
             for v in rest.images.iter_mut().chain(test.images.iter_mut()) {
-                *v *= scale;
+                *v = (*v - mean) * scale;
             }
         }
         if let (ModelKind::Lenet, 1) = (self.model, rest.channels)

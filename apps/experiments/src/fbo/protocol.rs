@@ -256,6 +256,9 @@ pub struct Settings {
     pub model: Model,
     /// The seed of every random choice.
     pub seed: u64,
+    /// FedNest and LFedNest draw fresh participants for every lower round and for the
+    /// estimate and upper step, as the public FedNest code does.
+    pub fresh_participants: bool,
 }
 
 /// One split's clients and the held-out test images.
@@ -429,6 +432,7 @@ impl Settings {
             batch: BatchSize::Size(self.batch),
             seed: derive(self.seed, domain::ESTIMATOR),
             participants_only: true,
+            fresh_participants: self.fresh_participants,
         }
     }
 

@@ -519,6 +519,7 @@ impl EstimatorConfig {
             batch: self.batch(defaults),
             seed: stream,
             participants_only: false,
+            fresh_participants: false,
         }
     }
 }
