@@ -16,7 +16,8 @@
 # Their code is run with these changes, each to make the two runs the same experiment (the
 # patches are applied by this script to its own clone; the file names say where):
 #  1. utils.py: `--dataset fmnist` loads Fashion-MNIST (their code loads MNIST's class from
-#     the fmnist folder) and the pixels are x/255, as ours (their MNIST standardization off).
+#     the fmnist folder), standardized as ours by the training images' own pixel mean and
+#     deviation (0.2860, 0.3530; their code divides by MNIST's, 0.1307 and 0.3081).
 #  2. models.py: our network, the small CNN of HGP Table 3 (Conv(1,20,5)–ReLU–MaxPool–
 #     Conv(20,20,5)–ReLU–MaxPool–Linear(320,10)), as `--model smallcnn`.
 #  3. update.py: SGD's momentum from `--momentum` (their 0.5 is written in; 0 here, as ours),
@@ -60,23 +61,26 @@ fi
 git -C "$theirs" checkout -q -f "$commit"
 
 # The patches (1–4 above), each checked to have taken.
-"$python" - "$theirs/src" <<'PY'
-import sys, pathlib
+"$python" - "$theirs/src" "$data/train-images-idx3-ubyte.gz" <<'PY'
+import gzip, sys, pathlib
+import numpy as np
 src = pathlib.Path(sys.argv[1])
+pixels = np.frombuffer(gzip.open(sys.argv[2]).read()[16:], dtype=np.uint8) / 255.0
+mean, std = float(pixels.mean()), float(pixels.std())
 def patch(name, old, new, count=1):
     p = src / name
     s = p.read_text()
     if s.count(old) != count:
         sys.exit(f"patch of {name} no longer applies: {old!r} found {s.count(old)} times")
     p.write_text(s.replace(old, new))
-# 1. Fashion-MNIST, pixels x/255.
+# 1. Fashion-MNIST, standardized by its training images' mean and deviation (as ours).
 patch("utils.py", "        train_dataset = datasets.MNIST(data_dir, train=True, download=True,",
       "        cls = datasets.FashionMNIST if args.dataset == 'fmnist' else datasets.MNIST\n"
       "        train_dataset = cls(data_dir, train=True, download=False,")
 patch("utils.py", "        test_dataset = datasets.MNIST(data_dir, train=False, download=True,",
       "        test_dataset = cls(data_dir, train=False, download=False,")
 patch("utils.py", "            transforms.ToTensor(),\n            transforms.Normalize((0.1307,), (0.3081,))])",
-      "            transforms.ToTensor()])")
+      f"            transforms.ToTensor(),\n            transforms.Normalize(({mean!r},), ({std!r},))])")
 patch("utils.py", "user_groups = cifar_dis(train_dataset, args.num_users, 0.5, args.num_users * args.frac)",
       "user_groups = cifar_dis(train_dataset, args.num_users, args.alpha, args.num_users * args.frac)", count=2)
 # 2. Our network.
