@@ -12,7 +12,7 @@ use crate::error::Result;
 /// W^{t+1} = W^t + Δ^t + (α^t − 1)(Δ^t + μ m^{t−1}),  m^t = Δ^t + μ m^{t−1},
 ///
 /// from α^{−1} = 1, m^{−1} = 0 (round 0 is a FedAvg round, m^0 = Δ^0), μ = 0.9 and
-/// α_min = 0.8 (the code's agg ∈ [−0.2, 4], so α ∈ [0.8, 5]). The paper describes no
+/// α_min = max(0.8, 1/γ_α) (the code's agg ∈ [−0.2, 4], so α ∈ [0.8, 5] at γ_α = 5). The paper describes no
 /// momentum; the code's step is this one, its momentum entering only through the rate's
 /// excess α − 1 (at α = 1 the step is FedAvg's).
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +30,7 @@ impl FedHyperGm {
     /// The code's lower bound of α.
     pub const FLOOR: f64 = 0.8;
 
-    /// FedHyper-GM with hyper learning rate η_α ≥ 0, bound γ_α ≥ 1 (α ∈ [min(0.8, 1), γ_α])
+    /// FedHyper-GM with hyper learning rate η_α ≥ 0, bound γ_α ≥ 1 (α ∈ [max(0.8, 1/γ_α), γ_α])
     /// and momentum μ ∈ [0, 1).
     ///
     /// # Errors
@@ -68,7 +68,7 @@ impl LrScheduler for FedHyperGm {
         let proposed = self.alpha + self.hyper_lr * dot(d, &self.velocity);
         // A non-finite product (an update that overflowed) leaves α where it was.
         if proposed.is_finite() {
-            self.alpha = clip(proposed, Self::FLOOR.min(1.0 / self.bound), self.bound);
+            self.alpha = clip(proposed, Self::FLOOR.max(1.0 / self.bound), self.bound);
         }
         let excess = self.alpha - 1.0;
         for ((s, &u), v) in step.iter_mut().zip(d).zip(&mut self.velocity) {
