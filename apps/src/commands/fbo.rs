@@ -308,7 +308,7 @@ impl Command<'_> {
                     .map_or("never".to_string(), |k| k.to_string()),
                 match (r.final_accuracy(), &r.diverged) {
                     (Some(a), _) if r.collapsed(hgp_experiments::fbo::CLASSES).is_some() => {
-                        format!("{:.2} % (collapsed to chance)", 100.0 * a)
+                        format!("{:.2} % (collapsed)", 100.0 * a)
                     }
                     (Some(a), _) => format!("{:.2} %", 100.0 * a),
                     (None, Some(d)) => format!("diverged (iteration {})", d.iteration),

@@ -304,7 +304,7 @@ impl Command<'_> {
             // Runs that diverged are out of the mean; those that collapsed are in it.
             let failed: Vec<String> = [
                 (s.diverged - s.collapsed, "diverged"),
-                (s.collapsed, "collapsed to chance"),
+                (s.collapsed, "collapsed"),
             ]
             .iter()
             .filter(|(n, _)| *n > 0)
