@@ -303,7 +303,7 @@ impl Command<'_> {
             };
             // Runs that diverged are out of the mean; those that collapsed are in it.
             let failed: Vec<String> = [
-                (s.diverged - s.collapsed, "diverged"),
+                (s.diverged.saturating_sub(s.collapsed), "diverged"),
                 (s.collapsed, "collapsed"),
             ]
             .iter()
