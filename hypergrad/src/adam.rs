@@ -21,15 +21,24 @@ pub struct Adam<T> {
 }
 
 impl<T: Scalar> Adam<T> {
-    /// Adam with learning rate `lr` and (β₁, β₂) = (0.9, 0.999), ε = 1e-8.
+    /// Adam with learning rate `lr` and (β₁, β₂) = (0.9, 0.999), ε = 1e-8 (HGP App. A.3).
     pub fn new(lr: f64) -> Result<Self> {
+        Self::with_beta2(lr, 0.999)
+    }
+
+    /// Adam with learning rate `lr`, β₁ = 0.9, the given β₂ in [0, 1) and ε = 1e-8 (paper
+    /// 004 App. A.3 runs (β₁, β₂) = (0.90, 0.99)).
+    pub fn with_beta2(lr: f64, beta2: f64) -> Result<Self> {
         if !(lr.is_finite() && lr > 0.0) {
             return Err(HypergradError::LearningRate(lr));
+        }
+        if !(0.0..1.0).contains(&beta2) {
+            return Err(HypergradError::Beta2(beta2));
         }
         Ok(Self {
             lr,
             beta1: 0.9,
-            beta2: 0.999,
+            beta2,
             eps: 1e-8,
             step: 0,
             first: None,

@@ -16,6 +16,9 @@ pub enum HypergradError {
     /// An outer learning rate that is not a positive finite number.
     #[error("the hyper-learning rate must be positive and finite (got {0})")]
     LearningRate(f64),
+    /// An Adam second-moment decay β₂ outside [0, 1).
+    #[error("Adam's β₂ must be in [0, 1) (got {0})")]
+    Beta2(f64),
     /// Inputs whose sizes disagree.
     #[error("{what}: expected {expected}, got {got}")]
     Shape {

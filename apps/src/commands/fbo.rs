@@ -84,6 +84,14 @@ flags! {
         inner_local_steps: Option<usize> => set,
         #[arg(long, value_name = "α", help = with_default("Upper step α.", format!("{OUTER_LR}; {LENET_OUTER_LR} with --model lenet")))]
         outer_lr: Option<f64> => some,
+        /// LFedNest's own lower step: paper 003 App. A.3 gives it 0.001 in the non-i.i.d.
+        /// runs of Figs. 3–4, where the other methods keep 0.003 [default: --inner-lr].
+        #[arg(long, value_name = "β")]
+        lfednest_inner_lr: Option<f64> => some,
+        /// LFedNest's own upper step: 0.005 in paper 003 App. A.3's non-i.i.d. runs, where
+        /// the other methods keep 0.01 [default: --outer-lr].
+        #[arg(long, value_name = "α")]
+        lfednest_outer_lr: Option<f64> => some,
         #[arg(long, value_name = "λ", help = with_default("Neumann step λ of AggITD's HessIV and FedNest's FedIHGP.", NEUMANN_STEP))]
         neumann_step: Option<f64> => set,
         #[arg(long, value_name = "T'", help = with_default("Neumann rounds T' of FedNest and LFedNest.", NEUMANN_TERMS))]
@@ -360,6 +368,15 @@ impl Command<'_> {
             Short(settings.fraction),
             settings.batch
         );
+        if (settings.lfednest_inner_lr, settings.lfednest_outer_lr)
+            != (settings.inner_lr, settings.outer_lr)
+        {
+            println!(
+                "LFedNest: β = {}, α = {}",
+                Short(settings.lfednest_inner_lr),
+                Short(settings.lfednest_outer_lr)
+            );
+        }
         println!();
         println!("{}", table.terminal());
         println!();

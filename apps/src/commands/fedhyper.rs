@@ -175,6 +175,7 @@ const SUMMARY_HEADER: &[&str] = &[
     "final_accuracy",
     "final_accuracy_std",
     "final_mean",
+    "reached",
     "tuned_server_lr",
     "rounds_to_target",
     "seeds_reaching_target",

@@ -135,6 +135,12 @@ pub struct Config {
     pub inner_local_steps: usize,
     /// Upper step α [default: [`OUTER_LR`]; [`LENET_OUTER_LR`] with LeNet-5].
     pub outer_lr: Option<f64>,
+    /// LFedNest's own lower step [default: `inner_lr`'s]: paper 003 App. A.3 sets it to
+    /// 0.001 in its non-i.i.d. runs (Figs. 3–4), where the other methods keep 0.003.
+    pub lfednest_inner_lr: Option<f64>,
+    /// LFedNest's own upper step [default: `outer_lr`'s]: 0.005 in paper 003 App. A.3's
+    /// non-i.i.d. runs, where the other methods keep 0.01.
+    pub lfednest_outer_lr: Option<f64>,
     /// Neumann step λ of AggITD's HessIV and FedNest's FedIHGP.
     pub neumann_step: f64,
     /// Neumann rounds T' of FedNest and LFedNest.
@@ -176,6 +182,8 @@ impl Default for Config {
             inner_lr: None,
             inner_local_steps: INNER_LOCAL_STEPS,
             outer_lr: None,
+            lfednest_inner_lr: None,
+            lfednest_outer_lr: None,
             neumann_step: NEUMANN_STEP,
             neumann_terms: NEUMANN_TERMS,
             batch: BATCH,
@@ -256,6 +264,16 @@ impl Config {
         self.outer_lr.unwrap_or(default)
     }
 
+    /// LFedNest's lower step: its own, or every method's.
+    pub fn lfednest_inner_lr(&self) -> f64 {
+        self.lfednest_inner_lr.unwrap_or_else(|| self.inner_lr())
+    }
+
+    /// LFedNest's upper step: its own, or every method's.
+    pub fn lfednest_outer_lr(&self) -> f64 {
+        self.lfednest_outer_lr.unwrap_or_else(|| self.outer_lr())
+    }
+
     /// The head's L2 weight, or the model's default.
     pub fn l2(&self) -> f64 {
         let default = if self.lenet() {
@@ -314,6 +332,8 @@ impl Config {
         positive(&[
             ("--inner-lr", self.inner_lr()),
             ("--outer-lr", self.outer_lr()),
+            ("--lfednest-inner-lr", self.lfednest_inner_lr()),
+            ("--lfednest-outer-lr", self.lfednest_outer_lr()),
             ("--neumann-step", self.neumann_step),
             ("--l2", self.l2()),
             ("--pixel-std", self.pixel_std),
@@ -349,6 +369,18 @@ impl Config {
                 "--fresh-participants draws FedNest's participants afresh for each subroutine; --methods has no FedNest (AggITD keeps one set by design)".to_string()
             },
         )?;
+        refuse_unused(
+            (self.lfednest_inner_lr.is_some() || self.lfednest_outer_lr.is_some())
+                && !self.methods.contains(&Method::Lfednest),
+            || {
+                let flag = if self.lfednest_inner_lr.is_some() {
+                    "--lfednest-inner-lr"
+                } else {
+                    "--lfednest-outer-lr"
+                };
+                format!("{flag} sets LFedNest's own step; --methods has no lfednest")
+            },
+        )?;
         refuse_unused(dataset.colour() && self.pixel_std != PIXEL_STD, || {
             format!(
                 "--pixel-std scales grey pixels; --dataset {} is standardized per channel",
@@ -359,6 +391,13 @@ impl Config {
         // Hessian H ⪰ β I of the convex head.
         let l2 = ("--l2", self.l2());
         l2_step(("--inner-lr", self.inner_lr()), l2, "the head")?;
+        if self.methods.contains(&Method::Lfednest) {
+            l2_step(
+                ("--lfednest-inner-lr", self.lfednest_inner_lr()),
+                l2,
+                "the head",
+            )?;
+        }
         l2_step(
             ("--neumann-step", self.neumann_step),
             l2,
@@ -388,6 +427,8 @@ impl Config {
             inner_lr: self.inner_lr(),
             inner_local_steps: self.inner_local_steps,
             outer_lr: self.outer_lr(),
+            lfednest_inner_lr: self.lfednest_inner_lr(),
+            lfednest_outer_lr: self.lfednest_outer_lr(),
             neumann_step: self.neumann_step,
             neumann_terms: self.neumann_terms,
             fraction: self.fraction,
@@ -606,6 +647,14 @@ pub struct Row {
     /// run's round-to-round swing (`None` if it diverged).
     #[serde(default)]
     pub final_spread: Option<f64>,
+    /// What the run reached, diverged or not: the mean test accuracy of the last
+    /// [`FINAL_EVALUATIONS`] evaluations it made (a diverged run's before it failed), the
+    /// number the reproduction's claims read ([`Run::reached_mean`]).
+    #[serde(default)]
+    pub reached_mean: Option<f64>,
+    /// The swing over the same evaluations, diverged or not.
+    #[serde(default)]
+    pub reached_spread: Option<f64>,
     /// Communication rounds run.
     pub rounds: usize,
     /// Outer iterations run (each evaluated).
@@ -780,6 +829,8 @@ fn run_on<C: RepClient>(
             final_accuracy: r.final_accuracy(),
             final_mean: r.final_mean(FINAL_EVALUATIONS),
             final_spread: r.final_spread(FINAL_EVALUATIONS),
+            reached_mean: r.reached_mean(FINAL_EVALUATIONS),
+            reached_spread: r.reached_spread(FINAL_EVALUATIONS),
             rounds: r.rounds(),
             iterations: r.iterations(),
             diverged: r.diverged.as_ref().map(|d| Diverged {

@@ -240,6 +240,10 @@ pub struct Settings {
     pub inner_local_steps: usize,
     /// Upper step α.
     pub outer_lr: f64,
+    /// LFedNest's lower step (paper 003 App. A.3: smaller in its non-i.i.d. runs).
+    pub lfednest_inner_lr: f64,
+    /// LFedNest's upper step.
+    pub lfednest_outer_lr: f64,
     /// Neumann step (paper 003's λ of HessIV, FedNest's of FedIHGP).
     pub neumann_step: f64,
     /// FedNest's Neumann rounds T'.
@@ -319,18 +323,43 @@ impl Run {
     /// The mean test accuracy of the last `k` evaluations (fewer where the run has fewer
     /// after round 0); `None` for a run that diverged.
     pub fn final_mean(&self, k: usize) -> Option<f64> {
-        if self.diverged.is_some() || self.curve.len() < 2 || k == 0 {
+        if self.diverged.is_some() || self.curve.len() < 2 {
             return None;
         }
-        let tail = &self.curve[self.curve.len().saturating_sub(k).max(1)..];
-        Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+        self.reached_mean(k)
     }
 
     /// The sample standard deviation of the test accuracy over the last `k` evaluations
     /// (at least two; fewer where the run has fewer after round 0): the round-to-round swing
     /// of a run, the figures' "variance"; `None` for a run that diverged.
     pub fn final_spread(&self, k: usize) -> Option<f64> {
-        if self.diverged.is_some() || self.curve.len() < 3 || k < 2 {
+        if self.diverged.is_some() {
+            return None;
+        }
+        self.reached_spread(k)
+    }
+
+    /// What the run reached, diverged or not: the mean test accuracy of the last `k`
+    /// evaluations it made (a diverged run's before it failed; the accuracy at round 0
+    /// where it made none after it). `None` only for no evaluation at all or `k` = 0.
+    pub fn reached_mean(&self, k: usize) -> Option<f64> {
+        if self.curve.is_empty() || k == 0 {
+            return None;
+        }
+        let from = self
+            .curve
+            .len()
+            .saturating_sub(k)
+            .max(1)
+            .min(self.curve.len() - 1);
+        let tail = &self.curve[from..];
+        Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+    }
+
+    /// The swing over the same evaluations as [`Self::reached_mean`], diverged or not (at
+    /// least two evaluations after round 0; `None` with fewer).
+    pub fn reached_spread(&self, k: usize) -> Option<f64> {
+        if self.curve.len() < 3 || k < 2 {
             return None;
         }
         let tail: Vec<f64> = self.curve[self.curve.len().saturating_sub(k).max(1)..]
@@ -363,6 +392,24 @@ impl Run {
 }
 
 impl Settings {
+    /// The lower step of `method` (LFedNest may have its own).
+    pub fn inner_lr(&self, method: Method) -> f64 {
+        if method == Method::Lfednest {
+            self.lfednest_inner_lr
+        } else {
+            self.inner_lr
+        }
+    }
+
+    /// The upper step of `method` (LFedNest may have its own).
+    pub fn outer_lr(&self, method: Method) -> f64 {
+        if method == Method::Lfednest {
+            self.lfednest_outer_lr
+        } else {
+            self.outer_lr
+        }
+    }
+
     /// The clients of `split` over `images` (the test images already held out).
     ///
     /// # Errors
@@ -424,7 +471,7 @@ impl Settings {
     fn options(&self, method: Method) -> FederatedOptions {
         FederatedOptions {
             inner_steps: self.inner_steps,
-            inner_lr: self.inner_lr,
+            inner_lr: self.inner_lr(method),
             local_steps: self.inner_local_steps,
             update: method.update(),
             neumann_step: self.neumann_step,
@@ -539,7 +586,7 @@ impl Settings {
         // The upper round's server only aggregates (the participants come from the estimate).
         let server = Central::new(n, self.fraction, self.seed)?.with_placement(placement.clone());
         let options = OuterOptions {
-            outer_lr: self.outer_lr,
+            outer_lr: self.outer_lr(method),
             local_steps: tau,
             iterations,
         };

@@ -485,6 +485,12 @@ pub struct Summary {
     /// out.
     #[serde(default)]
     pub final_mean: Option<f64>,
+    /// What the method reached, diverged or not: the mean over the seeds of each run's
+    /// mean test accuracy in the last [`FINAL_ROUNDS`] rounds it finished (a diverged
+    /// run's before it failed; chance for one that finished no round), the number the
+    /// reproduction's claims read.
+    #[serde(default)]
+    pub reached: Option<f64>,
     /// The median over the seeds of the server rate `--tune-server-rates` chose (FedAdam
     /// and FedAdagrad; `None` otherwise).
     #[serde(default)]
@@ -551,6 +557,11 @@ pub fn summarize(
                 .iter()
                 .filter_map(|r| r.final_mean(FINAL_ROUNDS))
                 .collect();
+            let chance = 1.0 / classes.max(1) as f64;
+            let what_reached: Vec<f64> = mine
+                .iter()
+                .map(|r| r.reached_mean(FINAL_ROUNDS).unwrap_or(chance))
+                .collect();
             let reached: Vec<f64> = mine
                 .iter()
                 .filter_map(|r| r.rounds_to_target(target))
@@ -570,6 +581,7 @@ pub fn summarize(
                 final_accuracy: mean(&finals),
                 final_accuracy_std: std_dev(&finals),
                 final_mean: mean(&tails),
+                reached: mean(&what_reached),
                 tuned_server_lr: median(mine.iter().filter_map(|r| r.server_lr).collect()),
                 rounds_to_target: if reached.len() == mine.len() {
                     mean(&reached)

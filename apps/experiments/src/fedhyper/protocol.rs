@@ -342,7 +342,17 @@ impl Run {
     /// The mean test accuracy of the last `k` rounds (fewer where the run has fewer);
     /// `None` for a run that diverged.
     pub fn final_mean(&self, k: usize) -> Option<f64> {
-        if self.diverged.is_some() || self.records.is_empty() || k == 0 {
+        if self.diverged.is_some() {
+            return None;
+        }
+        self.reached_mean(k)
+    }
+
+    /// What the run reached, diverged or not: the mean test accuracy of the last `k`
+    /// rounds it finished (a diverged run's before it failed); `None` where it finished
+    /// none, or `k` = 0.
+    pub fn reached_mean(&self, k: usize) -> Option<f64> {
+        if self.records.is_empty() || k == 0 {
             return None;
         }
         let tail = &self.records[self.records.len().saturating_sub(k)..];

@@ -550,7 +550,11 @@ impl Protocol {
         let hyper_lr = self
             .hyper_lr
             .unwrap_or_else(|| self.rates.hyper_lr(method, network));
-        let mut adam = Adam::new(hyper_lr)?;
+        // Adam's β₂: HGP App. A.3 runs 0.999, paper 004 App. A.3 0.99.
+        let mut adam = match self.rates {
+            Rates::Hgp => Adam::new(hyper_lr)?,
+            Rates::Paper004 { .. } => Adam::with_beta2(hyper_lr, 0.99)?,
+        };
         let mut estimator = self.estimator(method, network, n, s)?;
         let mut losses = vec![outer_loss(&x, &lambda)];
         let mut curve = Vec::new();

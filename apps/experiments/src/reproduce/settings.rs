@@ -36,6 +36,8 @@ pub const HYPER_LR: &str = "hyper rate";
 pub const TAU: &str = "local steps τ";
 /// Mini-batch.
 pub const BATCH: &str = "batch";
+/// LFedNest's own (inner / outer) steps.
+pub const LFEDNEST_LR: &str = "LFedNest's rates (inner / outer)";
 /// How the rates on Marfoq et al.'s procedure are set.
 pub const PROCEDURE_LR: &str = "procedure rates";
 /// Runs averaged (the paper's HGP iterations, or our seeds within one experiment).
@@ -85,10 +87,10 @@ fn data_name(dataset: Dataset, dir: bool) -> String {
         (Dataset::Mnist, false) => "MNIST (the embedded 10,000 digits)".to_string(),
         (Dataset::Mnist, true) => "MNIST".to_string(),
         (Dataset::Emnist, _) => "EMNIST".to_string(),
+        (Dataset::Fmnist, _) => "Fashion-MNIST".to_string(),
         (Dataset::Cifar10, _) => "CIFAR-10".to_string(),
         (Dataset::Cifar100, _) => "CIFAR-100".to_string(),
         (Dataset::Shakespeare, _) => "Shakespeare".to_string(),
-        (other, _) => other.name().to_string(),
     }
 }
 
@@ -157,6 +159,16 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
                     .join(", "),
             );
             s.insert(INNER_STEPS, c.inner_steps.to_string());
+            if c.methods.contains(&crate::fbo::Method::Lfednest) {
+                s.insert(
+                    LFEDNEST_LR,
+                    format!(
+                        "{} / {}",
+                        num(c.lfednest_inner_lr()),
+                        num(c.lfednest_outer_lr())
+                    ),
+                );
+            }
         }
         ExperimentConfig::Fedhyper(c) => {
             s.insert(DATA, data_name(c.data.dataset, c.data.data_dir.is_some()));

@@ -10,14 +10,17 @@ use crate::reproduce::verdict::{Claimed, Test};
 
 // ---------------------------------------------------------------- paper 003
 
-/// One run of a seed: its rounds to the target (None: never), its final accuracy (the mean
-/// of its last evaluations; NaN: diverged) and its rounds.
+/// One run of a seed: its rounds to the target (None: never), its final accuracy and swing
+/// (the mean and sd of its last evaluations: what it reached, a diverged run's before it
+/// failed) and its budget of rounds.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FboCell {
     rounds_to_target: Option<f64>,
     accuracy: f64,
     spread: f64,
     rounds: f64,
+    /// Diverged or collapsed.
+    failed: bool,
 }
 
 impl FboCell {
@@ -31,7 +34,11 @@ impl FboCell {
 /// A seed's fbo rows: (method, split, τ) → its run.
 type FboCells = BTreeMap<(String, String, u64), FboCell>;
 
+/// A seed's cells. A run that diverged or collapsed failed, one way everywhere: its seed is
+/// kept, its accuracy and swing are what it reached, and it never reached the target
+/// within the budget (the rounds of the runs that finished; a diverged run stopped early).
 pub(super) fn fbo_cells(v: &FboOutcome) -> FboCells {
+    let budget = v.rows.iter().map(|r| r.rounds).max().unwrap_or(0) as f64;
     v.rows
         .iter()
         .map(|r| {
@@ -39,9 +46,18 @@ pub(super) fn fbo_cells(v: &FboOutcome) -> FboCells {
                 (r.method.clone(), r.split.clone(), r.tau as u64),
                 FboCell {
                     rounds_to_target: r.rounds_to_target.map(|k| k as f64),
-                    accuracy: r.final_mean.or(r.final_accuracy).unwrap_or(f64::NAN),
-                    spread: r.final_spread.unwrap_or(f64::NAN),
-                    rounds: r.rounds as f64,
+                    accuracy: r
+                        .reached_mean
+                        .or(r.final_mean)
+                        .or(r.final_accuracy)
+                        .unwrap_or(f64::NAN),
+                    spread: r.reached_spread.or(r.final_spread).unwrap_or(f64::NAN),
+                    rounds: if r.diverged.is_some() {
+                        budget
+                    } else {
+                        r.rounds as f64
+                    },
+                    failed: r.diverged.is_some() || r.collapsed.is_some(),
                 },
             )
         })
@@ -70,6 +86,19 @@ fn get(all: &[FboCells], method: &str, split: &str, tau: u64) -> Vec<Option<FboC
                 .copied()
         })
         .collect()
+}
+
+/// " (k of n seeds failed …)" where runs of `v` diverged or collapsed; empty otherwise.
+fn failed_note(v: &[Option<FboCell>]) -> String {
+    let k = v.iter().flatten().filter(|c| c.failed).count();
+    if k == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({k} of {} seeds failed: diverged or collapsed, counted at what they reached)",
+            v.len()
+        )
+    }
 }
 
 fn accuracy(v: &[Option<FboCell>]) -> Vec<f64> {
@@ -158,11 +187,13 @@ fn table2(seeds: &[SeedRun<'_>], test: SetupTest) -> Result<Assessment> {
             get(&all, "fednest", split, *tau),
         );
         parts.push(format!(
-            "{split} τ = {tau}: rounds to 90 % FBO-AggITD {} against FedNest {}, final accuracy {} against {} %",
+            "{split} τ = {tau}: rounds to 90 % FBO-AggITD {} against FedNest {}, final accuracy {} %{} against {} %{}",
             rounds_text(&f),
             rounds_text(&n),
             pm(&accuracy(&f), 100.0, 1),
-            pm(&accuracy(&n), 100.0, 1)
+            failed_note(&f),
+            pm(&accuracy(&n), 100.0, 1),
+            failed_note(&n)
         ));
         let t = test(split, *tau, &f, &n);
         if values.is_empty() {
@@ -336,10 +367,8 @@ fn finals(all: &[FboCells], methods: &[&str], tau: u64) -> String {
     methods
         .iter()
         .map(|m| {
-            format!(
-                "{m} {} %",
-                pm(&accuracy(&get(all, m, "noniid", tau)), 100.0, 1)
-            )
+            let v = get(all, m, "noniid", tau);
+            format!("{m} {} %{}", pm(&accuracy(&v), 100.0, 1), failed_note(&v))
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -465,33 +494,29 @@ pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
             "the fbo-cnn output has no non-i.i.d. FBO-AggITD run"
         ));
     }
-    // A run that diverged did not converge: its accuracy counts as 0.
-    let or_zero = |v: &[f64]| {
-        v.iter()
-            .map(|x| if x.is_nan() { 0.0 } else { *x })
-            .collect::<Vec<_>>()
-    };
     let ahead = |other: &[f64]| -> Vec<f64> {
         f.iter()
-            .zip(or_zero(other))
+            .zip(other)
             .map(|(a, b)| (a - b - 0.1) * 100.0)
             .collect()
     };
-    let shown = |v: &[f64]| {
-        let d = v.iter().filter(|x| x.is_nan()).count();
-        let fin: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-        match (fin.is_empty(), d) {
-            (true, _) => "diverged".to_string(),
-            (false, 0) => format!("{} %", pm(&fin, 100.0, 1)),
-            (false, d) => format!("{} % ({d} diverged)", pm(&fin, 100.0, 1)),
-        }
+    let shown = |v: &[f64], method: &str| {
+        let cells: Vec<Option<FboCell>> = all
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .find(|((m, s, _), _)| m == method && s == "noniid")
+                    .map(|(_, v)| *v)
+            })
+            .collect();
+        format!("{} %{}", pm(v, 100.0, 1), failed_note(&cells))
     };
     Ok(Assessment {
         measured: format!(
             "non-i.i.d., final test accuracy: FBO-AggITD {}, FedNest {}, LFedNest {}",
-            shown(&f),
-            shown(&n),
-            shown(&l)
+            shown(&f, "fbo-aggitd"),
+            shown(&n, "fednest"),
+            shown(&l, "lfednest")
         ),
         values: f.clone(),
         tests: vec![
@@ -540,13 +565,9 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let mut values = Vec::new();
     for (job, name) in [("fbo-cifar10-mlp", "MLP"), ("fbo-cifar10-cnn", "LeNet-5")] {
         let all = all_cells(seeds, job)?;
-        // A FedNest run that diverged did not converge: its accuracy counts as 0.
         let (f, n) = (
             noniid(&all, "fbo-aggitd", "iid"),
-            noniid(&all, "fednest", "iid")
-                .iter()
-                .map(|x| if x.is_nan() { 0.0 } else { *x })
-                .collect::<Vec<_>>(),
+            noniid(&all, "fednest", "iid"),
         );
         parts.push(format!(
             "{name}: FBO-AggITD {} %, FedNest {} %",
@@ -600,6 +621,8 @@ mod tests {
                     final_accuracy: Some(acc),
                     final_mean: Some(acc),
                     final_spread: Some(0.01),
+                    reached_mean: Some(acc),
+                    reached_spread: Some(0.01),
                     rounds: 3000,
                     iterations: if m == "fednest" { 3000 / 18 } else { 3000 / 13 },
                     diverged: None,

@@ -13,11 +13,16 @@ use crate::reproduce::verdict::Test;
 // ---------------------------------------------------------------- FedHyper
 
 /// A seed's final test accuracy (the mean of the last rounds) of each method on each
-/// split: method → split → accuracy (NaN: diverged).
+/// split: method → split → accuracy. A run that diverged or collapsed failed, one way
+/// everywhere: its seed is kept with what it reached (a diverged run's before it failed).
 fn by_split(v: &FedHyperOutcome) -> BTreeMap<String, BTreeMap<String, f64>> {
     let mut out = BTreeMap::<String, BTreeMap<String, f64>>::new();
     for r in &v.rows {
-        let acc = r.final_mean.or(r.final_accuracy).unwrap_or(f64::NAN);
+        let acc = r
+            .reached
+            .or(r.final_mean)
+            .or(r.final_accuracy)
+            .unwrap_or(f64::NAN);
         out.entry(r.method.clone())
             .or_default()
             .insert(r.split.clone(), acc);
