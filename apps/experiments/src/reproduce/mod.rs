@@ -432,16 +432,15 @@ pub struct SeedOutcome {
     pub value: Option<f64>,
 }
 
-/// What we found out about a claim, and where it was measured.
+/// What a claim's tests say beyond its verdict, computed from this run's numbers
+/// ([`verdict::finding`]), never stored text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FindingRecord {
-    /// The preset it was measured at.
+    /// The preset of the run.
     pub preset: String,
-    /// The commit.
-    pub commit: String,
-    /// The seeds.
+    /// The seeds with a number.
     pub seeds: usize,
-    /// What we found.
+    /// What the numbers say.
     pub text: String,
 }
 
@@ -480,8 +479,8 @@ pub struct ClaimResult {
     pub settings: Vec<Setting>,
     /// The figures the claim cites, relative to the report's folder.
     pub figures: Vec<String>,
-    /// What we found out about the claim at this preset in an earlier run (null where
-    /// there is nothing, or it was measured at another preset).
+    /// What its tests say beyond the verdict, computed from this run's numbers (null for
+    /// a claim that holds or was not tested).
     pub finding: Option<FindingRecord>,
 }
 
@@ -559,16 +558,6 @@ pub fn assess(
             .collect();
         settings.sort();
         settings.dedup();
-        let finding = c
-            .finding
-            .as_ref()
-            .filter(|f| f.preset == checked.preset)
-            .map(|f| FindingRecord {
-                preset: f.preset.name().to_string(),
-                commit: f.commit.to_string(),
-                seeds: f.seeds,
-                text: f.text.to_string(),
-            });
         let mut result = ClaimResult {
             paper: c.paper.name().to_string(),
             id: c.id.to_string(),
@@ -585,7 +574,7 @@ pub fn assess(
             why: String::new(),
             settings,
             figures,
-            finding,
+            finding: None,
         };
         // The experiments this claim can read: all of them, or (for a claim over whichever
         // ran) those that ran.
@@ -658,7 +647,17 @@ pub fn assess(
         }
         match (c.assess)(&runs) {
             Ok(a) => {
-                result.tests = a.tests.iter().map(|t| t.decide()).collect();
+                // A paper's magnitude decides only where every experiment of the claim
+                // runs at its data set, model and clients.
+                let at_scale = usable
+                    .iter()
+                    .all(|id| job(id).is_some_and(|j| j.at_paper_scale()));
+                result.tests = verdict::Test::decide_family(&a.tests, at_scale);
+                result.finding = verdict::finding(&result.tests).map(|text| FindingRecord {
+                    preset: checked.preset.name().to_string(),
+                    seeds: runs.len(),
+                    text,
+                });
                 result.verdict = combine(&result.tests);
                 result.reduced = !result.settings.is_empty();
                 result.verdict_text = result.verdict.text(result.reduced);

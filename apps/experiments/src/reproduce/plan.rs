@@ -75,6 +75,11 @@ impl Job {
         set::differing(self.id, &self.paper, &self.config)
     }
 
+    /// Whether it runs at the paper's data set, model and clients, each named.
+    pub fn at_paper_scale(&self) -> bool {
+        set::at_paper_scale(&self.paper, &self.config)
+    }
+
     fn figure(mut self, name: &'static str) -> Self {
         self.figure = Some(name);
         self

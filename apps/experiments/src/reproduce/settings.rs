@@ -238,6 +238,19 @@ pub fn differing(id: &str, values: &[PaperValue], config: &ExperimentConfig) -> 
         .collect()
 }
 
+/// Whether `config` runs at the paper's scale: the paper's data set, model and clients are
+/// all named in `values`, and ours are the same. Only there does a paper's magnitude decide
+/// a test ([`super::verdict::Test::decide_family`]); elsewhere it is a finding.
+pub fn at_paper_scale(values: &[PaperValue], config: &ExperimentConfig) -> bool {
+    let ours = ours(config);
+    [DATA, MODEL, CLIENTS].iter().all(|setting| {
+        values
+            .iter()
+            .find(|p| p.setting == *setting)
+            .is_some_and(|p| ours.get(setting) == Some(&p.value))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +274,24 @@ mod tests {
         assert_eq!(d[0].setting, DATA);
         assert_eq!(d[0].ours, "MNIST (the embedded 10,000 digits)");
         assert_eq!(d[0].source, "paper 003 Sec. 5");
+    }
+
+    /// The paper's scale needs its data set, model and clients named and ours the same.
+    #[test]
+    fn the_papers_scale_is_its_data_model_and_clients() {
+        let mut config = crate::fbo::Config::default();
+        let values = [
+            paper(DATA, "MNIST", "paper 003 Sec. 5"),
+            paper(CLIENTS, "100", "paper 003 Sec. 5"),
+            paper(MODEL, "mlp", "paper 003 Sec. 5"),
+        ];
+        let embedded = ExperimentConfig::Fbo(config.clone());
+        assert!(!at_paper_scale(&values, &embedded));
+        config.data.data_dir = Some("data/mnist".into());
+        let real = ExperimentConfig::Fbo(config.clone());
+        assert!(at_paper_scale(&values, &real));
+        assert!(!at_paper_scale(&values[..2], &real), "a model not named");
+        config.data.clients = Some(10);
+        assert!(!at_paper_scale(&values, &ExperimentConfig::Fbo(config)));
     }
 }

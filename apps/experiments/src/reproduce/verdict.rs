@@ -3,14 +3,18 @@
 //!
 //! A claim is reduced to one or more [`Test`]s, each a number per seed in the claim's
 //! direction (a paired difference "A − B", or a value less its bound), and a test is
-//! decided on those numbers over the seeds with Student's t: the one-sided 95 % bounds
-//! `mean ∓ t₀.₉₅(n − 1) · sd / √n`. "A beats B" **holds** when the lower bound is above 0;
-//! it is **contradicted** when the upper bound is below 0 (reversed), or below the paper's
-//! own margin while the lower bound is not above 0 (absent where the paper's margin would
-//! have been found); otherwise it is **inconclusive**. "A is on a par with B" (within a
-//! tolerance τ) is decided by two one-sided tests: **holds** when both bounds lie inside
-//! (−τ, τ), **contradicted** when one lies outside on the far side (the whole interval
-//! beyond τ). One seed gives no interval: inconclusive.
+//! decided on those numbers over the seeds with Student's t. "A beats B" **holds** when the
+//! one-sided test of "no effect" (mean ≤ 0) rejects at 5 % (the lower 95 % bound
+//! `mean − t₀.₉₅(n − 1) · sd / √n` above 0). It is **contradicted** when the one-sided test
+//! of "the claimed effect" rejects: mean ≥ 0 (the effect reversed), or mean ≥ the paper's own
+//! margin where the margin decides — only where the run's data set, model and clients are
+//! the paper's ([`Test::decide_family`]'s `margins_decide`); elsewhere a magnitude is a
+//! finding, reported beside the paper's, and the test is the direction alone. "A is on a
+//! par with B" (within τ) holds by two one-sided tests (TOST) and is contradicted when the
+//! mean is significantly beyond τ on one side. A claim's contradiction tests are one
+//! family: Holm's step-down keeps the family-wise error at 5 %. "Holds" needs every test
+//! of the claim to hold, an intersection–union test, which is at level 5 % as it is. One
+//! seed gives no interval: inconclusive.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -70,16 +74,26 @@ impl Verdict {
 pub const RULES: &str = "Each claim is reduced to one or more tests, each a number per seed \
 in the claim's direction: a paired difference between two methods run with the same seed \
 (\"A beats B\": A − B), or a value less the bound the claim states. A test is decided over \
-the seeds with Student's t, from the one-sided 95 % bounds mean ∓ t₀.₉₅(n − 1) · sd / √n of \
-those n numbers. \"A beats B\" **holds** when the lower bound is above 0; it is \
-**contradicted** when the upper bound is below 0 (the effect reversed), or below the paper's \
-own margin while the lower bound is not above 0 (the effect absent where the paper's margin \
-would have been found); otherwise it is **inconclusive**. \"On a par within τ\" holds when \
-both bounds lie within ±τ and is contradicted when the whole interval lies beyond τ. A claim \
-holds when every test holds, is contradicted when any test is, and is inconclusive \
-otherwise; one seed gives no interval (inconclusive). **Not testable here** names the flag \
-or data that would test it. A verdict reached where the runs' settings differ from the \
-paper's (the claim's settings list them, the paper's value beside ours) says \"at reduced \
+the seeds with Student's t (n − 1 degrees of freedom), its one-sided 95 % bounds mean ∓ \
+t₀.₉₅(n − 1) · sd / √n shown. \"A beats B\" **holds** when the lower bound is above 0 \
+(one-sided p < 0.05 against no effect). It is **contradicted** when the claimed effect is \
+rejected: the mean significantly below 0 (reversed), or significantly below the paper's own \
+margin while the lower bound is not above 0 — the margin decides only where the runs' data \
+set, model and clients are the paper's; elsewhere the test is the direction alone and the \
+paper's margin is printed beside ours as a finding. \"On a par within τ\" holds when both \
+bounds lie within ±τ and is contradicted when the mean is significantly beyond τ. \
+**Multiple comparisons**: a claim's contradiction tests are one family, and Holm's \
+step-down over their p-values keeps the chance of calling a true claim contradicted at 5 % \
+whatever the number of tests (the i-th smallest p of m is compared with 0.05 / (m − i + 1), \
+stopping at the first that is not below). A claim holds when every test holds (an \
+intersection–union test: at level 5 % without correction), is contradicted when Holm \
+rejects any test, and is inconclusive otherwise; one seed gives no interval (inconclusive). \
+**Failed runs**: a run that diverged (a number no longer finite) or collapsed (test accuracy \
+back near chance after it trained) is the method failing: its seed is kept, its accuracy is \
+what it reached (a diverged run's last evaluations before it failed), and it never reached \
+a target (counted at the budget of rounds). **Not testable here** names the flag or data \
+that would test it. A verdict reached where the runs' settings differ from the paper's (the \
+claim's settings list them, the paper's value beside ours, each cited) says \"at reduced \
 settings\". \"Final accuracy\" is the mean of the last evaluations of a run (its number of \
 evaluations is in the test's words), not the last one alone.";
 
@@ -150,8 +164,47 @@ impl Test {
         self
     }
 
-    /// Decides the test over its seeds.
+    /// Decides the test over its seeds, alone (a family of one), the paper's margin
+    /// deciding where it gives one.
     pub fn decide(&self) -> TestResult {
+        Self::decide_family(std::slice::from_ref(self), true)
+            .pop()
+            .expect("one test gives one result")
+    }
+
+    /// Decides a claim's tests together: each holds at 5 % on its own (a claim needs all to
+    /// hold: an intersection–union test, at level 5 % as it is); the contradictions are one
+    /// family, decided by Holm's step-down at a family-wise 5 %. The paper's margins decide
+    /// only with `margins_decide` (the runs at the paper's data set, model and clients);
+    /// otherwise a test is its direction alone and the margin is reported beside it.
+    pub fn decide_family(tests: &[Test], margins_decide: bool) -> Vec<TestResult> {
+        let mut results: Vec<TestResult> =
+            tests.iter().map(|t| t.first_pass(margins_decide)).collect();
+        let mut order: Vec<usize> = (0..results.len())
+            .filter(|&k| results[k].p_contradicted.is_some())
+            .collect();
+        order.sort_by(|&a, &b| {
+            let (pa, pb) = (results[a].p_contradicted, results[b].p_contradicted);
+            pa.unwrap_or(1.0).total_cmp(&pb.unwrap_or(1.0))
+        });
+        let m = order.len();
+        for (i, &k) in order.iter().enumerate() {
+            let p = results[k].p_contradicted.unwrap_or(1.0);
+            if p >= LEVEL / (m - i) as f64 {
+                break;
+            }
+            // A test that holds is not contradicted (its margin's test may reject: the
+            // effect is there, smaller than the paper's); it still counts in m.
+            if results[k].verdict != Verdict::Holds {
+                results[k].verdict = Verdict::Contradicted;
+            }
+        }
+        results
+    }
+
+    /// The test's numbers, bounds, p-values and "holds" (a contradiction waits for the
+    /// claim's family).
+    fn first_pass(&self, margins_decide: bool) -> TestResult {
         let finite: Vec<f64> = self
             .values
             .iter()
@@ -159,6 +212,12 @@ impl Test {
             .filter(|v| v.is_finite())
             .collect();
         let n = finite.len();
+        let margin = match self.claimed {
+            Claimed::Above {
+                paper_margin: Some(m),
+            } if m > 0.0 => Some(m),
+            _ => None,
+        };
         let mut r = TestResult {
             what: self.what.clone(),
             seeds: n,
@@ -167,33 +226,89 @@ impl Test {
             upper: None,
             claimed: self.claimed,
             verdict: Verdict::Inconclusive,
+            margin_decides: margins_decide && margin.is_some(),
+            p_holds: None,
+            p_contradicted: None,
         };
-        let Some((lower, upper)) = bounds(&finite) else {
+        let (Some((lower, upper)), Some(t)) = (bounds(&finite), Stat::of(&finite)) else {
             return r;
         };
         r.lower = Some(lower);
         r.upper = Some(upper);
-        r.verdict = match self.claimed {
-            Claimed::Above { paper_margin } => {
-                if lower > 0.0 {
-                    Verdict::Holds
-                } else if upper < 0.0 || paper_margin.is_some_and(|m| m > 0.0 && upper < m) {
-                    Verdict::Contradicted
+        let (p_holds, p_contradicted) = match self.claimed {
+            Claimed::Above { .. } => {
+                let against = if r.margin_decides {
+                    margin.unwrap_or(0.0)
                 } else {
-                    Verdict::Inconclusive
-                }
+                    0.0
+                };
+                (t.above(0.0), t.below(against))
             }
-            Claimed::Within { tolerance } => {
-                if lower > -tolerance && upper < tolerance {
-                    Verdict::Holds
-                } else if lower > tolerance || upper < -tolerance {
-                    Verdict::Contradicted
-                } else {
-                    Verdict::Inconclusive
-                }
-            }
+            Claimed::Within { tolerance } => (
+                t.above(-tolerance).max(t.below(tolerance)),
+                t.above(tolerance).min(t.below(-tolerance)),
+            ),
         };
+        r.p_holds = Some(p_holds);
+        r.p_contradicted = Some(p_contradicted);
+        if p_holds < LEVEL {
+            r.verdict = Verdict::Holds;
+        }
         r
+    }
+}
+
+/// The level of each test, and the family-wise level of a claim's contradictions.
+pub const LEVEL: f64 = 0.05;
+
+/// Student's t statistic of a sample: its mean, standard error and degrees of freedom.
+struct Stat {
+    mean: f64,
+    se: f64,
+    dist: StudentsT,
+}
+
+impl Stat {
+    /// At least two numbers.
+    fn of(v: &[f64]) -> Option<Self> {
+        if v.len() < 2 {
+            return None;
+        }
+        Some(Self {
+            mean: mean(v)?,
+            se: std_dev(v)? / (v.len() as f64).sqrt(),
+            dist: StudentsT::new(0.0, 1.0, (v.len() - 1) as f64).ok()?,
+        })
+    }
+
+    /// (mean − c) / se, ±∞ where the seeds agree exactly (se = 0) and the mean is not c.
+    fn t(&self, c: f64) -> f64 {
+        let d = self.mean - c;
+        if self.se > 0.0 {
+            d / self.se
+        } else if d == 0.0 {
+            0.0
+        } else {
+            d.signum() * f64::INFINITY
+        }
+    }
+
+    /// The one-sided p of "mean ≤ c" (small: the mean is above c).
+    fn above(&self, c: f64) -> f64 {
+        let t = self.t(c);
+        if t.is_infinite() {
+            return if t > 0.0 { 0.0 } else { 1.0 };
+        }
+        1.0 - self.dist.cdf(t)
+    }
+
+    /// The one-sided p of "mean ≥ c" (small: the mean is below c).
+    fn below(&self, c: f64) -> f64 {
+        let t = self.t(c);
+        if t.is_infinite() {
+            return if t < 0.0 { 0.0 } else { 1.0 };
+        }
+        self.dist.cdf(t)
     }
 }
 
@@ -212,7 +327,7 @@ pub fn bounds(v: &[f64]) -> Option<(f64, f64)> {
     let se = std_dev(v)? / (n as f64).sqrt();
     let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
         .ok()?
-        .inverse_cdf(0.95);
+        .inverse_cdf(1.0 - LEVEL);
     Some((m - t * se, m + t * se))
 }
 
@@ -233,6 +348,18 @@ pub struct TestResult {
     pub claimed: Claimed,
     /// The test's verdict.
     pub verdict: Verdict,
+    /// Whether the paper's margin decided the test (the runs at the paper's data set,
+    /// model and clients); otherwise it is reported beside ours and the test is the
+    /// direction alone.
+    #[serde(default)]
+    pub margin_decides: bool,
+    /// The one-sided p of "the claim does not hold" (two seeds or more).
+    #[serde(default)]
+    pub p_holds: Option<f64>,
+    /// The one-sided p of "the claim is true" (reversed, or below the deciding margin),
+    /// before Holm's step-down over the claim's tests.
+    #[serde(default)]
+    pub p_contradicted: Option<f64>,
 }
 
 impl TestResult {
@@ -242,7 +369,13 @@ impl TestResult {
         let claimed = match self.claimed {
             Claimed::Above {
                 paper_margin: Some(m),
-            } => format!("claimed above 0, the paper's margin {}", short(m)),
+            } if self.margin_decides => format!("claimed above 0, the paper's margin {}", short(m)),
+            Claimed::Above {
+                paper_margin: Some(m),
+            } => format!(
+                "claimed above 0; the paper's {} beside it, not a test at these data, model or clients",
+                short(m)
+            ),
             Claimed::Above { paper_margin: None } => "claimed above 0".to_string(),
             Claimed::Within { tolerance } => format!("claimed within ±{}", short(tolerance)),
         };
@@ -271,6 +404,80 @@ impl TestResult {
 /// A number in a test's line: four significant digits.
 fn short(v: f64) -> String {
     crate::numbers::approx(v)
+}
+
+/// What a claim's tests say beyond its verdict, computed from their numbers (never stored
+/// text): how many have the claimed direction, which are contradicted and by what, and each
+/// of the paper's magnitudes that is not a test here beside ours. `None` for a claim whose
+/// tests all hold, or without a test with a number.
+pub fn finding(tests: &[TestResult]) -> Option<String> {
+    let measured: Vec<&TestResult> = tests.iter().filter(|t| t.mean.is_some()).collect();
+    if measured.is_empty() || tests.iter().all(|t| t.verdict == Verdict::Holds) {
+        return None;
+    }
+    let direction = |t: &TestResult| match (t.claimed, t.mean) {
+        (Claimed::Above { .. }, Some(m)) => m > 0.0,
+        (Claimed::Within { tolerance }, Some(m)) => m.abs() < tolerance,
+        _ => false,
+    };
+    let count = |v: Verdict| tests.iter().filter(|t| t.verdict == v).count();
+    let mut parts = vec![format!(
+        "{} of {} tests have the claimed direction in their mean ({} hold, {} contradicted, {} inconclusive)",
+        measured.iter().filter(|t| direction(t)).count(),
+        measured.len(),
+        count(Verdict::Holds),
+        count(Verdict::Contradicted),
+        count(Verdict::Inconclusive)
+    )];
+    let against: Vec<String> = tests
+        .iter()
+        .filter(|t| t.verdict == Verdict::Contradicted)
+        .map(|t| {
+            let why = match (t.claimed, t.upper) {
+                (Claimed::Above { .. }, Some(u)) if u < 0.0 => "reversed".to_string(),
+                (
+                    Claimed::Above {
+                        paper_margin: Some(m),
+                    },
+                    _,
+                ) => format!("below the paper's {}", short(m)),
+                (Claimed::Within { tolerance }, _) => format!("beyond ±{}", short(tolerance)),
+                _ => "reversed".to_string(),
+            };
+            format!(
+                "{} (mean {}: {why})",
+                t.what,
+                t.mean.map_or("–".into(), short)
+            )
+        })
+        .collect();
+    if !against.is_empty() {
+        parts.push(format!("contradicted: {}", against.join("; ")));
+    }
+    let beside: Vec<String> = tests
+        .iter()
+        .filter_map(|t| match (t.claimed, t.mean) {
+            (
+                Claimed::Above {
+                    paper_margin: Some(m),
+                },
+                Some(ours),
+            ) if !t.margin_decides => Some(format!(
+                "{}: ours {} against the paper's {}",
+                t.what,
+                short(ours),
+                short(m)
+            )),
+            _ => None,
+        })
+        .collect();
+    if !beside.is_empty() {
+        parts.push(format!(
+            "sizes beside the paper's (not tests at these data, model or clients): {}",
+            beside.join("; ")
+        ));
+    }
+    Some(parts.join(". ") + ".")
 }
 
 /// A claim's verdict from its tests': holds when every test holds, contradicted when any
@@ -394,6 +601,95 @@ mod tests {
         );
         assert_eq!(combine(&[holds, open, against]), Verdict::Contradicted);
         assert_eq!(combine(&[]), Verdict::NotTestable);
+    }
+
+    /// A planted effect smaller than the paper's margin, of the paper's sign: contradicted
+    /// where the margin decides (the paper's data, model and clients), held (its direction)
+    /// where it does not, the margin then printed beside ours.
+    #[test]
+    fn a_margin_decides_only_at_the_papers_scale() {
+        let t = Test::above("smaller", seeds(0.3, 0.1), Some(3.0));
+        let at_scale = Test::decide_family(std::slice::from_ref(&t), true).remove(0);
+        assert_eq!(at_scale.verdict, Verdict::Holds, "{}", at_scale.line());
+        // Lower bound above 0: the effect is there; the margin does not overturn it.
+        let weak = Test::above("weak", seeds(0.3, 0.5), Some(3.0));
+        let decided = Test::decide_family(std::slice::from_ref(&weak), true).remove(0);
+        assert_eq!(decided.verdict, Verdict::Contradicted, "{}", decided.line());
+        assert!(decided.margin_decides);
+        let elsewhere = Test::decide_family(std::slice::from_ref(&weak), false).remove(0);
+        assert_eq!(
+            elsewhere.verdict,
+            Verdict::Inconclusive,
+            "{}",
+            elsewhere.line()
+        );
+        assert!(!elsewhere.margin_decides);
+        assert!(
+            elsewhere
+                .line()
+                .contains("the paper's 3 beside it, not a test"),
+            "{}",
+            elsewhere.line()
+        );
+        // A reversal is contradicted whatever the scale.
+        let reversed = Test::above("reversed", seeds(-1.0, 0.1), Some(3.0));
+        let r = Test::decide_family(std::slice::from_ref(&reversed), false).remove(0);
+        assert_eq!(r.verdict, Verdict::Contradicted, "{}", r.line());
+    }
+
+    /// The p-values agree with the bounds: "holds" exactly when the lower bound is above 0,
+    /// "contradicted" alone exactly when the upper bound is below 0.
+    #[test]
+    fn p_values_agree_with_the_bounds() {
+        for effect in [-2.0, -0.9, -0.5, -0.1, 0.0, 0.1, 0.5, 0.9, 2.0] {
+            let r = Test::above("e", seeds(effect, 1.0), None).decide();
+            let (l, u) = (r.lower.unwrap(), r.upper.unwrap());
+            assert_eq!(
+                r.verdict == Verdict::Holds,
+                l > 0.0,
+                "{effect}: {}",
+                r.line()
+            );
+            assert_eq!(
+                r.verdict == Verdict::Contradicted,
+                u < 0.0,
+                "{effect}: {}",
+                r.line()
+            );
+            let (ph, pc) = (r.p_holds.unwrap(), r.p_contradicted.unwrap());
+            assert!((ph + pc - 1.0).abs() < 1e-12, "{ph} + {pc}");
+        }
+    }
+
+    /// Holm's step-down over a claim's tests: a reversal that is significant alone
+    /// (p ≈ 0.03) is not enough in a family of 18 tests of no effect, and a strong reversal
+    /// still is; a claim holds only when all its tests hold.
+    #[test]
+    fn holm_keeps_a_claims_family_at_five_percent() {
+        let marginal = Test::above("marginal", seeds(-0.55, 0.5), None);
+        let alone = marginal.decide();
+        let p = alone.p_contradicted.unwrap();
+        assert!(p < LEVEL && p > LEVEL / 18.0, "{p}");
+        assert_eq!(alone.verdict, Verdict::Contradicted);
+        let mut family = vec![marginal.clone()];
+        for k in 0..17 {
+            family.push(Test::above(format!("null {k}"), seeds(0.0, 0.5), None));
+        }
+        let decided = Test::decide_family(&family, true);
+        assert_eq!(
+            decided[0].verdict,
+            Verdict::Inconclusive,
+            "{}",
+            decided[0].line()
+        );
+        assert_eq!(combine(&decided), Verdict::Inconclusive);
+        family.push(Test::above("strong", seeds(-5.0, 0.5), None));
+        let decided = Test::decide_family(&family, true);
+        assert_eq!(decided[18].verdict, Verdict::Contradicted);
+        assert_eq!(combine(&decided), Verdict::Contradicted);
+        // Holm steps down: with the strong one rejected at 0.05 / 19, the marginal one
+        // faces 0.05 / 18 and stays.
+        assert_eq!(decided[0].verdict, Verdict::Inconclusive);
     }
 
     /// Scaling carries the margin and the tolerance with the numbers.

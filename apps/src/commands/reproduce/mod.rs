@@ -499,8 +499,8 @@ fn claim_section(c: &ClaimResult, seeds: usize) -> String {
     }
     if let Some(f) = &c.finding {
         s.push_str(&format!(
-            "- **What we found** (an earlier run at --preset {}, {} seeds, commit {}): {}\n",
-            f.preset, f.seeds, f.commit, f.text
+            "- **What the numbers say** (computed from this run's tests, {} seeds): {}\n",
+            f.seeds, f.text
         ));
     }
     for f in &c.figures {
