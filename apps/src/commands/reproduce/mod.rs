@@ -497,6 +497,9 @@ fn claim_section(c: &ClaimResult, seeds: usize) -> String {
         }
         s.push_str(&t.markdown());
     }
+    if let Some(t) = &c.paper_time {
+        s.push_str(&format!("- **At the paper's settings:** {t}\n"));
+    }
     if let Some(f) = &c.finding {
         s.push_str(&format!(
             "- **What the numbers say** (computed from this run's tests, {} seeds): {}\n",
