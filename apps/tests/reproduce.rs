@@ -275,6 +275,28 @@ fn reproduce_reports_every_claim_and_resumes() {
         "{log}"
     );
 
+    // --report-only runs nothing: with one experiment's seed removed, the claims that read
+    // it say it did not run, the others keep their verdicts.
+    std::fs::remove_file(out.join("runs/fbo-cnn/seed-0/result.json")).unwrap();
+    let mut only = args.to_vec();
+    only.push("--report-only");
+    let o = hgp(&only);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reported = check_report(&out, 1);
+    for (a, b) in claims.iter().zip(&reported) {
+        let jobs_cnn = ["fbo-fig6-cnn", "fbo-fig6-iid"].contains(&a["id"].as_str().unwrap());
+        if jobs_cnn {
+            assert_eq!(b["verdict"], VERDICTS[3], "{b}");
+            assert!(
+                b["why"].as_str().unwrap().contains("fbo-cnn did not run"),
+                "{b}"
+            );
+        } else {
+            assert_eq!(a["verdict"], b["verdict"], "{}", a["id"]);
+        }
+    }
+    assert!(!out.join("runs/fbo-cnn/seed-0/result.json").exists());
+
     // Other settings under --resume are refused, naming them.
     let mut other = resume.clone();
     other[4] = "2";

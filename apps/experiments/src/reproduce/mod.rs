@@ -649,10 +649,18 @@ pub fn assess(
         };
         // The experiments this claim can read: all of them, or (for a claim over whichever
         // ran) those that ran.
+        // Not run: the data are missing, or (a report from an earlier run's seeds) none of
+        // its seeds finished.
         let missing: Vec<String> = c
             .jobs
             .iter()
-            .filter_map(|id| job(id).and_then(|j| j.missing.clone()))
+            .filter_map(|id| {
+                let j = job(id)?;
+                j.missing.clone().or_else(|| {
+                    (!runs_of.contains_key(id))
+                        .then(|| format!("{id} did not run (no seed of it finished)"))
+                })
+            })
             .collect();
         let usable: Vec<&str> = c
             .jobs

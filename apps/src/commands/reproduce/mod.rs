@@ -111,6 +111,11 @@ pub struct Reproduce {
     /// stopped); the settings must be those recorded in hgp-settings.json.
     #[arg(long)]
     resume: bool,
+    /// Write REPORT.md and report.json from the experiment seeds an earlier run in --out
+    /// finished, running none (implies --resume's checks): an experiment with no finished
+    /// seed is said not run in the claims that need it, a seed not finished is left out.
+    #[arg(long)]
+    report_only: bool,
     /// Run the reproduction a config file describes (a run's hgp-settings.json, or one you
     /// wrote); flags given beside it replace its options.
     #[arg(long, value_name = "FILE")]
@@ -184,7 +189,7 @@ impl Experiment for Command<'_> {
     }
 
     fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, self.flags.resume)
+        crate::lifecycle::config_settings(&self.config, self.resume())
     }
 
     fn files(&self) -> Vec<&'static str> {
@@ -192,7 +197,7 @@ impl Experiment for Command<'_> {
     }
 
     fn resume(&self) -> bool {
-        self.flags.resume
+        self.flags.resume || self.flags.report_only
     }
 
     fn setup(&self, _engine: &Engine) -> Result<PathBuf> {
@@ -253,6 +258,27 @@ impl Experiment for Command<'_> {
         let mut results = BTreeMap::new();
         for job in &runnable {
             let mut seeds = Vec::new();
+            if self.flags.report_only {
+                for &seed in &checked.seeds {
+                    stage.skip(estimate(job).round() as u64);
+                    if let Some(r) = seed::finished(job, seed, &self.flags.out) {
+                        seeds.push(r);
+                    }
+                }
+                // Every seed or none: a claim is decided on the seeds all its experiments
+                // finished, and those are the ones kept here.
+                if seeds.len() == checked.seeds.len() {
+                    results.insert(job.id, seeds);
+                } else {
+                    reporter.line(&format!(
+                        "{}: {} of {} seeds finished in the earlier run: not in the report (--report-only runs nothing)",
+                        job.id,
+                        seeds.len(),
+                        checked.seeds.len()
+                    ));
+                }
+                continue;
+            }
             for &seed in &checked.seeds {
                 stage.set_label(&format!("{} seed {seed}", job.id));
                 let (r, kept) = run_seed(

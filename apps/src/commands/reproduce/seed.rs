@@ -93,6 +93,17 @@ fn kept(folder: &Path, config: &ExperimentConfig) -> Option<(ExperimentOutcome, 
     Some((output, record.seconds))
 }
 
+/// The seed an earlier run finished in `out`, if its folder holds a whole record of the
+/// same experiment (`--report-only`).
+pub(super) fn finished(job: &Job, seed: u64, out: &Path) -> Option<SeedResult> {
+    let (output, seconds) = kept(&seed_folder(out, job.id, seed), &job.config)?;
+    Some(SeedResult {
+        seed,
+        output: Ok(output),
+        seconds: Some(seconds),
+    })
+}
+
 /// Runs (or, under `--resume`, keeps) one experiment seed; `true` with a kept one.
 pub(super) fn run_seed(
     plan: &Plan,
