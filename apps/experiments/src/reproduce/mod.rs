@@ -540,10 +540,18 @@ pub fn paper_time(settings: &[Setting], minutes: &BTreeMap<String, f64>) -> Opti
         .collect();
     unscaled.sort_unstable();
     unscaled.dedup();
+    // Minutes to two significant figures at most: an estimate.
+    let minutes = |m: f64| {
+        if m >= 10.0 {
+            format!("{m:.0}")
+        } else {
+            format!("{m:.1}")
+        }
+    };
     let mut line = format!(
         "about {} min a seed here at the paper's rounds and steps (measured {} min a seed, scaled by each ratio)",
-        crate::numbers::approx(total),
-        crate::numbers::approx(measured)
+        minutes(total),
+        minutes(measured)
     );
     if !unscaled.is_empty() {
         line.push_str(&format!(
@@ -853,8 +861,8 @@ mod tests {
         ];
         let minutes = BTreeMap::from([("a".to_string(), 2.0), ("b".to_string(), 1.0)]);
         let t = paper_time(&settings, &minutes).unwrap();
-        assert!(t.starts_with("about 9 min a seed"), "{t}");
-        assert!(t.contains("measured 3 min"), "{t}");
+        assert!(t.starts_with("about 9.0 min a seed"), "{t}");
+        assert!(t.contains("measured 3.0 min"), "{t}");
         assert!(t.contains("not scaled: model"), "{t}");
         assert_eq!(paper_time(&[], &minutes), None);
     }
