@@ -221,6 +221,30 @@ impl Config {
         if self.seed != 0 {
             s.push_str(&format!(" --seed {}", self.seed));
         }
+        // The data it read: --data's folder, and each data set given by its own flag.
+        let mut given = vec![("--data", &self.data)];
+        for (flag, dir) in [
+            ("--mnist", &self.mnist),
+            ("--emnist", &self.emnist),
+            ("--fmnist", &self.fmnist),
+            ("--cifar10", &self.cifar10),
+            ("--cifar100", &self.cifar100),
+            ("--shakespeare", &self.shakespeare),
+        ] {
+            // A data set that is --data's subfolder is said by --data.
+            let under = match (&self.data, dir) {
+                (Some(d), Some(x)) => x.starts_with(d),
+                _ => false,
+            };
+            if !under {
+                given.push((flag, dir));
+            }
+        }
+        for (flag, dir) in given {
+            if let Some(d) = dir {
+                s.push_str(&format!(" {flag} {}", d.display()));
+            }
+        }
         s
     }
 
