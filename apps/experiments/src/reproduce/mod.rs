@@ -221,28 +221,16 @@ impl Config {
         if self.seed != 0 {
             s.push_str(&format!(" --seed {}", self.seed));
         }
-        // The data it read: --data's folder, and each data set given by its own flag.
-        let mut given = vec![("--data", &self.data)];
-        for (flag, dir) in [
-            ("--mnist", &self.mnist),
-            ("--emnist", &self.emnist),
-            ("--fmnist", &self.fmnist),
-            ("--cifar10", &self.cifar10),
-            ("--cifar100", &self.cifar100),
-            ("--shakespeare", &self.shakespeare),
-        ] {
-            // A data set that is --data's subfolder is said by --data.
-            let under = match (&self.data, dir) {
-                (Some(d), Some(x)) => x.starts_with(d),
-                _ => false,
-            };
-            if !under {
-                given.push((flag, dir));
-            }
+        // The data it read: --data's folder, and each data set given by its own flag (one
+        // under --data's folder is said by --data).
+        if let Some(d) = &self.data {
+            s.push_str(&format!(" --data {}", d.display()));
         }
-        for (flag, dir) in given {
-            if let Some(d) = dir {
-                s.push_str(&format!(" {flag} {}", d.display()));
+        for (flag, dir) in self.data_options() {
+            if let Some(x) = dir
+                && !self.data.as_ref().is_some_and(|d| x.starts_with(d))
+            {
+                s.push_str(&format!(" {flag} {}", x.display()));
             }
         }
         s
@@ -507,83 +495,9 @@ pub struct ClaimResult {
     /// a claim that holds or was not tested).
     pub finding: Option<FindingRecord>,
     /// What the paper's settings would take here, from this run's measured minutes
-    /// ([`paper_time`]); null where the runs are at the paper's settings or did not run.
+    /// ([`settings::paper_time`]); null where the runs are at the paper's settings or did not run.
     #[serde(default)]
     pub paper_time: Option<String>,
-}
-
-/// The settings whose ratio (the paper's over ours) scales an experiment's time.
-const SCALING: [&str; 3] = [
-    settings::ROUNDS,
-    settings::INNER_STEPS,
-    settings::OUTER_STEPS,
-];
-
-/// The settings that do not change an experiment's time (rates, steps' sizes).
-const FREE: [&str; 5] = [
-    settings::INNER_LR,
-    settings::OUTER_LR,
-    settings::HYPER_LR,
-    settings::LFEDNEST_LR,
-    settings::PROCEDURE_LR,
-];
-
-/// What the paper's settings of a claim would take here: each experiment's measured minutes
-/// a seed times the ratio (the paper's over ours) of each setting that scales it (rounds,
-/// inner and outer steps), summed; the settings whose cost this cannot scale (data set,
-/// model, clients, batch, terms) named as left out. `None` without a measured minute or a
-/// differing setting.
-pub fn paper_time(settings: &[Setting], minutes: &BTreeMap<String, f64>) -> Option<String> {
-    if settings.is_empty() {
-        return None;
-    }
-    let mut total = 0.0;
-    let mut measured = 0.0;
-    for (id, &m) in minutes {
-        let mut scale = 1.0;
-        for s in settings.iter().filter(|s| &s.experiment == id) {
-            if SCALING.contains(&s.setting.as_str()) {
-                let (p, o) = (s.paper.parse::<f64>(), s.ours.parse::<f64>());
-                if let (Ok(p), Ok(o)) = (p, o)
-                    && o > 0.0
-                {
-                    scale *= p / o;
-                }
-            }
-        }
-        measured += m;
-        total += m * scale;
-    }
-    if measured <= 0.0 {
-        return None;
-    }
-    let mut unscaled: Vec<&str> = settings
-        .iter()
-        .map(|s| s.setting.as_str())
-        .filter(|s| !SCALING.contains(s) && !FREE.contains(s))
-        .collect();
-    unscaled.sort_unstable();
-    unscaled.dedup();
-    // Minutes to two significant figures at most: an estimate.
-    let minutes = |m: f64| {
-        if m >= 10.0 {
-            format!("{m:.0}")
-        } else {
-            format!("{m:.1}")
-        }
-    };
-    let mut line = format!(
-        "about {} min a seed here at the paper's rounds and steps (measured {} min a seed, scaled by each ratio)",
-        minutes(total),
-        minutes(measured)
-    );
-    if !unscaled.is_empty() {
-        line.push_str(&format!(
-            "; not scaled: {} (their cost is not a ratio of ours)",
-            unscaled.join(", ")
-        ));
-    }
-    Some(line)
 }
 
 /// One experiment's record in the report: what ran and what it took.
@@ -772,7 +686,7 @@ pub fn assess(
                         Some((id.to_string(), m))
                     })
                     .collect();
-                result.paper_time = paper_time(&result.settings, &minutes);
+                result.paper_time = settings::paper_time(&result.settings, &minutes);
                 result.finding = verdict::finding(&result.tests).map(|text| FindingRecord {
                     preset: checked.preset.name().to_string(),
                     seeds: runs.len(),
@@ -867,30 +781,6 @@ pub fn assess(
 mod tests {
     use super::*;
 
-    /// The paper's time scales each experiment's minutes by its rounds' and steps' ratios
-    /// and names what it cannot scale.
-    #[test]
-    fn the_papers_time_scales_rounds_and_names_the_rest() {
-        let setting = |experiment: &str, setting: &str, paper: &str, ours: &str| Setting {
-            setting: setting.to_string(),
-            paper: paper.to_string(),
-            ours: ours.to_string(),
-            source: "x".to_string(),
-            experiment: experiment.to_string(),
-        };
-        let settings = [
-            setting("a", settings::ROUNDS, "2000", "500"),
-            setting("a", settings::INNER_LR, "0.003", "0.05"),
-            setting("b", settings::MODEL, "cnn", "mlp"),
-        ];
-        let minutes = BTreeMap::from([("a".to_string(), 2.0), ("b".to_string(), 1.0)]);
-        let t = paper_time(&settings, &minutes).unwrap();
-        assert!(t.starts_with("about 9.0 min a seed"), "{t}");
-        assert!(t.contains("measured 3.0 min"), "{t}");
-        assert!(t.contains("not scaled: model"), "{t}");
-        assert_eq!(paper_time(&[], &minutes), None);
-    }
-
     /// `--data DIR` gives every data set option its subfolder, an option given wins, and a
     /// folder without any data set's subfolder is refused naming them.
     #[test]
@@ -924,6 +814,24 @@ mod tests {
             e.contains("none of the data sets' folders") && e.contains("mnist/"),
             "{e}"
         );
+    }
+
+    /// The report's command line names the data it read: --data, and a data set given by
+    /// its own flag outside that folder.
+    #[test]
+    fn the_invocation_names_the_data() {
+        let c = Config {
+            data: Some("data".into()),
+            mnist: Some("data/mnist".into()),
+            cifar10: Some("elsewhere/cifar".into()),
+            ..Config::default()
+        };
+        let line = c.invocation();
+        assert!(
+            line.ends_with(" --data data --cifar10 elsewhere/cifar"),
+            "{line}"
+        );
+        assert!(!Config::default().invocation().contains("--data"));
     }
 
     /// A data set given by its own option that no experiment of the papers chosen reads is

@@ -238,6 +238,70 @@ pub fn differing(id: &str, values: &[PaperValue], config: &ExperimentConfig) -> 
         .collect()
 }
 
+/// The settings whose ratio (the paper's over ours) scales an experiment's time.
+const SCALING: [&str; 3] = [ROUNDS, INNER_STEPS, OUTER_STEPS];
+
+/// The settings that do not change an experiment's time (rates, steps' sizes).
+const FREE: [&str; 5] = [INNER_LR, OUTER_LR, HYPER_LR, LFEDNEST_LR, PROCEDURE_LR];
+
+/// What the paper's settings of a claim would take here: each experiment's measured minutes
+/// a seed times the ratio (the paper's over ours) of each setting that scales it (rounds,
+/// inner and outer steps), summed; the settings whose cost this cannot scale (data set,
+/// model, clients, batch, terms) named as left out. `None` without a measured minute or a
+/// differing setting.
+pub fn paper_time(settings: &[Setting], minutes: &BTreeMap<String, f64>) -> Option<String> {
+    if settings.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    let mut measured = 0.0;
+    for (id, &m) in minutes {
+        let mut scale = 1.0;
+        for s in settings.iter().filter(|s| &s.experiment == id) {
+            if SCALING.contains(&s.setting.as_str()) {
+                let (p, o) = (s.paper.parse::<f64>(), s.ours.parse::<f64>());
+                if let (Ok(p), Ok(o)) = (p, o)
+                    && o > 0.0
+                {
+                    scale *= p / o;
+                }
+            }
+        }
+        measured += m;
+        total += m * scale;
+    }
+    if measured <= 0.0 {
+        return None;
+    }
+    let mut unscaled: Vec<&str> = settings
+        .iter()
+        .map(|s| s.setting.as_str())
+        .filter(|s| !SCALING.contains(s) && !FREE.contains(s))
+        .collect();
+    unscaled.sort_unstable();
+    unscaled.dedup();
+    // Minutes to two significant figures at most: an estimate.
+    let minutes = |m: f64| {
+        if m >= 10.0 {
+            format!("{m:.0}")
+        } else {
+            format!("{m:.1}")
+        }
+    };
+    let mut line = format!(
+        "about {} min a seed here at the paper's rounds and steps (measured {} min a seed, scaled by each ratio)",
+        minutes(total),
+        minutes(measured)
+    );
+    if !unscaled.is_empty() {
+        line.push_str(&format!(
+            "; not scaled: {} (their cost is not a ratio of ours)",
+            unscaled.join(", ")
+        ));
+    }
+    Some(line)
+}
+
 /// Whether `config` runs at the paper's scale: the paper's data set, model and clients are
 /// all named in `values`, and ours are the same. Only there does a paper's magnitude decide
 /// a test ([`super::verdict::Test::decide_family`]); elsewhere it is a finding.
@@ -254,6 +318,30 @@ pub fn at_paper_scale(values: &[PaperValue], config: &ExperimentConfig) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The paper's time scales each experiment's minutes by its rounds' and steps' ratios
+    /// and names what it cannot scale.
+    #[test]
+    fn the_papers_time_scales_rounds_and_names_the_rest() {
+        let setting = |experiment: &str, setting: &str, paper: &str, ours: &str| Setting {
+            setting: setting.to_string(),
+            paper: paper.to_string(),
+            ours: ours.to_string(),
+            source: "x".to_string(),
+            experiment: experiment.to_string(),
+        };
+        let settings = [
+            setting("a", ROUNDS, "2000", "500"),
+            setting("a", INNER_LR, "0.003", "0.05"),
+            setting("b", MODEL, "cnn", "mlp"),
+        ];
+        let minutes = BTreeMap::from([("a".to_string(), 2.0), ("b".to_string(), 1.0)]);
+        let t = paper_time(&settings, &minutes).unwrap();
+        assert!(t.starts_with("about 9.0 min a seed"), "{t}");
+        assert!(t.contains("measured 3.0 min"), "{t}");
+        assert!(t.contains("not scaled: model"), "{t}");
+        assert_eq!(paper_time(&[], &minutes), None);
+    }
 
     /// A setting that matches the paper's is not listed; one that differs is, with both
     /// values and the paper's source; one the config does not fix is left out.
