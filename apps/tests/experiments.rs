@@ -902,3 +902,55 @@ fn faults_reports_error_against_loss_for_both_push_sums() {
     let err = fails(&["faults", "--crash-at", "0", "--out", out]);
     assert!(err.contains("--crash-at"), "{err}");
 }
+
+/// Clustered-FL says whether its split fired: at Sattler et al.'s tolerances on the quick
+/// table no client update reaches ε₂ (1.6), so the method is FedAvg on the procedure and
+/// equals SGP on fc to the digit; with ε₂ just under the largest update that run saw (ε₁
+/// large), the split must fire, and it does.
+#[test]
+fn clustered_fl_reports_whether_its_split_fired() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let out = dir.path().join(format!("cfl-{}", extra.len()));
+        let mut args = vec![
+            "personalize",
+            "--quick",
+            "--methods",
+            "sgp,clustered-fl",
+            "--networks",
+            "fc",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let v = json(&hgp(&args));
+        let rows = v["rows"].as_array().unwrap().clone();
+        let find = |m: &str| rows.iter().find(|r| r["method"] == m).unwrap().clone();
+        (find("sgp"), find("clustered-fl"))
+    };
+    let (sgp, cfl) = run(&[]);
+    assert_eq!(cfl["clusters"], 1, "{cfl}");
+    let largest = cfl["largest_update"].as_f64().unwrap();
+    assert!(largest > 0.0 && largest < 1.6, "{cfl}");
+    assert_eq!(cfl["average"], sgp["average"]);
+    assert!(sgp.get("clusters").is_none(), "{sgp}");
+    let under = format!("{}", largest * (1.0 - 1e-6));
+    let (_, split) = run(&["--cfl-eps1", "1e9", "--cfl-eps2", &under]);
+    assert!(split["clusters"].as_u64().unwrap() >= 2, "{split}");
+    // Refused before any work: a tolerance below 0, or given where no cell reads it.
+    let err = fails(&["personalize", "--quick", "--cfl-eps2", "-1"]);
+    assert!(err.contains("--cfl-eps2"), "{err}");
+    let err = fails(&[
+        "personalize",
+        "--quick",
+        "--methods",
+        "sgp",
+        "--cfl-eps1",
+        "1",
+    ]);
+    assert!(
+        err.contains("--cfl-eps1") && err.contains("clustered-fl"),
+        "{err}"
+    );
+}

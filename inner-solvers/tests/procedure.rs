@@ -325,9 +325,9 @@ fn clustered_fl_splits_conflicting_clients() {
         .map(|c| WeightedLogistic::new(c, 1e-3, false).unwrap())
         .collect();
     let lambda = PerClient::filled(&[40; 8], 1.0);
-    let procedure = Procedure::new(1, 10, 0.5, Aggregation::Server, 1).unwrap();
+    let procedure_of = || Procedure::new(1, 10, 0.5, Aggregation::Server, 1).unwrap();
     // ε₁ large, ε₂ 0: the one cluster is split at once.
-    let mut clustered = ClusteredFl::new(procedure, 1e9, 0.0).unwrap();
+    let mut clustered = ClusteredFl::new(procedure_of(), 1e9, 0.0).unwrap();
     let x = clustered
         .solve(&clients, &lambda, &x0(8, clients[0].dim_x()))
         .unwrap()
@@ -335,6 +335,23 @@ fn clustered_fl_splits_conflicting_clients() {
     assert_eq!(clustered.clusters(), [vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
     assert_eq!(x.row(0), x.row(3));
     assert_ne!(x.row(0), x.row(4));
+    // The second condition at its threshold: runs are the same until a split, so with ε₂
+    // just under the largest update of a run that never split the split fires (ε₁ large),
+    // and with ε₂ just over it, it never does.
+    let never = |eps2: f64| {
+        let mut c = ClusteredFl::new(procedure_of(), 1e9, eps2).unwrap();
+        c.solve(&clients, &lambda, &x0(8, clients[0].dim_x()))
+            .unwrap();
+        c
+    };
+    let unsplit = never(f64::INFINITY);
+    assert_eq!(unsplit.clusters().len(), 1);
+    let largest = unsplit.largest_update();
+    assert!(largest > 0.0 && largest.is_finite(), "{largest}");
+    assert_eq!(never(largest * (1.0 + 1e-9)).clusters().len(), 1);
+    let split = never(largest * (1.0 - 1e-9));
+    assert!(split.clusters().len() >= 2, "{:?}", split.clusters());
+    assert!(split.largest_update() >= largest * (1.0 - 1e-9));
     // Complete linkage on a line: {0, 1, 2} and {10, 11}.
     let at: [f64; 5] = [0.0, 1.0, 2.0, 10.0, 11.0];
     let (left, right) =

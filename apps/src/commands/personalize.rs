@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use hgp_experiments::ExperimentConfig;
 use hgp_experiments::personalize::{
-    COLOUR_SIZES, Cell, CellJson, Checked, Config, ETA, FEDEM_COMPONENTS, InnerProcedure, Method,
-    ModelKind, OneSeed, Outcome, PUSH_STEPS, PersonalizeEstimator, Preset, SIZES, SeedRow, SeedRun,
-    Sizes, TEXT_SIZES, Training, over_seeds, prepare_seed, run_prepared_seed,
+    COLOUR_SIZES, Cell, CellJson, Checked, Clustering, Config, ETA, FEDEM_COMPONENTS,
+    InnerProcedure, Method, ModelKind, OneSeed, Outcome, PUSH_STEPS, PersonalizeEstimator, Preset,
+    SIZES, SeedRow, SeedRun, Sizes, TEXT_SIZES, Training, over_seeds, prepare_seed,
+    run_prepared_seed,
 };
 use hgp_experiments::setup::{
     Choice, EtaArg, NetworkKind, TEXT_QUICK_WINDOWS, parse_eta, text_seq,
@@ -143,6 +144,16 @@ flags! {
         /// FedEM's and D-FedEM's components K (base networks mixed per client) [default: 3].
         #[arg(long, value_name = "K")]
         components: Option<usize> => set,
+        /// Clustered-FL's ε₁ (Sattler et al. Alg. 1): a cluster splits only while the norm of
+        /// its clients' mean update is below it [default: 0.4, Sattler et al.'s]. Each run's
+        /// clusters and largest client update are in the CSV and the JSON (clusters,
+        /// largest_update).
+        #[arg(long, value_name = "E")]
+        cfl_eps1: Option<f64> => some,
+        /// Clustered-FL's ε₂: … and some client's update ‖Δθ_i‖ is above it (at a scale
+        /// where no update reaches it the method is FedAvg on the procedure) [default: 1.6].
+        #[arg(long, value_name = "E")]
+        cfl_eps2: Option<f64> => some,
         /// Mini-batch size of the inner solve and of HGP [default: listed at the end].
         #[arg(long, value_name = "B")]
         batch: Option<usize> => some,
@@ -369,6 +380,8 @@ pub const HEADER: &[&str] = &[
     "grad_norm",
     "grad_norm_start",
     "tuned_lr",
+    "clusters",
+    "largest_update",
 ];
 
 /// The header of personalize-seeds.csv.
@@ -408,6 +421,12 @@ struct CellRow {
     grad_norm_start: Option<f64>,
     /// The rate the grid search chose (`--tune-rates`); empty otherwise.
     tuned_lr: Option<f64>,
+    /// Clustered-FL's clusters at the end; empty for the other methods.
+    #[serde(default)]
+    clusters: Option<usize>,
+    /// Clustered-FL's largest client update of any round; empty for the other methods.
+    #[serde(default)]
+    largest_update: Option<f64>,
 }
 
 impl CsvRow<Cell> for CellRow {
@@ -426,6 +445,8 @@ impl CsvRow<Cell> for CellRow {
             grad_norm: c.training.map(|t| t.grad_norm),
             grad_norm_start: c.training.map(|t| t.grad_norm_start),
             tuned_lr: c.tuned_lr,
+            clusters: c.clustering.map(|k| k.clusters),
+            largest_update: c.clustering.map(|k| k.largest_update),
         }
     }
 
@@ -448,6 +469,13 @@ impl CsvRow<Cell> for CellRow {
                 _ => None,
             },
             tuned_lr: r.tuned_lr,
+            clustering: match (r.clusters, r.largest_update) {
+                (Some(clusters), Some(largest_update)) => Some(Clustering {
+                    clusters,
+                    largest_update,
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -617,8 +645,29 @@ impl Command<'_> {
             }
             t
         });
+        // Whether Clustered-FL's split fired, and how near its largest update came to ε₂.
+        let (eps1, eps2) = self.checked.cfl_tolerances();
+        let clustering: Vec<String> = cells
+            .iter()
+            .filter_map(|c| {
+                let k = c.clustering?;
+                let what = if k.clusters == 1 {
+                    "the split never fired (1 cluster at the end)".to_string()
+                } else {
+                    format!("{} clusters at the end", k.clusters)
+                };
+                Some(format!(
+                    "Clustered-FL on {}: {what}; ε₁ = {eps1}, ε₂ = {eps2}, largest client update ‖Δθ_i‖ {:.3}",
+                    c.network.name(),
+                    k.largest_update
+                ))
+            })
+            .collect();
         let md_path = out.join("personalize.md");
         let mut md = table.markdown();
+        for line in &clustering {
+            md.push_str(&format!("\n{line}\n"));
+        }
         if let Some(t) = &training {
             md.push_str(&format!("\n{TRAINING_CAPTION}\n\n{}", t.markdown()));
         }
@@ -675,6 +724,9 @@ impl Command<'_> {
         );
         println!();
         println!("{}", table.terminal());
+        for line in &clustering {
+            println!("{line}");
+        }
         if let Some(t) = &training {
             println!("\n{TRAINING_CAPTION}\n{}", t.terminal());
         }
@@ -713,6 +765,10 @@ mod tests {
                 grad_norm_start: 2.5,
             }),
             tuned_lr: Some(0.031_622_776_601_683_79),
+            clustering: Some(Clustering {
+                clusters: 2,
+                largest_update: 0.123_456_789_012_345_67,
+            }),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.csv");

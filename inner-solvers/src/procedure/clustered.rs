@@ -31,6 +31,7 @@ pub struct ClusteredFl {
     eps1: f64,
     eps2: f64,
     clusters: Vec<Vec<usize>>,
+    largest_update: f64,
 }
 
 impl ClusteredFl {
@@ -59,6 +60,7 @@ impl ClusteredFl {
             eps1,
             eps2,
             clusters: Vec::new(),
+            largest_update: 0.0,
         })
     }
 
@@ -66,6 +68,13 @@ impl ClusteredFl {
     /// they were formed).
     pub fn clusters(&self) -> &[Vec<usize>] {
         &self.clusters
+    }
+
+    /// The largest client update ‖Δθ_i‖ of any round of the last solve: the number the
+    /// split's second condition compares with ε₂ (a run that never split and whose largest
+    /// update stayed below ε₂ never met it).
+    pub fn largest_update(&self) -> f64 {
+        self.largest_update
     }
 }
 
@@ -115,6 +124,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ClusteredFl {
         let this = &*self;
         let p = &this.procedure;
         let mut clusters: Vec<Vec<usize>> = vec![(0..clients.len()).collect()];
+        let mut largest = 0.0f64;
         let solution = p.solve_rounds(clients, lambda, x0, observer, |t, x, velocity, sizes| {
             let start = x.clone();
             let m = p.momentum();
@@ -129,6 +139,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ClusteredFl {
                         .collect()
                 })
                 .collect();
+            largest = updates.iter().map(|u| norm(u)).fold(largest, f64::max);
             clusters = this.split(std::mem::take(&mut clusters), &updates, sizes);
             for c in &clusters {
                 server_average(x, c, sizes);
@@ -136,6 +147,7 @@ impl<T: Scalar, C: InnerCost<T>> InnerSolver<T, C> for ClusteredFl {
             Ok(())
         })?;
         self.clusters = clusters;
+        self.largest_update = largest;
         Ok(solution)
     }
 }

@@ -50,10 +50,41 @@ pub const TEXT_QUICK_FRACTION: f64 = 0.25;
 pub const TEXT_QUICK_ROUNDS: usize = 20;
 /// Base local rate with text (paper 004's Shakespeare rate).
 pub const TEXT_LR: f64 = 10.0;
-/// Target test accuracy with text (next characters: personalized LSTMs reach about 0.4).
-pub const TEXT_TARGET: f64 = 0.4;
-/// Default target test accuracy.
-pub const TARGET: f64 = 0.9;
+/// The default target test accuracy on each data set, whose first crossing gives a run's
+/// rounds to the target. Paper 001 reads "convergence" off its curves and names no level
+/// (App. B.2), so one is chosen per data set: a level FedAvg reaches within the default
+/// rounds, below where its curve flattens, so that "rounds to the target" is defined for the
+/// methods that train and measures speed rather than the final accuracy. On the grey images
+/// measured (FedAvg, the MLP of `quick`, 100 rounds, 100 clients, 10 a round, seed 0): on
+/// MNIST's 70,000 digits 93.6 % i.i.d. and 92.3 % at Dirichlet 0.25, crossing 0.9 at rounds
+/// 19 and 33; on Fashion-MNIST 83.6 % and 82.0 %, crossing 0.8 at rounds 23 and 59. EMNIST's,
+/// the colour images' and text's levels are chosen below what such small networks reach, not
+/// measured here (no such data on this machine); `--target` sets another.
+pub const TARGETS: [(Dataset, f64); 6] = [
+    (Dataset::Mnist, 0.9),
+    (Dataset::Fmnist, 0.8),
+    (Dataset::Emnist, 0.7),
+    (Dataset::Cifar10, 0.5),
+    (Dataset::Cifar100, 0.2),
+    (Dataset::Shakespeare, 0.4),
+];
+
+/// The default target test accuracy on `dataset` ([`TARGETS`]).
+pub fn default_target(dataset: Dataset) -> f64 {
+    TARGETS
+        .iter()
+        .find(|(d, _)| *d == dataset)
+        .map_or(0.9, |&(_, t)| t)
+}
+
+/// `--target`'s defaults in words, for the help.
+pub fn targets_in_words() -> String {
+    TARGETS
+        .iter()
+        .map(|(d, t)| format!("{} {t}", d.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 /// Default splits (paper 001 Table 2).
 pub const SPLITS: &str = "iid,0.75,0.5,0.25";
 /// Server decay factor ρ per round (the public FedHyper code's 0.995).
@@ -86,8 +117,8 @@ pub struct Config {
     pub splits: Option<Vec<Split>>,
     /// Communication rounds of every run [default: [`ROUNDS`], or the `quick` sizes].
     pub rounds: Option<usize>,
-    /// Test accuracy whose first crossing is reported, in (0, 1] [default: [`TARGET`]; with
-    /// text [`TEXT_TARGET`]].
+    /// Test accuracy whose first crossing is reported, in (0, 1] [default: the data set's,
+    /// [`TARGETS`]].
     pub target: Option<f64>,
     /// The MLP and 50 rounds (colour images: the CIFAR CNN for 8; text: 24 characters of
     /// 100 windows of 20 symbols, an LSTM of 2 × 32 units, 20 rounds).
@@ -221,11 +252,7 @@ impl Config {
 
     /// The target test accuracy.
     pub fn target(&self) -> f64 {
-        self.target.unwrap_or(if self.dataset().text() {
-            TEXT_TARGET
-        } else {
-            TARGET
-        })
+        self.target.unwrap_or(default_target(self.dataset()))
     }
 
     /// Rounds of every run: as given, or the default of the data and `quick`.

@@ -14,7 +14,8 @@ use hgp_nn::{DerivativeMode, HyperMode, NetClient, NetConfig};
 
 use super::methods::Method;
 use super::protocol::{
-    Cell, OnImages, Protocol, Set, TUNE_GRID, accuracies_with, bottom10, set_of, weighted_mean,
+    Cell, Clustering, OnImages, Protocol, Set, TUNE_GRID, accuracies_with, bottom10, set_of,
+    weighted_mean,
 };
 
 use crate::ranks::agree as agree_on;
@@ -127,13 +128,24 @@ impl Baselines<'_> {
         let procedure = self.procedure(method, network, n)?;
         let lr = self.lr(method, network);
         let per = self.per_round(method, network, split);
+        let observe = || OnProgress(|_, _, _| (0..per).for_each(|_| progress()));
+        if method == Method::ClusteredFl {
+            let (eps1, eps2) = self.cfl_tolerances;
+            let mut solver = ClusteredFl::new(procedure.clone(), eps1, eps2)?;
+            let x = solver
+                .solve_observed(&clients, &lambda, &x0, &mut observe())?
+                .x;
+            let clustering = Clustering {
+                clusters: solver.clusters().len(),
+                largest_update: solver.largest_update(),
+            };
+            let mut cell = self.evaluate(method, network, split, &clients, &lambda, &x)?;
+            cell.clustering = Some(clustering);
+            return Ok(cell);
+        }
         let mut solver: Box<dyn InnerSolver<f32, NetClient<f32>>> = match method {
             Method::FedProx => Box::new(FedProx::new(procedure.clone(), FEDPROX_MU)?),
             Method::FedAvgPlus => Box::new(procedure.clone()),
-            Method::ClusteredFl => {
-                let (eps1, eps2) = ClusteredFl::TOLERANCES;
-                Box::new(ClusteredFl::new(procedure.clone(), eps1, eps2)?)
-            }
             Method::PFedMe => Box::new(PFedMe::new(
                 procedure.clone(),
                 PERSONAL_MU,
@@ -145,16 +157,25 @@ impl Baselines<'_> {
             other => bail!("{other} is not one of the comparison methods"),
         };
         let mut x = solver
-            .solve_observed(
-                &clients,
-                &lambda,
-                &x0,
-                &mut OnProgress(|_, _, _| (0..per).for_each(|_| progress())),
-            )?
+            .solve_observed(&clients, &lambda, &x0, &mut observe())?
             .x;
         if method == Method::FedAvgPlus {
             procedure.tune(&clients, &lambda, &mut x)?;
         }
+        self.evaluate(method, network, split, &clients, &lambda, &x)
+    }
+
+    /// The cell of `method` on `network` whose clients ended at `x`: their validation and
+    /// test accuracies and the outer loss there.
+    fn evaluate(
+        &self,
+        method: Method,
+        network: NetworkKind,
+        split: &[ImageClient],
+        clients: &[NetClient<f32>],
+        lambda: &PerClient<f32>,
+        x: &ClientBuffer<f32>,
+    ) -> Result<Cell> {
         let placement = &self.placement;
         let predict = |i: usize, images: &[f32]| -> Result<Vec<u8>> {
             Ok(clients[i].predict(x.row(i), lambda.row(i), images)?)
@@ -167,10 +188,11 @@ impl Baselines<'_> {
             average: weighted_mean(&test),
             bottom10: bottom10(&test),
             curve: vec![weighted_mean(&val)],
-            outer_loss: vec![total_outer_loss_on(placement, &clients, &x, &lambda)],
+            outer_loss: vec![total_outer_loss_on(placement, clients, x, lambda)],
             chosen: 0,
             training: None,
             tuned_lr: None,
+            clustering: None,
         })
     }
 
@@ -247,6 +269,7 @@ impl Baselines<'_> {
             chosen: 0,
             training: None,
             tuned_lr: None,
+            clustering: None,
         })
     }
 }
@@ -350,6 +373,7 @@ mod tests {
             inner,
             rounds: 2,
             components: 3,
+            cfl_tolerances: ClusteredFl::TOLERANCES,
             procedure_lr: None,
             hyper_lr: None,
             tune_rates: false,

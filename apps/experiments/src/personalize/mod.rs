@@ -13,6 +13,7 @@ mod sizes;
 
 use anyhow::{Context, Result, bail};
 use hgp_averaging::Placement;
+use hgp_inner_solvers::ClusteredFl;
 use serde::{Deserialize, Serialize};
 use strum::VariantArray;
 
@@ -30,7 +31,7 @@ pub use methods::{
     table6_l2_lambda,
 };
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
-pub use protocol::{Cell, Protocol, Setting, Training, bottom10, weighted_mean};
+pub use protocol::{Cell, Clustering, Protocol, Setting, Training, bottom10, weighted_mean};
 pub use sizes::{
     COLOUR_SIZES, ETA, FEDEM_COMPONENTS, NEUMANN_TERMS, OUTER_STEPS, PUSH_STEPS, SIZES, Sizes,
     TEXT_SIZES,
@@ -110,6 +111,11 @@ pub struct Config {
     pub tune_rates: bool,
     /// FedEM's and D-FedEM's components K.
     pub components: usize,
+    /// Clustered-FL's ε₁: a cluster splits only while its mean update is below it
+    /// [default: Sattler et al.'s 0.4, `ClusteredFl::TOLERANCES`].
+    pub cfl_eps1: Option<f64>,
+    /// Clustered-FL's ε₂: … and some client's update is above it [default: 1.6].
+    pub cfl_eps2: Option<f64>,
     /// Mini-batch size of the inner solve and of HGP.
     pub batch: Option<usize>,
     /// Outer (Adam) steps on λ.
@@ -148,6 +154,8 @@ impl Default for Config {
             hyper_lr: None,
             tune_rates: false,
             components: FEDEM_COMPONENTS,
+            cfl_eps1: None,
+            cfl_eps2: None,
             batch: None,
             outer_steps: None,
             estimator: PersonalizeEstimator::Hgp,
@@ -342,6 +350,13 @@ impl Config {
             }
         }
         let partly = self.check_flags_apply()?;
+        for (flag, eps) in [("--cfl-eps1", self.cfl_eps1), ("--cfl-eps2", self.cfl_eps2)] {
+            if let Some(e) = eps {
+                if e.is_nan() || e < 0.0 || (flag == "--cfl-eps1" && e.is_infinite()) {
+                    bail!("{flag} must be a number at least 0 (got {e})");
+                }
+            }
+        }
         if let Some(lr) = self.hyper_lr {
             positive(&[("--hyper-lr", lr)])?;
         }
@@ -451,6 +466,7 @@ impl Config {
         let sgp = cells.len() - procedure;
         let tuning = count(&|m, _| m.tunes_lambda());
         let fedem = count(&|m, _| matches!(m, Method::FedEm | Method::DFedEm));
+        let clustered = count(&|m, _| m == Method::ClusteredFl);
         const SGP: &str = "the cells that run SGP (every method but the comparison ones, on randu, randd and exp, and on fc and fixu with --inner sgp)";
         const PROCEDURE: &str = "the cells on Marfoq et al.'s procedure (the comparison methods, and every method on fc and fixu with --inner marfoq)";
         const TUNING: &str = "the methods that tune λ (hgp-pl, hgp-mtl, pdbo-mtl-local)";
@@ -485,6 +501,18 @@ impl Config {
                 fedem,
                 "fedem and d-fedem",
             ),
+            (
+                "--cfl-eps1",
+                self.cfl_eps1.is_some(),
+                clustered,
+                "clustered-fl",
+            ),
+            (
+                "--cfl-eps2",
+                self.cfl_eps2.is_some(),
+                clustered,
+                "clustered-fl",
+            ),
         ];
         let mut partly = Vec::new();
         for (flag, given, used, what) in flags {
@@ -502,6 +530,12 @@ impl Config {
     }
 
     /// A resumed file may only hold rows this run would compute (`source` names it).
+    /// Clustered-FL's (ε₁, ε₂): the flags', else Sattler et al.'s.
+    pub fn cfl_tolerances(&self) -> (f64, f64) {
+        let (eps1, eps2) = ClusteredFl::TOLERANCES;
+        (self.cfl_eps1.unwrap_or(eps1), self.cfl_eps2.unwrap_or(eps2))
+    }
+
     fn check_resumed(&self, cells: &[Cell], source: &str) -> Result<()> {
         for c in cells {
             if !self.methods().contains(&c.method) || !self.networks().contains(&c.network) {
@@ -619,6 +653,7 @@ pub fn run_prepared_seed(
         inner: checked.inner(),
         rounds: checked.rounds(),
         components: checked.components,
+        cfl_tolerances: checked.cfl_tolerances(),
         procedure_lr: checked.procedure_lr,
         hyper_lr: checked.hyper_lr,
         tune_rates: checked.tune_rates,

@@ -34,6 +34,12 @@ pub struct CellJson {
     /// The rate the grid search chose (`--tune-rates`, on Marfoq et al.'s procedure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned_lr: Option<f64>,
+    /// Clustered-FL's clusters at the end (1: its split never fired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<usize>,
+    /// Clustered-FL's largest client update ‖Δθ_i‖ of any round (compared with ε₂).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_update: Option<f64>,
 }
 
 impl From<&Cell> for CellJson {
@@ -50,6 +56,8 @@ impl From<&Cell> for CellJson {
             grad_norm: c.training.map(|t| t.grad_norm),
             grad_norm_start: c.training.map(|t| t.grad_norm_start),
             tuned_lr: c.tuned_lr,
+            clusters: c.clustering.map(|k| k.clusters),
+            largest_update: c.clustering.map(|k| k.largest_update),
         }
     }
 }

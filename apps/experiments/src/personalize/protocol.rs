@@ -67,6 +67,8 @@ pub struct Protocol {
     pub rounds: usize,
     /// FedEM's components K.
     pub components: usize,
+    /// Clustered-FL's tolerances (ε₁, ε₂).
+    pub cfl_tolerances: (f64, f64),
     /// One rate for every method on the procedure in place of HGP Table 7's.
     pub procedure_lr: Option<f64>,
     /// One Adam rate on λ in place of the table's.
@@ -97,6 +99,19 @@ pub struct Cell {
     /// The rate on Marfoq et al.'s procedure the grid search chose (`tune_rates`).
     #[serde(default)]
     pub tuned_lr: Option<f64>,
+    /// Clustered-FL's clusters at the end and the largest client update of its run.
+    #[serde(default)]
+    pub clustering: Option<Clustering>,
+}
+
+/// How Clustered-FL's split went (Sattler et al.'s criterion: a cluster splits when its
+/// mean update is below ε₁ while some client's update is above ε₂).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Clustering {
+    /// Clusters at the end (1: the split never fired).
+    pub clusters: usize,
+    /// The largest client update ‖Δθ_i‖ of any round, the number compared with ε₂.
+    pub largest_update: f64,
 }
 
 /// How far an inner solve went: the training accuracy and the inner gradient's norm at the
@@ -545,6 +560,7 @@ impl Protocol {
                 chosen: 0,
                 training: Some(training),
                 tuned_lr: None,
+                clustering: None,
             });
         }
         let hyper_lr = self
@@ -610,6 +626,7 @@ impl Protocol {
             chosen: chosen + 1,
             training: None,
             tuned_lr: None,
+            clustering: None,
         })
     }
 }
@@ -708,6 +725,7 @@ pub(super) mod tests {
             procedure_lr: None,
             hyper_lr: None,
             tune_rates: false,
+            cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -752,6 +770,7 @@ pub(super) mod tests {
             procedure_lr: None,
             hyper_lr: None,
             tune_rates: false,
+            cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {

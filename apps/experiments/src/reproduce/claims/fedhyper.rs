@@ -155,8 +155,10 @@ pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let mut ratio = Vec::new();
     let mut missing = 0;
+    let mut target = f64::NAN;
     for s in seeds {
         let v = s.fedhyper("fedhyper")?;
+        target = v.target;
         let rounds = |m: &str| -> BTreeMap<String, f64> {
             v.rows
                 .iter()
@@ -177,7 +179,8 @@ pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>]) -> Result<Assessment> 
     let times: Vec<f64> = ratio.iter().map(|r| 10f64.powf(*r)).collect();
     Ok(Assessment {
         measured: format!(
-            "FedAvg's rounds to the target over FedHyper-CL's: {} × (geometric mean over the splits where both reach it)",
+            "FedAvg's rounds to the target ({:.0} % test accuracy) over FedHyper-CL's: {} × (geometric mean over the splits where both reach it)",
+            100.0 * target,
             pm(&times, 1.0, 2)
         ),
         values: times,

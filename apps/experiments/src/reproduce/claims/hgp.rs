@@ -344,6 +344,8 @@ pub(super) struct CellValues {
     pub bottom10: f64,
     /// Validation accuracy after the first and after the last outer step (NaN without).
     pub validation: (f64, f64),
+    /// Clustered-FL's clusters at the end and its largest client update (one seed's run).
+    pub clustering: Option<(usize, f64)>,
 }
 
 /// A seed's personalization cells: (method, network) → its values.
@@ -361,6 +363,7 @@ pub(super) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
                             average: r.average,
                             bottom10: r.bottom10,
                             validation: (first, last),
+                            clustering: r.clusters.zip(r.largest_update),
                         },
                     );
                 }
@@ -375,6 +378,7 @@ pub(super) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
                             average: a,
                             bottom10: b,
                             validation: (f64::NAN, f64::NAN),
+                            clustering: None,
                         },
                     );
                 }
@@ -402,6 +406,38 @@ pub(super) fn column(all: &[Cells], method: &str, network: &str, bottom: bool) -
         .map(|c| {
             c.get(&(method.to_string(), network.to_string()))
                 .map_or(f64::NAN, |x| if bottom { x.bottom10 } else { x.average })
+        })
+        .collect()
+}
+
+/// How often Clustered-FL's split fired over the seeds, on each network it ran on, with the
+/// range of its largest client update (the number Sattler et al.'s ε₂ bounds): a method
+/// whose split never fires is FedAvg on the procedure, and the report says so.
+fn clustered_split(all: &[Cells]) -> Vec<String> {
+    NETWORKS
+        .iter()
+        .filter_map(|net| {
+            let runs: Vec<(usize, f64)> = all
+                .iter()
+                .filter_map(|c| c.get(&("clustered-fl".to_string(), net.to_string())))
+                .filter_map(|v| v.clustering)
+                .collect();
+            if runs.is_empty() {
+                return None;
+            }
+            let split = runs.iter().filter(|(k, _)| *k > 1).count();
+            let low = runs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+            let high = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+            Some(format!(
+                "Clustered-FL's split fired on {} in {split} of {} seeds (largest client update {low:.3} to {high:.3}{})",
+                label(net),
+                runs.len(),
+                if split == 0 {
+                    ": without a split it is FedAvg on the procedure"
+                } else {
+                    ""
+                }
+            ))
         })
         .collect()
 }
@@ -542,6 +578,7 @@ pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     if tests.is_empty() {
         return Err(anyhow!("HGP-PL did not run on any network"));
     }
+    parts.extend(clustered_split(&all));
     Ok(Assessment {
         measured: format!("HGP-PL: {}", parts.join("; ")),
         tests,
@@ -789,6 +826,8 @@ mod tests {
                 grad_norm: None,
                 grad_norm_start: None,
                 tuned_lr: None,
+                clusters: None,
+                largest_update: None,
             })
             .collect();
         ExperimentOutcome::Personalize(PersonalizeOutcome::One(OneSeed { rows }))
@@ -853,6 +892,42 @@ mod tests {
                 || a.measured.contains("FC 90.0 ± 0.0"),
             "{}",
             a.measured
+        );
+    }
+
+    /// Table 2's claim says on which network and in how many seeds Clustered-FL's split
+    /// fired, with the range of its largest update; a split that never fired is named.
+    #[test]
+    fn clustered_fl_splits_are_counted_over_the_seeds() {
+        let seed = |clusters: usize, largest: f64| {
+            let mut t = table(&[
+                ("hgp-pl", "fc", 0.9),
+                ("sgp", "fc", 0.8),
+                ("clustered-fl", "fc", 0.8),
+            ]);
+            if let ExperimentOutcome::Personalize(PersonalizeOutcome::One(one)) = &mut t {
+                one.rows[2].clusters = Some(clusters);
+                one.rows[2].largest_update = Some(largest);
+            }
+            t
+        };
+        let measured = |outs: &[ExperimentOutcome]| {
+            let seeds: Vec<_> = outs
+                .iter()
+                .enumerate()
+                .map(|(k, o)| run(k as u64, "personalize", o))
+                .collect();
+            table2_best(&seeds).unwrap().measured
+        };
+        let m = measured(&[seed(1, 0.5), seed(2, 1.75), seed(1, 0.25)]);
+        assert!(
+            m.contains("Clustered-FL's split fired on FC in 1 of 3 seeds (largest client update 0.250 to 1.750)"),
+            "{m}"
+        );
+        let m = measured(&[seed(1, 0.5), seed(1, 0.25)]);
+        assert!(
+            m.contains("in 0 of 2 seeds (largest client update 0.250 to 0.500: without a split it is FedAvg on the procedure)"),
+            "{m}"
         );
     }
 
