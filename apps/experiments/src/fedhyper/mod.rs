@@ -659,6 +659,9 @@ pub struct Outcome {
     pub rounds: usize,
     /// The network in words.
     pub model: String,
+    /// The data set in words ("Fashion-MNIST", "the embedded 10,000 digits").
+    #[serde(default)]
+    pub dataset: String,
     /// What the files and the text say beyond the JSON.
     #[serde(skip)]
     pub details: Option<Details>,

@@ -326,6 +326,11 @@ fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: S
         target: settings.target,
         rounds: settings.rounds,
         model: settings.arch.name(),
+        dataset: checked
+            .data
+            .dataset
+            .title(checked.data.data_dir.is_none())
+            .to_string(),
         details: Some(Details {
             runs,
             settings,

@@ -351,10 +351,10 @@ impl Config {
         }
         let partly = self.check_flags_apply()?;
         for (flag, eps) in [("--cfl-eps1", self.cfl_eps1), ("--cfl-eps2", self.cfl_eps2)] {
-            if let Some(e) = eps {
-                if e.is_nan() || e < 0.0 || (flag == "--cfl-eps1" && e.is_infinite()) {
-                    bail!("{flag} must be a number at least 0 (got {e})");
-                }
+            if let Some(e) = eps
+                && (e.is_nan() || e < 0.0 || (flag == "--cfl-eps1" && e.is_infinite()))
+            {
+                bail!("{flag} must be a number at least 0 (got {e})");
             }
         }
         if let Some(lr) = self.hyper_lr {

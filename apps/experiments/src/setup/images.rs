@@ -45,6 +45,19 @@ impl Dataset {
         }
     }
 
+    /// Its name in prose ("Fashion-MNIST"); `embedded`: read from the embedded digits.
+    pub fn title(self, embedded: bool) -> &'static str {
+        match self {
+            Self::Mnist if embedded => "the embedded 10,000 digits",
+            Self::Mnist => "MNIST",
+            Self::Fmnist => "Fashion-MNIST",
+            Self::Emnist => "EMNIST",
+            Self::Cifar10 => "CIFAR-10",
+            Self::Cifar100 => "CIFAR-100",
+            Self::Shakespeare => "Shakespeare",
+        }
+    }
+
     /// Whether its images are in colour (3 channels).
     pub fn colour(self) -> bool {
         matches!(self, Self::Cifar10 | Self::Cifar100)

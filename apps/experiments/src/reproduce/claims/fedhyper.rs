@@ -12,6 +12,69 @@ use crate::reproduce::verdict::Test;
 
 // ---------------------------------------------------------------- FedHyper
 
+/// The experiments that run paper 001's schedulers, each on its data set: `fedhyper` (the
+/// paper's Fashion-MNIST where given, else the embedded digits) and `fedhyper-mnist`
+/// (MNIST's 70,000 digits, where given).
+pub(super) const JOBS: &[&str] = &["fedhyper", "fedhyper-mnist"];
+
+/// A claim assessed on every FedHyper experiment the seeds ran ([`JOBS`]): `assess` on
+/// each, the tests together (each named by its data set where there are several, one
+/// family for Holm's step-down), the measured lines joined, the first experiment's values.
+///
+/// # Errors
+///
+/// Where no FedHyper experiment ran, or `assess` fails on one.
+pub(super) fn on_each_data(
+    seeds: &[SeedRun<'_>],
+    assess: impl Fn(&[SeedRun<'_>], &str) -> Result<Assessment>,
+) -> Result<Assessment> {
+    let ran: Vec<&str> = JOBS
+        .iter()
+        .copied()
+        .filter(|job| seeds.iter().all(|s| s.outputs.contains_key(job)))
+        .collect();
+    if ran.is_empty() {
+        return Err(anyhow!("no FedHyper experiment ran"));
+    }
+    let mut parts: Vec<(String, Assessment)> = Vec::new();
+    for job in &ran {
+        let first = seeds.first().context("no seeds")?;
+        let data = first.fedhyper(job)?.dataset.clone();
+        let label = if data.is_empty() {
+            job.to_string()
+        } else {
+            data
+        };
+        parts.push((label, assess(seeds, job)?));
+    }
+    if parts.len() == 1 {
+        return Ok(parts.remove(0).1);
+    }
+    let mut whole = Assessment {
+        measured: String::new(),
+        tests: Vec::new(),
+        values: Vec::new(),
+        why: String::new(),
+    };
+    let (mut measured, mut why) = (Vec::new(), Vec::new());
+    for (label, a) in parts {
+        measured.push(format!("{label}: {}", a.measured));
+        if !a.why.is_empty() {
+            why.push(format!("{label}: {}", a.why));
+        }
+        if whole.values.is_empty() {
+            whole.values = a.values;
+        }
+        whole.tests.extend(a.tests.into_iter().map(|mut t| {
+            t.what = format!("{label}: {}", t.what);
+            t
+        }));
+    }
+    whole.measured = measured.join("; ");
+    whole.why = why.join("; ");
+    Ok(whole)
+}
+
 /// A seed's final test accuracy (the mean of the last rounds) of each method on each
 /// split: method → split → accuracy. A run that diverged or collapsed failed, one way
 /// everywhere: its seed is kept with what it reached (a diverged run's before it failed).
@@ -58,12 +121,13 @@ fn column<T>(
 
 pub(super) fn fedhyper_beats(
     seeds: &[SeedRun<'_>],
+    job: &str,
     method: &str,
     baselines: &[&str],
 ) -> Result<Assessment> {
     let all: Vec<_> = seeds
         .iter()
-        .map(|s| Ok(fedhyper_accuracy(s.fedhyper("fedhyper")?)))
+        .map(|s| Ok(fedhyper_accuracy(s.fedhyper(job)?)))
         .collect::<Result<_>>()?;
     let mine = column(&all, method, |x| *x)?;
     let mut tests = Vec::new();
@@ -89,10 +153,10 @@ pub(super) fn fedhyper_beats(
     })
 }
 
-pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
     let all: Vec<_> = seeds
         .iter()
-        .map(|s| Ok(by_split(s.fedhyper("fedhyper")?)))
+        .map(|s| Ok(by_split(s.fedhyper(job)?)))
         .collect::<Result<_>>()?;
     // Each seed's gain of FedHyper (G + CL) over FedAvg on a split, in points.
     let gain = |split: &str| -> Result<Vec<f64>> {
@@ -152,12 +216,12 @@ pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
-pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
     let mut ratio = Vec::new();
     let mut missing = 0;
     let mut target = f64::NAN;
     for s in seeds {
-        let v = s.fedhyper("fedhyper")?;
+        let v = s.fedhyper(job)?;
         target = v.target;
         let rounds = |m: &str| -> BTreeMap<String, f64> {
             v.rows
@@ -198,15 +262,15 @@ pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>]) -> Result<Assessment> 
 }
 
 /// Every seed's global-rate curve of `method` (the shown split).
-fn rates_of(seeds: &[SeedRun<'_>], method: &str) -> Result<Vec<Vec<f64>>> {
+fn rates_of(seeds: &[SeedRun<'_>], job: &str, method: &str) -> Result<Vec<Vec<f64>>> {
     seeds
         .iter()
         .map(|s| {
-            let v = s.fedhyper("fedhyper")?;
+            let v = s.fedhyper(job)?;
             let r = v
                 .learning_rates
                 .get(method)
-                .with_context(|| format!("no learning_rates of {method} in the fedhyper output"))?
+                .with_context(|| format!("no learning_rates of {method} in the output of {job}"))?
                 .clone();
             if r.is_empty() {
                 return Err(anyhow!("no rounds"));
@@ -224,8 +288,8 @@ fn min(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let curves = rates_of(seeds, "fedhyper-g")?;
+pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
+    let curves = rates_of(seeds, job, "fedhyper-g")?;
     let rounds = curves[0].len();
     let (mut rise, mut fall, mut first, mut second, mut peak, mut at) = (
         Vec::new(),
@@ -294,8 +358,8 @@ pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
-pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let curves = rates_of(seeds, "fedexp")?;
+pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
+    let curves = rates_of(seeds, job, "fedexp")?;
     let lo: Vec<f64> = curves.iter().map(|r| min(r)).collect();
     let hi: Vec<f64> = curves.iter().map(|r| max(r)).collect();
     Ok(Assessment {
@@ -322,11 +386,11 @@ pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
-pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
     let mut over = Vec::new();
     let mut null = Vec::new();
     for s in seeds {
-        let v = s.fedhyper("fedhyper")?;
+        let v = s.fedhyper(job)?;
         let of = |m: &str| {
             let o: Vec<f64> = v
                 .rows
@@ -372,6 +436,7 @@ mod tests {
             target: 0.9,
             rounds: rates.len(),
             model: "MLP".to_string(),
+            dataset: "MNIST".to_string(),
             details: None,
         })
     }
@@ -379,6 +444,60 @@ mod tests {
     /// The global rate's course, as the paper words it: rising then falling, above 1 in the
     /// first half and below 1 in the second. A rate that stays above 1 throughout (ours at
     /// the last preset) contradicts the second half.
+    /// A claim on two data sets is one family of tests, each named by its data set; on one
+    /// data set the tests keep their names.
+    #[test]
+    fn each_data_set_gives_its_own_tests() {
+        let curve = |k: usize| -> Vec<f64> {
+            [1.0, 1.2, 1.5, 1.3, 0.9, 0.8, 0.7, 0.6]
+                .iter()
+                .map(|x| x + 0.01 * k as f64)
+                .collect()
+        };
+        let outs: Vec<(ExperimentOutcome, ExperimentOutcome)> = (0..3)
+            .map(|k| {
+                let mut fashion = rates(&curve(k));
+                if let ExperimentOutcome::Fedhyper(o) = &mut fashion {
+                    o.dataset = "Fashion-MNIST".to_string();
+                }
+                (fashion, rates(&curve(k + 1)))
+            })
+            .collect();
+        let both: Vec<SeedRun<'_>> = outs
+            .iter()
+            .enumerate()
+            .map(|(k, (a, b))| SeedRun {
+                seed: k as u64,
+                outputs: BTreeMap::from([("fedhyper", a), ("fedhyper-mnist", b)]),
+            })
+            .collect();
+        let a = on_each_data(&both, fedhyper_rate).unwrap();
+        assert_eq!(a.tests.len(), 8);
+        assert!(a.tests[0].what.starts_with("Fashion-MNIST: α at round 15"));
+        assert!(a.tests[4].what.starts_with("MNIST: α at round 15"));
+        assert!(
+            a.measured.starts_with("Fashion-MNIST: peak α"),
+            "{}",
+            a.measured
+        );
+        assert!(a.measured.contains("; MNIST: peak α"), "{}", a.measured);
+        let one: Vec<SeedRun<'_>> = outs
+            .iter()
+            .enumerate()
+            .map(|(k, (a, _))| run(k as u64, "fedhyper", a))
+            .collect();
+        let a = on_each_data(&one, fedhyper_rate).unwrap();
+        assert_eq!(a.tests.len(), 4);
+        assert!(a.tests[0].what.starts_with("α at round 15"));
+        // No FedHyper experiment: an error, not an empty claim.
+        let none: Vec<SeedRun<'_>> = outs
+            .iter()
+            .enumerate()
+            .map(|(k, (a, _))| run(k as u64, "fbo", a))
+            .collect();
+        assert!(on_each_data(&none, fedhyper_rate).is_err());
+    }
+
     #[test]
     fn the_global_rate_must_be_above_one_then_below() {
         let good = [1.0, 1.2, 1.5, 1.3, 0.9, 0.8, 0.7, 0.6];
@@ -395,7 +514,7 @@ mod tests {
             .enumerate()
             .map(|(k, o)| run(k as u64, "fedhyper", o))
             .collect();
-        let a = fedhyper_rate(&runs).unwrap();
+        let a = fedhyper_rate(&runs, "fedhyper").unwrap();
         let verdicts: Vec<_> = a.tests.iter().map(|t| t.decide().verdict).collect();
         assert_eq!(verdicts, [Verdict::Holds; 4]);
         let stay = seeds_of(&(0..4).map(|k| noisy(&stays, k)).collect::<Vec<_>>());
@@ -404,7 +523,7 @@ mod tests {
             .enumerate()
             .map(|(k, o)| run(k as u64, "fedhyper", o))
             .collect();
-        let a = fedhyper_rate(&runs).unwrap();
+        let a = fedhyper_rate(&runs, "fedhyper").unwrap();
         assert_eq!(a.tests[3].decide().verdict, Verdict::Contradicted);
     }
 }

@@ -25,7 +25,7 @@ use fbo::{
 };
 use fedhyper::{
     fedhyper_alpha, fedhyper_beats, fedhyper_convergence, fedhyper_fedexp, fedhyper_rate,
-    fedhyper_time,
+    fedhyper_time, on_each_data,
 };
 use hgp::{
     fig1a, fig1b, fig4_outer, fig4_s1, influence, table2_best, table2_bottom, table2_mtl,
@@ -583,14 +583,17 @@ pub fn claims() -> Vec<Claim> {
             claim: "We show the results of FEDHYPER-G, FEDHYPER-SL, and FEDHYPER-CL work alone in Figure 3 and show that they can both outperform baselines that optimize the global or local training from the same dimension (e.g. both work on the server). (FedHyper-G)",
             paper_value: "no number in the appendix (main text Fig. 3)",
             test: "final test accuracy (mean over the splits) of FedHyper-G above FedAvg's, server decay's, FedExP's, FedAdam's and FedAdagrad's, paired over seeds",
-            jobs: &["fedhyper"],
-            any_job: false,
+            jobs: fedhyper::JOBS,
+            any_job: true,
             assess: |s| {
-                fedhyper_beats(
-                    s,
-                    "fedhyper-g",
-                    &["fedavg", "decay", "fedexp", "fedadam", "fedadagrad"],
-                )
+                on_each_data(s, |s, j| {
+                    fedhyper_beats(
+                        s,
+                        j,
+                        "fedhyper-g",
+                        &["fedavg", "decay", "fedexp", "fedadam", "fedadagrad"],
+                    )
+                })
             },
             untestable: None,
         },
@@ -601,9 +604,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "We show the results of FEDHYPER-G, FEDHYPER-SL, and FEDHYPER-CL work alone in Figure 3 and show that they can both outperform baselines that optimize the global or local training from the same dimension. (FedHyper-SL)",
             paper_value: "no number in the appendix (main text Fig. 3)",
             test: "final test accuracy (mean over the splits) of FedHyper-SL above FedAvg's (its constant local rate; the main text's local-rate schedulers are not in the appendix), paired over seeds",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: |s| fedhyper_beats(s, "fedhyper-sl", &["fedavg"]),
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, |s, j| fedhyper_beats(s, j, "fedhyper-sl", &["fedavg"])),
             untestable: None,
         },
         Claim {
@@ -613,9 +616,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "We show the results of FEDHYPER-G, FEDHYPER-SL, and FEDHYPER-CL work alone in Figure 3 and show that they can both outperform baselines that optimize the global or local training from the same dimension. (FedHyper-CL)",
             paper_value: "no number in the appendix (main text Fig. 3)",
             test: "final test accuracy (mean over the splits) of FedHyper-CL above FedAvg's, paired over seeds",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: |s| fedhyper_beats(s, "fedhyper-cl", &["fedavg"]),
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, |s, j| fedhyper_beats(s, j, "fedhyper-cl", &["fedavg"])),
             untestable: None,
         },
         Claim {
@@ -625,9 +628,13 @@ pub fn claims() -> Vec<Claim> {
             claim: "The results show that FEDHYPER-G+CL is still able to outperform both of the single adjusting algorithms, which indicates that the performance of FEDHYPER algorithms can superpose each other.",
             paper_value: "no number (figure; CIFAR-10 and Shakespeare)",
             test: "final test accuracy (mean over the splits) of G + CL above G's and CL's, paired over seeds",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: |s| fedhyper_beats(s, "fedhyper-g+cl", &["fedhyper-g", "fedhyper-cl"]),
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| {
+                on_each_data(s, |s, j| {
+                    fedhyper_beats(s, j, "fedhyper-g+cl", &["fedhyper-g", "fedhyper-cl"])
+                })
+            },
             untestable: None,
         },
         Claim {
@@ -637,9 +644,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "We can conclude from the table that FEDHYPER contributes more to non-iid settings, especially with relatively small α numbers. The accuracy increase of α = 0.25 is 0.80% in FMNIST and 1.55% in CIFAR10, which is the highest among the three α values.",
             paper_value: "gain over FedAvg at α = 0.25 / 0.5 / 0.75: +0.80 / +0.61 / +0.68 points (FMNIST), +1.55 / +1.28 / +0.47 (CIFAR-10)",
             test: "FedHyper (G + CL) − FedAvg at α = 0.25 above 0, and above the same gain at α = 0.5 and at α = 0.75 (\"especially with relatively small α\"); the gain at each α above the gain on the i.i.d. split (\"contributes more to non-iid settings\"); paired over seeds, in points",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: fedhyper_alpha,
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, fedhyper_alpha),
             untestable: None,
         },
         Claim {
@@ -649,9 +656,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "Specifically, FEDHYPER-CL only increases less than 5% computation cost compared with FEDAVG(SGD) but gets convergence up to 3 times faster than SGD.",
             paper_value: "up to 3× fewer rounds to convergence (no table)",
             test: "log10 of FedAvg's rounds to the target accuracy over FedHyper-CL's (mean over the splits where both reach it) above 0, paired over seeds",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: fedhyper_convergence,
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, fedhyper_convergence),
             untestable: None,
         },
         Claim {
@@ -661,9 +668,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "The global learning rate of FEDHYPER-G increases from round 0 to 15, and starts to decrease. The value is greater than 1 in the first 50 epochs and less than 1 in the following 50 epochs.",
             paper_value: "α rises to round 15 of 100, then falls; above 1 for the first half, below 1 for the second",
             test: "FedHyper-G's global rate (the most skewed split): α at round 15 (the paper's peak; a quarter of the rounds where fewer than 60 ran) above α at round 1 (increases) and above α at the last round (then decreases), its least over rounds 1 to half the rounds above 1, and its largest over the second half below 1",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: fedhyper_rate,
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, fedhyper_rate),
             untestable: None,
         },
         Claim {
@@ -673,9 +680,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "As for FEDEXP, the global learning rate value fluctuates between 1.0 and 1.5.",
             paper_value: "FedExP's α within 1.0–1.5 over 100 rounds",
             test: "FedExP's global rate (the most skewed split): its largest below 1.5, and not constant (largest − least above 0.01); at 1.0 or above holds by FedExP's construction (α = max(1, ·)) and is not a test",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: fedhyper_fedexp,
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, fedhyper_fedexp),
             untestable: None,
         },
         Claim {
@@ -685,9 +692,9 @@ pub fn claims() -> Vec<Claim> {
             claim: "FEDHYPER-CL only increases less than 5% computation cost compared with FEDAVG(SGD)",
             paper_value: "45,780 s against 44,031 s over 200 CIFAR-10 rounds: +4.0 %",
             test: "none here: FedHyper-CL's median round time against FedAvg's is reported, not decided",
-            jobs: &["fedhyper"],
-            any_job: false,
-            assess: fedhyper_time,
+            jobs: fedhyper::JOBS,
+            any_job: true,
+            assess: |s| on_each_data(s, fedhyper_time),
             untestable: Some(
                 "not testable on a shared machine: a round's wall-clock time moves with whatever else runs, and the do-nothing `decay` scheduler's \"overhead\" over FedAvg, measured beside CL's (in Ours), is the control that says by how much (`cargo bench -p hgp-inner-solvers --bench schedulers` times CL's own work against a round, each in the same run)",
             ),
