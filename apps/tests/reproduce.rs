@@ -296,6 +296,19 @@ fn reproduce_reports_every_claim_and_resumes() {
         }
     }
     assert!(!out.join("runs/fbo-cnn/seed-0/result.json").exists());
+    // … and the experiments table says it did not run.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let cnn = report["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "fbo-cnn")
+        .unwrap();
+    assert!(
+        cnn["note"].as_str().unwrap().starts_with("did not run"),
+        "{cnn}"
+    );
 
     // Other settings under --resume are refused, naming them.
     let mut other = resume.clone();

@@ -756,7 +756,12 @@ pub fn assess(
                 note: j
                     .missing
                     .clone()
-                    .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
+                    .or_else(|| (!failed.is_empty()).then(|| failed.join("; ")))
+                    .or_else(|| {
+                        seeds.is_none().then(|| {
+                            "did not run: not every seed of it finished (a run with --resume runs what is missing)".to_string()
+                        })
+                    }),
             }
         })
         .collect();
