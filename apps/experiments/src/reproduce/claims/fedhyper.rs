@@ -56,11 +56,16 @@ pub(super) fn on_each_data(
         values: Vec::new(),
         why: String::new(),
     };
-    let (mut measured, mut why) = (Vec::new(), Vec::new());
+    let count = parts.len();
+    let (mut measured, mut why) = (Vec::new(), Vec::<(Vec<String>, String)>::new());
     for (label, a) in parts {
         measured.push(format!("{label}: {}", a.measured));
+        // The same reason on several data sets is said once, naming them.
         if !a.why.is_empty() {
-            why.push(format!("{label}: {}", a.why));
+            match why.iter_mut().find(|(_, w)| *w == a.why) {
+                Some((labels, _)) => labels.push(label.clone()),
+                None => why.push((vec![label.clone()], a.why.clone())),
+            }
         }
         if whole.values.is_empty() {
             whole.values = a.values;
@@ -71,7 +76,17 @@ pub(super) fn on_each_data(
         }));
     }
     whole.measured = measured.join("; ");
-    whole.why = why.join("; ");
+    whole.why = why
+        .into_iter()
+        .map(|(labels, w)| {
+            if labels.len() == count {
+                w
+            } else {
+                format!("{}: {w}", labels.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     Ok(whole)
 }
 
@@ -471,6 +486,25 @@ mod tests {
                 outputs: BTreeMap::from([("fedhyper", a), ("fedhyper-mnist", b)]),
             })
             .collect();
+        // A reason every data set gives is said once; one only some give names them.
+        let why = |text: fn(&str) -> String| {
+            on_each_data(&both, move |s, j| {
+                let mut a = fedhyper_rate(s, j)?;
+                a.why = text(j);
+                Ok(a)
+            })
+            .unwrap()
+            .why
+        };
+        assert_eq!(why(|_| "the same".to_string()), "the same");
+        assert_eq!(
+            why(|j| if j == "fedhyper" {
+                "only here".to_string()
+            } else {
+                String::new()
+            }),
+            "Fashion-MNIST: only here"
+        );
         let a = on_each_data(&both, fedhyper_rate).unwrap();
         assert_eq!(a.tests.len(), 8);
         assert!(a.tests[0].what.starts_with("Fashion-MNIST: α at round 15"));
