@@ -354,7 +354,14 @@ impl Config {
             if let Some(e) = eps
                 && (e.is_nan() || e < 0.0 || (flag == "--cfl-eps1" && e.is_infinite()))
             {
-                bail!("{flag} must be a number at least 0 (got {e})");
+                bail!(
+                    "{flag} must be a number at least 0{} (got {e})",
+                    if flag == "--cfl-eps1" {
+                        " and finite"
+                    } else {
+                        ""
+                    }
+                );
             }
         }
         if let Some(lr) = self.hyper_lr {

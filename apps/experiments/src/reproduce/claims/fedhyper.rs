@@ -36,9 +36,9 @@ pub(super) fn on_each_data(
     if ran.is_empty() {
         return Err(anyhow!("no FedHyper experiment ran"));
     }
+    let first = seeds.first().context("no seeds")?;
     let mut parts: Vec<(String, Assessment)> = Vec::new();
     for job in &ran {
-        let first = seeds.first().context("no seeds")?;
         let data = first.fedhyper(job)?.dataset.clone();
         let label = if data.is_empty() {
             job.to_string()

@@ -14,6 +14,7 @@ use crate::ExperimentOutcome;
 mod fbo;
 mod fedhyper;
 mod hgp;
+mod hgp_table2;
 mod pdbo;
 
 use super::Paper;
@@ -27,10 +28,8 @@ use fedhyper::{
     fedhyper_alpha, fedhyper_beats, fedhyper_convergence, fedhyper_fedexp, fedhyper_rate,
     fedhyper_time, on_each_data,
 };
-use hgp::{
-    fig1a, fig1b, fig4_outer, fig4_s1, influence, table2_best, table2_bottom, table2_mtl,
-    table2_rand, theorem1_m, theorem1_s, theorem1_variance,
-};
+use hgp::{fig1a, fig1b, influence, theorem1_m, theorem1_s, theorem1_variance};
+use hgp_table2::{fig4_outer, fig4_s1, table2_best, table2_bottom, table2_mtl, table2_rand};
 use pdbo::{pdbo_directed, pdbo_srb, table1, table1_bottom};
 
 /// One seed's outputs: each experiment's outcome, by experiment.

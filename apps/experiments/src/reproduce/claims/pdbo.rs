@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result, anyhow};
 
-use super::hgp::{column, panel, seed_cells};
+use super::hgp::panel;
+use super::hgp_table2::{column, seed_cells};
 use super::{Assessment, SeedRun, pm};
 use crate::reproduce::verdict::Test;
 

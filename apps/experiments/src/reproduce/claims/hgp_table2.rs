@@ -1,0 +1,612 @@
+//! The claims of the HGP paper's personalization experiments (NeurIPS 2023): Table 2 and
+//! Fig. 4 (Sec. 5.3, App. A.3), and the per-seed cells paper 004's Table 1 reads too.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, anyhow};
+
+use super::{Assessment, SeedRun, pm};
+use crate::numbers::mean;
+use crate::personalize::Outcome as PersonalizeOutcome;
+use crate::reproduce::verdict::Test;
+
+// ---------------------------------------------------------------- HGP Table 2
+
+/// One personalization cell of a seed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CellValues {
+    /// Average test accuracy.
+    pub average: f64,
+    /// The 10th-percentile client's.
+    pub bottom10: f64,
+    /// Validation accuracy after the first and after the last outer step (NaN without).
+    pub validation: (f64, f64),
+    /// Clustered-FL's clusters at the end and its largest client update (one seed's run).
+    pub clustering: Option<(usize, f64)>,
+}
+
+/// A seed's personalization cells: (method, network) → its values.
+pub(super) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
+    let mut out = BTreeMap::new();
+    match v {
+        PersonalizeOutcome::One(one) => {
+            for r in &one.rows {
+                if r.average.is_finite() && r.bottom10.is_finite() {
+                    let first = r.validation.first().copied().unwrap_or(f64::NAN);
+                    let last = r.validation.last().copied().unwrap_or(f64::NAN);
+                    out.insert(
+                        (r.method.clone(), r.network.clone()),
+                        CellValues {
+                            average: r.average,
+                            bottom10: r.bottom10,
+                            validation: (first, last),
+                            clustering: r.clusters.zip(r.largest_update),
+                        },
+                    );
+                }
+            }
+        }
+        PersonalizeOutcome::Seeds(over) => {
+            for r in &over.rows {
+                if let (Some(a), Some(b)) = (r.average, r.bottom10) {
+                    out.insert(
+                        (r.method.clone(), r.network.clone()),
+                        CellValues {
+                            average: a,
+                            bottom10: b,
+                            validation: (f64::NAN, f64::NAN),
+                            clustering: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(anyhow!("no cells in the personalization output"));
+    }
+    Ok(out)
+}
+
+/// One seed's personalization cells (see [`cells`]).
+pub(super) type Cells = BTreeMap<(String, String), CellValues>;
+
+/// Every seed's personalization cells of experiment `job`.
+pub(super) fn seed_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<Cells>> {
+    seeds.iter().map(|s| cells(s.personalize(job)?)).collect()
+}
+
+/// A cell over seeds: its average test accuracy, or (`bottom`) its 10th-percentile
+/// client's; NaN in a seed without the cell.
+pub(super) fn column(all: &[Cells], method: &str, network: &str, bottom: bool) -> Vec<f64> {
+    all.iter()
+        .map(|c| {
+            c.get(&(method.to_string(), network.to_string()))
+                .map_or(f64::NAN, |x| if bottom { x.bottom10 } else { x.average })
+        })
+        .collect()
+}
+
+/// How often Clustered-FL's split fired over the seeds, on each network it ran on, with the
+/// range of its largest client update (the number Sattler et al.'s ε₂ bounds): a method
+/// whose split never fires is FedAvg on the procedure, and the report says so.
+fn clustered_split(all: &[Cells]) -> Vec<String> {
+    NETWORKS
+        .iter()
+        .filter_map(|net| {
+            let runs: Vec<(usize, f64)> = all
+                .iter()
+                .filter_map(|c| c.get(&("clustered-fl".to_string(), net.to_string())))
+                .filter_map(|v| v.clustering)
+                .collect();
+            if runs.is_empty() {
+                return None;
+            }
+            let split = runs.iter().filter(|(k, _)| *k > 1).count();
+            let low = runs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+            let high = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+            Some(format!(
+                "Clustered-FL's split fired on {} in {split} of {} seeds (largest client update {low:.3} to {high:.3}{})",
+                label(net),
+                runs.len(),
+                if split == 0 {
+                    ": without a split it is FedAvg on the procedure"
+                } else {
+                    ""
+                }
+            ))
+        })
+        .collect()
+}
+
+/// Whether any seed ran `method` on `network`.
+fn ran(all: &[Cells], method: &str, network: &str) -> bool {
+    all.iter()
+        .any(|c| c.contains_key(&(method.to_string(), network.to_string())))
+}
+
+const NETWORKS: [&str; 4] = ["fc", "fixu", "randu", "randd"];
+
+/// The methods of HGP Table 2 (ours and the baselines), and Table 2's average and bottom-10 %
+/// accuracy of each on FC, FixU, RandU and RandD (None: n/a). FedEM's FixU column is D-FedEM.
+const TABLE2: [(&str, Row2); 10] = [
+    (
+        "sgp",
+        [
+            Some((82.9, 74.5)),
+            Some((83.8, 76.8)),
+            Some((80.0, 71.8)),
+            Some((80.1, 72.4)),
+        ],
+    ),
+    ("fedprox", [Some((82.9, 74.5)), None, None, None]),
+    (
+        "local",
+        [
+            Some((74.7, 63.0)),
+            Some((74.7, 63.0)),
+            Some((73.4, 64.0)),
+            Some((73.4, 64.0)),
+        ],
+    ),
+    ("fedavg+", [Some((83.2, 74.3)), None, None, None]),
+    ("clustered-fl", [Some((83.0, 74.6)), None, None, None]),
+    ("pfedme", [Some((85.1, 79.0)), None, None, None]),
+    ("fedem", [Some((84.0, 75.4)), None, None, None]),
+    ("d-fedem", [None, Some((83.9, 75.7)), None, None]),
+    (
+        "hgp-mtl",
+        [
+            Some((84.0, 76.1)),
+            Some((84.0, 76.3)),
+            Some((82.6, 74.3)),
+            Some((81.8, 72.9)),
+        ],
+    ),
+    (
+        "hgp-pl",
+        [
+            Some((88.1, 82.6)),
+            Some((88.0, 82.2)),
+            Some((85.5, 79.6)),
+            Some((85.6, 79.6)),
+        ],
+    ),
+];
+
+/// One method's row of Table 2: (average, bottom 10 %) on each network, where it ran.
+type Row2 = [Option<(f64, f64)>; 4];
+
+/// HGP's own methods in Table 2 (the rest are the baselines).
+const OURS: [&str; 2] = ["hgp-pl", "hgp-mtl"];
+
+/// Table 2's (average, bottom 10 %) of `method` on `network`, in points.
+fn table2(method: &str, network: &str) -> Option<(f64, f64)> {
+    let k = NETWORKS.iter().position(|&n| n == network)?;
+    TABLE2.iter().find(|(m, _)| *m == method)?.1[k]
+}
+
+/// The paper's margin of `a` over `b` on `network` (average or `bottom`), in points.
+fn margin(a: &str, b: &str, network: &str, bottom: bool) -> Option<f64> {
+    let pick = |x: (f64, f64)| if bottom { x.1 } else { x.0 };
+    Some(pick(table2(a, network)?) - pick(table2(b, network)?))
+}
+
+pub(super) fn label(network: &str) -> &str {
+    match network {
+        "fc" => "FC",
+        "fixu" => "FixU",
+        "randu" => "RandU",
+        "randd" => "RandD",
+        other => other,
+    }
+}
+
+/// "`a` beats `b`" on `network` in points, paired over seeds, with Table 2's margin.
+fn beats_on(all: &[Cells], a: &str, b: &str, network: &str, bottom: bool) -> Test {
+    let what = if bottom {
+        "10th-percentile client"
+    } else {
+        "average"
+    };
+    Test::beats(
+        format!("{a} − {b} on {}, {what}, points", label(network)),
+        &column(all, a, network, bottom),
+        &column(all, b, network, bottom),
+        margin(a, b, network, bottom).map(|m| m / 100.0),
+    )
+    .scaled(100.0)
+}
+
+pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = seed_cells(seeds, "personalize")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for net in NETWORKS {
+        if !ran(&all, "hgp-pl", net) {
+            continue;
+        }
+        let pl = column(&all, "hgp-pl", net, false);
+        let others: Vec<&str> = TABLE2
+            .iter()
+            .map(|(m, _)| *m)
+            .filter(|m| *m != "hgp-pl" && ran(&all, m, net))
+            .collect();
+        let best = others
+            .iter()
+            .map(|m| (mean(&column(&all, m, net, false)).unwrap_or(f64::NAN), *m))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, m)) = best {
+            parts.push(format!(
+                "{} {} (best other {m} {})",
+                label(net),
+                pm(&pl, 100.0, 1),
+                pm(&column(&all, m, net, false), 100.0, 1)
+            ));
+        }
+        for m in others {
+            tests.push(beats_on(&all, "hgp-pl", m, net, false));
+        }
+        if values.is_empty() {
+            values = pl;
+        }
+    }
+    if tests.is_empty() {
+        return Err(anyhow!("HGP-PL did not run on any network"));
+    }
+    parts.extend(clustered_split(&all));
+    Ok(Assessment {
+        measured: format!("HGP-PL: {}", parts.join("; ")),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+pub(super) fn table2_mtl(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = seed_cells(seeds, "personalize")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for (net, other) in [("fc", "fedem"), ("fixu", "d-fedem")] {
+        if !ran(&all, "hgp-mtl", net) || !ran(&all, other, net) {
+            continue;
+        }
+        let (mtl, em) = (
+            column(&all, "hgp-mtl", net, false),
+            column(&all, other, net, false),
+        );
+        parts.push(format!(
+            "{}: HGP-MTL {} against {other} {}",
+            label(net),
+            pm(&mtl, 100.0, 1),
+            pm(&em, 100.0, 1),
+        ));
+        let t = Test::on_par(
+            format!("hgp-mtl − {other} on {}, points", label(net)),
+            &mtl,
+            &em,
+            0.02,
+        )
+        .scaled(100.0);
+        if values.is_empty() {
+            values = t.values.clone();
+        }
+        tests.push(t);
+    }
+    if tests.is_empty() {
+        return Err(anyhow!(
+            "neither FC with FedEM nor FixU with D-FedEM was run"
+        ));
+    }
+    Ok(Assessment {
+        measured: parts.join("; "),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+pub(super) fn table2_bottom(seeds: &[SeedRun<'_>], ours: &str) -> Result<Assessment> {
+    let all = seed_cells(seeds, "personalize")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for net in NETWORKS {
+        if !ran(&all, ours, net) {
+            continue;
+        }
+        let mine = column(&all, ours, net, true);
+        let baselines: Vec<&str> = TABLE2
+            .iter()
+            .map(|(m, _)| *m)
+            .filter(|m| !OURS.contains(m) && ran(&all, m, net))
+            .collect();
+        parts.push(format!("{} {}", label(net), pm(&mine, 100.0, 1)));
+        for b in baselines {
+            tests.push(beats_on(&all, ours, b, net, true));
+        }
+        if values.is_empty() {
+            values = mine;
+        }
+    }
+    if tests.is_empty() {
+        return Err(anyhow!("{ours} did not run beside any baseline"));
+    }
+    Ok(Assessment {
+        measured: format!("{ours}'s 10th-percentile client: {}", parts.join("; ")),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+pub(super) fn table2_rand(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = seed_cells(seeds, "personalize")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for net in ["randu", "randd"] {
+        for ours in OURS {
+            if !ran(&all, ours, net) {
+                continue;
+            }
+            let v = column(&all, ours, net, false);
+            parts.push(format!("{ours} on {} {}", label(net), pm(&v, 100.0, 1)));
+            for b in ["sgp", "local"] {
+                if ran(&all, b, net) {
+                    tests.push(beats_on(&all, ours, b, net, false));
+                }
+            }
+            if values.is_empty() {
+                values = v;
+            }
+        }
+        for b in ["sgp", "local"] {
+            if ran(&all, b, net) {
+                parts.push(format!(
+                    "{b} on {} {}",
+                    label(net),
+                    pm(&column(&all, b, net, false), 100.0, 1)
+                ));
+            }
+        }
+    }
+    if tests.is_empty() {
+        return Err(anyhow!(
+            "neither RandU nor RandD ran HGP beside SGP or Local"
+        ));
+    }
+    Ok(Assessment {
+        measured: parts.join("; "),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+pub(super) fn fig4_outer(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = seed_cells(seeds, "personalize")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for ours in OURS {
+        // Each seed's rise, the mean over the networks that ran the method.
+        let rise: Vec<f64> = all
+            .iter()
+            .map(|c| {
+                let r: Vec<f64> = NETWORKS
+                    .iter()
+                    .filter_map(|n| c.get(&(ours.to_string(), n.to_string())))
+                    .map(|v| v.validation.1 - v.validation.0)
+                    .filter(|x| x.is_finite())
+                    .collect();
+                mean(&r).unwrap_or(f64::NAN) * 100.0
+            })
+            .collect();
+        if rise.iter().all(|x| x.is_nan()) {
+            continue;
+        }
+        parts.push(format!("{ours} {} points", pm(&rise, 1.0, 2)));
+        tests.push(Test::above(
+            format!("{ours}: validation accuracy after the last outer step − after the first, mean over the networks, points"),
+            rise.clone(),
+            None,
+        ));
+        if values.is_empty() {
+            values = rise;
+        }
+    }
+    if tests.is_empty() {
+        return Err(anyhow!("no validation curve of HGP-PL or HGP-MTL"));
+    }
+    Ok(Assessment {
+        measured: format!(
+            "validation accuracy's rise over the outer steps: {}",
+            parts.join(", ")
+        ),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+pub(super) fn fig4_s1(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let ten = seed_cells(seeds, "personalize")?;
+    let one = seed_cells(seeds, "personalize-s1")?;
+    let mut tests = Vec::new();
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for net in ["randu", "randd"] {
+        for ours in OURS {
+            if !ran(&ten, ours, net) || !ran(&one, ours, net) {
+                continue;
+            }
+            let (a, b) = (
+                column(&one, ours, net, false),
+                column(&ten, ours, net, false),
+            );
+            parts.push(format!(
+                "{ours} on {}: S = 1 {} against S = 10 {}",
+                label(net),
+                pm(&a, 100.0, 1),
+                pm(&b, 100.0, 1)
+            ));
+            let t = Test::on_par(
+                format!("{ours} S = 1 − S = 10 on {}, points", label(net)),
+                &a,
+                &b,
+                0.01,
+            )
+            .scaled(100.0);
+            if values.is_empty() {
+                values = t.values.clone();
+            }
+            tests.push(t);
+        }
+    }
+    if tests.is_empty() {
+        return Err(anyhow!(
+            "no HGP run on RandU or RandD with both S = 1 and S = 10"
+        ));
+    }
+    Ok(Assessment {
+        measured: parts.join("; "),
+        tests,
+        values,
+        why: String::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::one_run as run;
+    use super::*;
+    use crate::ExperimentOutcome;
+    use crate::personalize::{CellJson, OneSeed};
+    use crate::reproduce::verdict::Verdict;
+
+    /// One seed's personalization table of `cells` (method, network, average).
+    fn table(cells: &[(&str, &str, f64)]) -> ExperimentOutcome {
+        let rows = cells
+            .iter()
+            .map(|&(m, n, a)| CellJson {
+                method: m.to_string(),
+                network: n.to_string(),
+                average: a,
+                bottom10: a - 0.1,
+                chosen_step: 0,
+                validation: Vec::new(),
+                outer_loss: Vec::new(),
+                train_accuracy: None,
+                grad_norm: None,
+                grad_norm_start: None,
+                tuned_lr: None,
+                clusters: None,
+                largest_update: None,
+            })
+            .collect();
+        ExperimentOutcome::Personalize(PersonalizeOutcome::One(OneSeed { rows }))
+    }
+
+    /// HGP-PL against every method of Table 2 on each network, paired over seeds: a clear
+    /// lead holds, a network where another method leads in every seed is contradicted, and
+    /// methods outside Table 2 (prox-personal, pdbo-mtl-local) are not compared.
+    #[test]
+    fn best_compares_table2_methods_only_and_pairs_the_seeds() {
+        let seed = |pl_randd: f64, local_randd: f64| {
+            table(&[
+                ("hgp-pl", "fc", 0.9),
+                ("sgp", "fc", 0.8),
+                ("prox-personal", "fc", 0.95),
+                ("pdbo-mtl-local", "fc", 0.95),
+                ("hgp-pl", "randd", pl_randd),
+                ("local", "randd", local_randd),
+            ])
+        };
+        let outs = [
+            seed(0.80, 0.85),
+            seed(0.81, 0.85),
+            seed(0.79, 0.86),
+            seed(0.80, 0.84),
+            seed(0.78, 0.85),
+        ];
+        let seeds: Vec<_> = outs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| run(k as u64, "personalize", o))
+            .collect();
+        let a = table2_best(&seeds).unwrap();
+        let whats: Vec<&str> = a.tests.iter().map(|t| t.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            [
+                "hgp-pl − sgp on FC, average, points",
+                "hgp-pl − local on RandD, average, points"
+            ]
+        );
+        let verdicts: Vec<_> = a.tests.iter().map(|t| t.decide().verdict).collect();
+        // FC: +10 points in every seed (no spread) holds; RandD: −5.4 ± 1.1 contradicts.
+        assert_eq!(verdicts, [Verdict::Holds, Verdict::Contradicted]);
+        assert!(
+            a.measured.contains("FC 90.0 (best other sgp 80.0)")
+                || a.measured.contains("FC 90.0 ± 0.0"),
+            "{}",
+            a.measured
+        );
+    }
+
+    /// Table 2's claim says on which network and in how many seeds Clustered-FL's split
+    /// fired, with the range of its largest update; a split that never fired is named.
+    #[test]
+    fn clustered_fl_splits_are_counted_over_the_seeds() {
+        let seed = |clusters: usize, largest: f64| {
+            let mut t = table(&[
+                ("hgp-pl", "fc", 0.9),
+                ("sgp", "fc", 0.8),
+                ("clustered-fl", "fc", 0.8),
+            ]);
+            if let ExperimentOutcome::Personalize(PersonalizeOutcome::One(one)) = &mut t {
+                one.rows[2].clusters = Some(clusters);
+                one.rows[2].largest_update = Some(largest);
+            }
+            t
+        };
+        let measured = |outs: &[ExperimentOutcome]| {
+            let seeds: Vec<_> = outs
+                .iter()
+                .enumerate()
+                .map(|(k, o)| run(k as u64, "personalize", o))
+                .collect();
+            table2_best(&seeds).unwrap().measured
+        };
+        let m = measured(&[seed(1, 0.5), seed(2, 1.75), seed(1, 0.25)]);
+        assert!(
+            m.contains("Clustered-FL's split fired on FC in 1 of 3 seeds (largest client update 0.250 to 1.750)"),
+            "{m}"
+        );
+        let m = measured(&[seed(1, 0.5), seed(1, 0.25)]);
+        assert!(
+            m.contains("in 0 of 2 seeds (largest client update 0.250 to 0.500: without a split it is FedAvg on the procedure)"),
+            "{m}"
+        );
+    }
+
+    /// HGP-PL's and HGP-MTL's bottom-10 % claims are apart: each compares only its own
+    /// method against the baselines.
+    #[test]
+    fn bottom10_is_split_by_method() {
+        let t = table(&[
+            ("hgp-pl", "fc", 0.9),
+            ("hgp-mtl", "fc", 0.7),
+            ("sgp", "fc", 0.8),
+        ]);
+        let seeds = [run(0, "personalize", &t), run(1, "personalize", &t)];
+        let pl = table2_bottom(&seeds, "hgp-pl").unwrap();
+        let mtl = table2_bottom(&seeds, "hgp-mtl").unwrap();
+        assert_eq!(pl.tests.len(), 1);
+        assert_eq!(pl.tests[0].decide().verdict, Verdict::Holds);
+        assert_eq!(mtl.tests[0].decide().verdict, Verdict::Contradicted);
+    }
+}
