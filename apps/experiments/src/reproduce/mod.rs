@@ -1,15 +1,18 @@
 //! Every claim of the four papers, re-run over seeds, with a verdict beside the paper's
 //! number.
 //!
-//! Each claim ([`claims::claims`]) names the experiments that test it; each experiment
-//! ([`plan::jobs`]) is the typed config of an existing experiment, run once a seed (the
+//! Each paper's module in [`papers`] owns its claims and the experiments that test them: each
+//! claim ([`papers::claims`]) names the experiments it reads; each experiment
+//! ([`papers::jobs`], a [`plan::Job`]) is the typed config of an existing experiment, run once a seed (the
 //! `hgp` program runs each as a child process of its own, so one experiment's memory is
 //! returned before the next starts). Each job names the paper's value of its settings
 //! ([`settings`]): a claim lists those where ours differ. The claims read the experiments'
 //! typed outcomes and reduce them to paired tests over the seeds, decided by the rule of
 //! [`verdict`]; the report is this experiment's [`Outcome`].
 
-pub mod claims;
+pub mod claim;
+pub mod paper;
+pub mod papers;
 pub mod plan;
 pub mod settings;
 pub mod verdict;
@@ -21,77 +24,11 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::ExperimentOutcome;
-use claims::{Claim, SeedRun};
+use claim::{Claim, SeedRun};
+pub use paper::{Paper, Preset};
 use plan::{DataDirs, Job, command_line};
 use settings::Setting;
 use verdict::{TestResult, Verdict, combine};
-
-crate::choice! {
-    /// The four papers.
-    #[derive(PartialOrd, Ord)]
-    pub enum Paper {
-        /// Terashita & Hara, NeurIPS 2023: Push-Sum, HGP, influence, personalization.
-        Hgp,
-        /// Terashita & Hara, paper 004: PDBO, SRB, its HGP (Alg. 2), PDBO-MTL.
-        Pdbo,
-        /// Xiao & Ji, ICML 2023 (paper 003): AggITD, FBO-AggITD against FedNest.
-        Fbo,
-        /// FedHyper (paper 001): hyper-gradient learning-rate schedulers.
-        Fedhyper,
-        /// All four.
-        All,
-    }
-}
-
-impl Paper {
-    /// The four papers, in the report's order.
-    pub const EACH: [Paper; 4] = [Paper::Hgp, Paper::Pdbo, Paper::Fbo, Paper::Fedhyper];
-
-    /// The paper's title line in the report.
-    pub fn title(self) -> &'static str {
-        match self {
-            Paper::Hgp => {
-                "HGP — Terashita & Hara, Decentralized Hyper-Gradient Computation over Time-Varying Directed Networks (NeurIPS 2023)"
-            }
-            Paper::Pdbo => {
-                "PDBO — Terashita & Hara, Cooperative Personalized Bilevel Optimization over Random Directed Networks"
-            }
-            Paper::Fbo => {
-                "AggITD — Xiao & Ji, Communication-Efficient Federated Hypergradient Computation via Aggregated Iterative Differentiation (ICML 2023)"
-            }
-            Paper::Fedhyper => "FedHyper — hyper-gradient learning-rate schedulers (appendix)",
-            Paper::All => "all four papers",
-        }
-    }
-
-    /// The paper's name in configs and the report.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
-
-crate::choice! {
-    /// The sizes of the reproduction.
-    pub enum Preset {
-        /// Every experiment at a size a 2-core machine finishes in about three hours for
-        /// `--paper all` with 5 seeds (the commands' `--preset cpu` and `--quick` sizes, with
-        /// the papers' rates and steps where they fit).
-        Cpu,
-        /// The papers' settings (each command's default): days on a CPU, for a cluster
-        /// (`--mpirun`) or a GPU build.
-        Paper,
-        /// Each experiment at a size of seconds: checks the pipeline and the report, its
-        /// verdicts say nothing of the papers.
-        Smoke,
-    }
-}
-
-impl Preset {
-    /// The preset's name in configs and the report.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
 
 /// What to reproduce.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -365,7 +302,7 @@ impl Config {
             None => None,
         };
         let papers = self.papers();
-        let claims: Vec<Claim> = claims::claims()
+        let claims: Vec<Claim> = papers::claims()
             .into_iter()
             .filter(|c| papers.contains(&c.paper))
             .collect();
@@ -377,7 +314,7 @@ impl Config {
             cifar100: self.cifar100.clone(),
             shakespeare: self.shakespeare.clone(),
         };
-        let jobs: Vec<Job> = plan::jobs(self.preset, &data)
+        let jobs: Vec<Job> = papers::jobs(self.preset, &data)
             .into_iter()
             .filter(|j| claims.iter().any(|c| c.jobs.contains(&j.id)))
             .collect();
@@ -552,184 +489,229 @@ pub fn assess(
     runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
     wall_seconds: f64,
 ) -> Outcome {
-    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
-    let mut results = Vec::new();
-    for c in &checked.claims {
-        let figures: Vec<String> = c
-            .jobs
+    Outcome {
+        preset: checked.preset.name().to_string(),
+        warning: (checked.preset == Preset::Smoke).then(|| SMOKE_WARNING.to_string()),
+        seeds: checked.seeds.clone(),
+        papers: checked
+            .papers
             .iter()
-            .filter_map(|id| {
-                let j = job(id)?;
-                let f = j.figure?;
-                let seed = checked.seeds[0];
-                runs_of.get(id)?.first()?.output.as_ref().ok()?;
-                Some(format!("runs/{id}/seed-{seed}/{f}"))
-            })
-            .collect();
-        let mut settings: Vec<Setting> = c
-            .jobs
+            .map(|p| p.name().to_string())
+            .collect(),
+        wall_seconds,
+        experiment_seconds: runs_of.values().flatten().filter_map(|s| s.seconds).sum(),
+        rules: verdict::RULES.to_string(),
+        claims: checked
+            .claims
             .iter()
-            .filter_map(|id| job(id))
-            .flat_map(|j| j.settings())
-            .collect();
-        settings.sort();
-        settings.dedup();
-        let mut result = ClaimResult {
-            paper: c.paper.name().to_string(),
-            id: c.id.to_string(),
-            place: c.place.to_string(),
-            claim: c.claim.to_string(),
-            paper_value: c.paper_value.to_string(),
-            test: c.test.to_string(),
-            measured: "not run".to_string(),
-            seeds: Vec::new(),
-            tests: Vec::new(),
-            verdict: Verdict::NotTestable,
-            reduced: false,
-            verdict_text: Verdict::NotTestable.label().to_string(),
-            why: String::new(),
-            settings,
-            figures,
-            finding: None,
-            paper_time: None,
-        };
-        // The experiments this claim can read: all of them, or (for a claim over whichever
-        // ran) those that ran.
-        // Not run: the data are missing, or (a report from an earlier run's seeds) none of
-        // its seeds finished.
-        let missing: Vec<String> = c
-            .jobs
-            .iter()
-            .filter_map(|id| {
-                let j = job(id)?;
-                j.missing.clone().or_else(|| {
-                    (!runs_of.contains_key(id))
-                        .then(|| format!("{id} did not run (no seed of it finished)"))
-                })
-            })
-            .collect();
-        let usable: Vec<&str> = c
-            .jobs
-            .iter()
-            .copied()
-            .filter(|id| runs_of.contains_key(id))
-            .collect();
-        if let Some(why) = c.untestable {
-            // What the runs measured is shown; it decides nothing.
-            result.measured = "not measured".to_string();
-            if !usable.is_empty() {
-                let runs: Vec<SeedRun<'_>> = (0..checked.seeds.len())
-                    .filter_map(|k| {
-                        let outputs = usable
-                            .iter()
-                            .map(|id| Some((*id, runs_of[id][k].output.as_ref().ok()?)))
-                            .collect::<Option<BTreeMap<_, _>>>()?;
-                        Some(SeedRun {
-                            seed: checked.seeds[k],
-                            outputs,
-                        })
-                    })
-                    .collect();
-                if let Ok(a) = (c.assess)(&runs) {
-                    result.measured = a.measured;
-                }
-            }
-            result.why = why.to_string();
-            results.push(result);
-            continue;
-        }
-        if usable.is_empty() || (!c.any_job && !missing.is_empty()) {
-            result.why = missing.join("; ");
-            results.push(result);
-            continue;
-        }
-        // The seeds where every usable experiment finished.
-        let mut failures = Vec::new();
-        let runs: Vec<SeedRun<'_>> = checked
-            .seeds
-            .iter()
-            .enumerate()
-            .filter_map(|(k, &seed)| {
-                let mut outputs = BTreeMap::new();
-                for id in &usable {
-                    match &runs_of[id][k].output {
-                        Ok(v) => {
-                            outputs.insert(*id, v);
-                        }
-                        Err(e) => {
-                            failures.push(format!("{id} seed {seed} failed: {e}"));
-                            return None;
-                        }
-                    }
-                }
-                Some(SeedRun { seed, outputs })
-            })
-            .collect();
-        if runs.is_empty() {
-            result.why = failures.join("; ");
-            results.push(result);
-            continue;
-        }
-        match (c.assess)(&runs) {
-            Ok(a) => {
-                // A paper's magnitude decides only where every experiment of the claim
-                // runs at its data set, model and clients.
-                let at_scale = usable
-                    .iter()
-                    .all(|id| job(id).is_some_and(|j| j.at_paper_scale()));
-                result.tests = verdict::Test::decide_family(&a.tests, at_scale);
-                let minutes: BTreeMap<String, f64> = usable
-                    .iter()
-                    .filter_map(|id| {
-                        let done: Vec<f64> = runs_of[id].iter().filter_map(|r| r.seconds).collect();
-                        let m = crate::numbers::mean(&done)? / 60.0;
-                        Some((id.to_string(), m))
-                    })
-                    .collect();
-                result.paper_time = settings::paper_time(&result.settings, &minutes);
-                result.finding = verdict::finding(&result.tests).map(|text| FindingRecord {
-                    preset: checked.preset.name().to_string(),
-                    seeds: runs.len(),
-                    text,
-                });
-                result.verdict = combine(&result.tests);
-                result.reduced = !result.settings.is_empty();
-                result.verdict_text = result.verdict.text(result.reduced);
-                result.seeds = runs
-                    .iter()
-                    .enumerate()
-                    .map(|(k, r)| SeedOutcome {
-                        seed: r.seed,
-                        value: a.values.get(k).copied().filter(|v| v.is_finite()),
-                    })
-                    .collect();
-                result.measured = a.measured;
-                let mut why = a.why;
-                if !missing.is_empty() {
-                    if !why.is_empty() {
-                        why.push_str("; ");
-                    }
-                    why.push_str(&format!("not run: {}", missing.join("; ")));
-                }
-                if !failures.is_empty() {
-                    if !why.is_empty() {
-                        why.push(' ');
-                    }
-                    why.push_str(&format!(
-                        "(without the seeds that failed: {})",
-                        failures.join("; ")
-                    ));
-                }
-                result.why = why;
-            }
-            Err(e) => {
-                result.measured = UNREADABLE.to_string();
-                result.why = format!("the experiments' output could not be read: {e:#}");
-            }
-        }
-        results.push(result);
+            .map(|c| assess_claim(checked, runs_of, c))
+            .collect(),
+        experiments: job_records(checked, runs_of),
     }
-    let records = checked
+}
+
+/// One claim's result from the seeds' results of its experiments.
+fn assess_claim(
+    checked: &Checked,
+    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
+    c: &Claim,
+) -> ClaimResult {
+    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
+    let mut result = unassessed(checked, runs_of, c);
+    // The experiments this claim can read: all of them, or (for a claim over whichever
+    // ran) those that ran.
+    // Not run: the data are missing, or (a report from an earlier run's seeds) none of
+    // its seeds finished.
+    let missing: Vec<String> = c
+        .jobs
+        .iter()
+        .filter_map(|id| {
+            let j = job(id)?;
+            j.missing.clone().or_else(|| {
+                (!runs_of.contains_key(id))
+                    .then(|| format!("{id} did not run (no seed of it finished)"))
+            })
+        })
+        .collect();
+    let usable: Vec<&str> = c
+        .jobs
+        .iter()
+        .copied()
+        .filter(|id| runs_of.contains_key(id))
+        .collect();
+    if let Some(why) = c.untestable {
+        // What the runs measured is shown; it decides nothing.
+        result.measured = "not measured".to_string();
+        if !usable.is_empty() {
+            let runs: Vec<SeedRun<'_>> = (0..checked.seeds.len())
+                .filter_map(|k| {
+                    let outputs = usable
+                        .iter()
+                        .map(|id| Some((*id, runs_of[id][k].output.as_ref().ok()?)))
+                        .collect::<Option<BTreeMap<_, _>>>()?;
+                    Some(SeedRun {
+                        seed: checked.seeds[k],
+                        outputs,
+                    })
+                })
+                .collect();
+            if let Ok(a) = (c.assess)(&runs) {
+                result.measured = a.measured;
+            }
+        }
+        result.why = why.to_string();
+        return result;
+    }
+    if usable.is_empty() || (!c.any_job && !missing.is_empty()) {
+        result.why = missing.join("; ");
+        return result;
+    }
+    // The seeds where every usable experiment finished.
+    let mut failures = Vec::new();
+    let runs: Vec<SeedRun<'_>> = checked
+        .seeds
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &seed)| {
+            let mut outputs = BTreeMap::new();
+            for id in &usable {
+                match &runs_of[id][k].output {
+                    Ok(v) => {
+                        outputs.insert(*id, v);
+                    }
+                    Err(e) => {
+                        failures.push(format!("{id} seed {seed} failed: {e}"));
+                        return None;
+                    }
+                }
+            }
+            Some(SeedRun { seed, outputs })
+        })
+        .collect();
+    if runs.is_empty() {
+        result.why = failures.join("; ");
+        return result;
+    }
+    match (c.assess)(&runs) {
+        Ok(a) => {
+            // A paper's magnitude decides only where every experiment of the claim
+            // runs at its data set, model and clients.
+            let at_scale = usable
+                .iter()
+                .all(|id| job(id).is_some_and(|j| j.at_paper_scale()));
+            result.tests = verdict::Test::decide_family(&a.tests, at_scale);
+            let minutes: BTreeMap<String, f64> = usable
+                .iter()
+                .filter_map(|id| {
+                    let done: Vec<f64> = runs_of[id].iter().filter_map(|r| r.seconds).collect();
+                    let m = crate::numbers::mean(&done)? / 60.0;
+                    Some((id.to_string(), m))
+                })
+                .collect();
+            result.paper_time = settings::paper_time(&result.settings, &minutes);
+            result.finding = verdict::finding(&result.tests).map(|text| FindingRecord {
+                preset: checked.preset.name().to_string(),
+                seeds: runs.len(),
+                text,
+            });
+            result.verdict = combine(&result.tests);
+            result.reduced = !result.settings.is_empty();
+            result.verdict_text = result.verdict.text(result.reduced);
+            result.seeds = runs
+                .iter()
+                .enumerate()
+                .map(|(k, r)| SeedOutcome {
+                    seed: r.seed,
+                    value: a.values.get(k).copied().filter(|v| v.is_finite()),
+                })
+                .collect();
+            result.measured = a.measured;
+            result.why = why_line(a.why, &missing, &failures);
+        }
+        Err(e) => {
+            result.measured = UNREADABLE.to_string();
+            result.why = format!("the experiments' output could not be read: {e:#}");
+        }
+    }
+    result
+}
+
+/// A claim's result before its seeds are read: its words, the settings of its experiments
+/// that differ from the paper's and the figures of the first seed that finished.
+fn unassessed(
+    checked: &Checked,
+    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
+    c: &Claim,
+) -> ClaimResult {
+    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
+    let figures: Vec<String> = c
+        .jobs
+        .iter()
+        .filter_map(|id| {
+            let j = job(id)?;
+            let f = j.figure?;
+            let seed = checked.seeds[0];
+            runs_of.get(id)?.first()?.output.as_ref().ok()?;
+            Some(format!("runs/{id}/seed-{seed}/{f}"))
+        })
+        .collect();
+    let mut settings: Vec<Setting> = c
+        .jobs
+        .iter()
+        .filter_map(|id| job(id))
+        .flat_map(|j| j.settings())
+        .collect();
+    settings.sort();
+    settings.dedup();
+    ClaimResult {
+        paper: c.paper.name().to_string(),
+        id: c.id.to_string(),
+        place: c.place.to_string(),
+        claim: c.claim.to_string(),
+        paper_value: c.paper_value.to_string(),
+        test: c.test.to_string(),
+        measured: "not run".to_string(),
+        seeds: Vec::new(),
+        tests: Vec::new(),
+        verdict: Verdict::NotTestable,
+        reduced: false,
+        verdict_text: Verdict::NotTestable.label().to_string(),
+        why: String::new(),
+        settings,
+        figures,
+        finding: None,
+        paper_time: None,
+    }
+}
+
+/// A claim's line of why: the assessment's, then the experiments that did not run and the
+/// seeds that failed.
+fn why_line(mut why: String, missing: &[String], failures: &[String]) -> String {
+    if !missing.is_empty() {
+        if !why.is_empty() {
+            why.push_str("; ");
+        }
+        why.push_str(&format!("not run: {}", missing.join("; ")));
+    }
+    if !failures.is_empty() {
+        if !why.is_empty() {
+            why.push(' ');
+        }
+        why.push_str(&format!(
+            "(without the seeds that failed: {})",
+            failures.join("; ")
+        ));
+    }
+    why
+}
+
+/// Every experiment's record: its command line, each seed's seconds, and why it did not
+/// run or which seeds failed.
+fn job_records(
+    checked: &Checked,
+    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
+) -> Vec<JobRecord> {
+    checked
         .jobs
         .iter()
         .map(|j| {
@@ -764,22 +746,7 @@ pub fn assess(
                     }),
             }
         })
-        .collect();
-    Outcome {
-        preset: checked.preset.name().to_string(),
-        warning: (checked.preset == Preset::Smoke).then(|| SMOKE_WARNING.to_string()),
-        seeds: checked.seeds.clone(),
-        papers: checked
-            .papers
-            .iter()
-            .map(|p| p.name().to_string())
-            .collect(),
-        wall_seconds,
-        experiment_seconds: runs_of.values().flatten().filter_map(|s| s.seconds).sum(),
-        rules: verdict::RULES.to_string(),
-        claims: results,
-        experiments: records,
-    }
+        .collect()
 }
 
 #[cfg(test)]

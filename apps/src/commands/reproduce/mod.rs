@@ -130,7 +130,7 @@ pub struct Reproduce {
 /// The after-help of `hgp reproduce`.
 pub fn after_help() -> String {
     "Examples:\n  hgp reproduce --out out/reproduce                   # every paper, --preset cpu, 5 seeds\n  hgp reproduce --paper hgp --seeds 10 --out out/hgp\n  hgp reproduce --out out/reproduce --resume          # after an interruption\n  hgp reproduce --cifar10 ~/cifar-10-binary.tar.gz --paper pdbo,fbo --out out/colour\n\nThe claims and the experiments that test them are in the documentation of \
-     hgp_experiments::reproduce (its claims, plan and settings modules); REPORT.md states the \
+     hgp_experiments::reproduce (its papers module, one file a paper: its claims and experiments; its settings and verdict modules); REPORT.md states the \
      rule of its verdicts (paired tests over the seeds: holds, contradicted, inconclusive)."
         .to_string()
 }

@@ -1,91 +1,18 @@
 //! The claims of the HGP paper's personalization experiments (NeurIPS 2023): Table 2 and
-//! Fig. 4 (Sec. 5.3, App. A.3), and the per-seed cells paper 004's Table 1 reads too.
-
-use std::collections::BTreeMap;
+//! Fig. 4 (Sec. 5.3, App. A.3), and the experiments that test them (the per-seed cells they
+//! read, which paper 004's Table 1 reads too, are in [`crate::reproduce::claim`]).
 
 use anyhow::{Result, anyhow};
 
-use super::{Assessment, SeedRun, pm};
 use crate::numbers::mean;
-use crate::personalize::Outcome as PersonalizeOutcome;
+use crate::personalize;
+use crate::reproduce::claim::Claim;
+use crate::reproduce::claim::{Assessment, Cells, SeedRun, column, pm, seed_cells};
+use crate::reproduce::paper::{Paper, Preset};
+use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::settings::{self as set, paper};
 use crate::reproduce::verdict::Test;
-
-// ---------------------------------------------------------------- HGP Table 2
-
-/// One personalization cell of a seed.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct CellValues {
-    /// Average test accuracy.
-    pub average: f64,
-    /// The 10th-percentile client's.
-    pub bottom10: f64,
-    /// Validation accuracy after the first and after the last outer step (NaN without).
-    pub validation: (f64, f64),
-    /// Clustered-FL's clusters at the end and its largest client update (one seed's run).
-    pub clustering: Option<(usize, f64)>,
-}
-
-/// A seed's personalization cells: (method, network) → its values.
-pub(super) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
-    let mut out = BTreeMap::new();
-    match v {
-        PersonalizeOutcome::One(one) => {
-            for r in &one.rows {
-                if r.average.is_finite() && r.bottom10.is_finite() {
-                    let first = r.validation.first().copied().unwrap_or(f64::NAN);
-                    let last = r.validation.last().copied().unwrap_or(f64::NAN);
-                    out.insert(
-                        (r.method.clone(), r.network.clone()),
-                        CellValues {
-                            average: r.average,
-                            bottom10: r.bottom10,
-                            validation: (first, last),
-                            clustering: r.clusters.zip(r.largest_update),
-                        },
-                    );
-                }
-            }
-        }
-        PersonalizeOutcome::Seeds(over) => {
-            for r in &over.rows {
-                if let (Some(a), Some(b)) = (r.average, r.bottom10) {
-                    out.insert(
-                        (r.method.clone(), r.network.clone()),
-                        CellValues {
-                            average: a,
-                            bottom10: b,
-                            validation: (f64::NAN, f64::NAN),
-                            clustering: None,
-                        },
-                    );
-                }
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err(anyhow!("no cells in the personalization output"));
-    }
-    Ok(out)
-}
-
-/// One seed's personalization cells (see [`cells`]).
-pub(super) type Cells = BTreeMap<(String, String), CellValues>;
-
-/// Every seed's personalization cells of experiment `job`.
-pub(super) fn seed_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<Cells>> {
-    seeds.iter().map(|s| cells(s.personalize(job)?)).collect()
-}
-
-/// A cell over seeds: its average test accuracy, or (`bottom`) its 10th-percentile
-/// client's; NaN in a seed without the cell.
-pub(super) fn column(all: &[Cells], method: &str, network: &str, bottom: bool) -> Vec<f64> {
-    all.iter()
-        .map(|c| {
-            c.get(&(method.to_string(), network.to_string()))
-                .map_or(f64::NAN, |x| if bottom { x.bottom10 } else { x.average })
-        })
-        .collect()
-}
+use crate::setup::NetworkKind;
 
 /// How often Clustered-FL's split fired over the seeds, on each network it ran on, with the
 /// range of its largest client update (the number Sattler et al.'s ε₂ bounds): a method
@@ -479,12 +406,171 @@ pub(super) fn fig4_s1(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
+/// The claims of Table 2 and Fig. 4.
+pub(super) fn claims() -> Vec<Claim> {
+    vec![
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-table2-best",
+            place: "Table 2, Sec. 5.3",
+            claim: "Here, HGP-PL performed the best across all communication settings demonstrating the effectiveness of the estimated hyper-gradients.",
+            paper_value: "HGP-PL 88.1 / 88.0 / 85.5 / 85.6 % on FC / FixU / RandU / RandD; the best other 85.1 (pFedMe) / 84.0 (HGP-MTL) / 82.6 / 81.8 (HGP-MTL)",
+            test: "on every network, HGP-PL's average test accuracy above that of every other method of Table 2 that ran there (paired over seeds, in points)",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: table2_best,
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-table2-mtl-fedem",
+            place: "Table 2, Sec. 5.3",
+            claim: "HGP-MTL attained similar improvements to FedEM reflecting the fact that both are the mixture of three CNNs.",
+            paper_value: "HGP-MTL 84.0 / 84.0 against FedEM 84.0 / 83.9 on FC / FixU",
+            test: "HGP-MTL on a par with FedEM on FC and with D-FedEM on FixU, within 2 points",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: table2_mtl,
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-table2-bottom10-pl",
+            place: "Table 2, Sec. 5.3",
+            claim: "All our approaches improved accuracy at the 10% percentile from the baselines in all communication settings, confirming that the clients fairly benefited from our personalization. (HGP-PL)",
+            paper_value: "HGP-PL 82.6 / 82.2 / 79.6 / 79.6 against the best baseline's 79.0 (pFedMe) / 76.8 (SGP) / 71.8 (SGP) / 72.4 (SGP)",
+            test: "on every network, HGP-PL's 10th-percentile client above every baseline's (the methods of Table 2 that are not the paper's), paired over seeds",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: |s| table2_bottom(s, "hgp-pl"),
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-table2-bottom10-mtl",
+            place: "Table 2, Sec. 5.3",
+            claim: "All our approaches improved accuracy at the 10% percentile from the baselines in all communication settings, confirming that the clients fairly benefited from our personalization. (HGP-MTL)",
+            paper_value: "HGP-MTL 76.1 / 76.3 / 74.3 / 72.9: below pFedMe (79.0) on FC and SGP (76.8) on FixU in the paper's own table",
+            test: "on every network, HGP-MTL's 10th-percentile client above every baseline's, paired over seeds",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: |s| table2_bottom(s, "hgp-mtl"),
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-table2-rand",
+            place: "Table 2, Sec. 5.3",
+            claim: "In terms of the available communication networks, our approaches with HGP are the only methods that are applicable to time-varying networks, and they attained superior performance compared to the currently available baselines, SGP and Local.",
+            paper_value: "RandU: HGP-PL 85.5, HGP-MTL 82.6 against SGP 80.0, Local 73.4; RandD: 85.6, 81.8 against 80.1, 73.4",
+            test: "on RandU and RandD, HGP-PL's and HGP-MTL's average test accuracy above SGP's and Local's, paired over seeds",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: table2_rand,
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-fig4-outer",
+            place: "Fig. 4, App. A.3",
+            claim: "Fig. 4 highlights the positive correlation between validation accuracy and the number of outer-steps, confirming that outer-optimizations properly worked and hyper-gradient estimations were sufficiently accurate.",
+            paper_value: "no number (figure): validation accuracy rises with the outer steps",
+            test: "HGP-PL's and HGP-MTL's validation accuracy after the last outer step above that after the first (mean over the networks), paired over seeds: the rise over the outer steps the figure plots (its first point is after the first step)",
+            jobs: &["personalize"],
+            any_job: false,
+            assess: fig4_outer,
+            untestable: None,
+        },
+        Claim {
+            paper: Paper::Hgp,
+            id: "hgp-fig4-s1",
+            place: "Fig. 4b–d, App. A.3 and footnote 5",
+            claim: "As mentioned in Section 5.3, we found the performance of outer-optimization with S = 10 and S = 1 to be nearly identical (Fig. 4b to 4d). [Footnote 5:] The results in our appendix indicate that S = 1 still produces comparable performance with the aforementioned modifications on HGP.",
+            paper_value: "no number (figure)",
+            test: "on RandU and RandD, HGP-PL's and HGP-MTL's average test accuracy with S = 1 on a par with S = 10, within 1 point",
+            jobs: &["personalize", "personalize-s1"],
+            any_job: false,
+            assess: fig4_s1,
+            untestable: None,
+        },
+    ]
+}
+
+/// The personalization experiments of Table 2 and Fig. 4 at `preset`.
+pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
+    let minutes = |cpu: f64, paper: f64| plan::minutes(preset, cpu, paper);
+    let (grey, grey_dir) = plan::digits(data);
+    let mut jobs = Vec::new();
+    // HGP Table 2.
+    let mut table2 = personalize::Config::default();
+    table2.data.dataset = grey;
+    table2.data.data_dir = grey_dir.clone();
+    match preset {
+        Preset::Cpu => {
+            table2.preset = Some(personalize::Preset::Cpu);
+            table2.seeds = Some(1);
+        }
+        Preset::Paper => {
+            table2.data.clients = Some(100);
+            // HGP App. A.3 grid-searched every method's rate on the procedure.
+            table2.tune_rates = true;
+        }
+        Preset::Smoke => {
+            table2.quick = true;
+            table2.rounds = Some(1);
+            table2.sgp_steps = Some(2);
+            table2.outer_steps = Some(1);
+        }
+    }
+    const HGP_A3: &str = "HGP App. A.3";
+    jobs.push(
+        Job::new("personalize", table2.clone(), minutes(9.5, 1440.0))
+            .figure("curves.svg")
+            .resumable()
+            .paper(vec![
+                paper(set::DATA, "EMNIST", "HGP Sec. 5.3"),
+                paper(set::CLIENTS, 100, "HGP Sec. 5.3"),
+                paper(set::MODEL, "cnn5", "HGP Table 5"),
+                paper(set::INNER_STEPS, 600, HGP_A3),
+                paper(set::OUTER_STEPS, 5, HGP_A3),
+                paper(set::TERMS, 10, "HGP Sec. 5.3"),
+                paper(set::PUSH_STEPS, 10, "HGP Sec. 5.3"),
+                paper(set::BATCH, 128, HGP_A3),
+                paper(set::HYPER_LR, "Table 6", "HGP Table 6"),
+                paper(set::PROCEDURE_LR, set::GRID_SEARCH, HGP_A3),
+            ]),
+    );
+    // HGP footnote 5 and Fig. 4b–d: the same table on the time-varying networks with S = 1.
+    let mut one_push = table2;
+    // Only SGP runs on RandU and RandD: the procedure's settings do not apply.
+    one_push.tune_rates = false;
+    one_push.rounds = None;
+    one_push.procedure_lr = None;
+    one_push.networks = Some(vec![NetworkKind::Randu, NetworkKind::Randd]);
+    one_push.methods = Some(vec![
+        personalize::Method::HgpPl,
+        personalize::Method::HgpMtl,
+    ]);
+    one_push.push_steps = 1;
+    jobs.push(
+        Job::new("personalize-s1", one_push, minutes(4.0, 720.0))
+            .figure("curves.svg")
+            .resumable()
+            .paper(vec![
+                paper(set::CLIENTS, 100, "HGP Sec. 5.3"),
+                paper(set::PUSH_STEPS, 1, "HGP footnote 5"),
+            ]),
+    );
+
+    jobs
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::one_run as run;
     use super::*;
     use crate::ExperimentOutcome;
-    use crate::personalize::{CellJson, OneSeed};
+    use crate::personalize::{CellJson, OneSeed, Outcome as PersonalizeOutcome};
+    use crate::reproduce::claim::one_run as run;
     use crate::reproduce::verdict::Verdict;
 
     /// One seed's personalization table of `cells` (method, network, average).

@@ -1,13 +1,13 @@
-//! The claims of paper 001 (FedHyper): Figs. 6–7, Tables 1–2, App. B.2 and the schedulers
+//! How the seeds' outputs pass or fail paper 001's claims (FedHyper): Figs. 6–7, Tables 1–2, App. B.2 and the schedulers
 //! against their baselines.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow};
 
-use super::{Assessment, SeedRun, pm};
 use crate::fedhyper::Outcome as FedHyperOutcome;
 use crate::numbers::mean;
+use crate::reproduce::claim::{Assessment, SeedRun, pm};
 use crate::reproduce::verdict::Test;
 
 // ---------------------------------------------------------------- FedHyper
@@ -436,9 +436,9 @@ pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessme
 
 #[cfg(test)]
 mod tests {
-    use super::super::one_run as run;
     use super::*;
     use crate::ExperimentOutcome;
+    use crate::reproduce::claim::one_run as run;
     use crate::reproduce::verdict::Verdict;
 
     /// A fedhyper run whose FedHyper-G global rates were `rates`.

@@ -1,11 +1,11 @@
-//! The claims of paper 003 (AggITD): Tables 1–2, Figs. 2–7.
+//! How the seeds' outputs pass or fail paper 003's claims (AggITD): Tables 1–2, Figs. 1–7.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Result, anyhow};
 
-use super::{Assessment, SeedRun, pm};
 use crate::fbo::Outcome as FboOutcome;
+use crate::reproduce::claim::{Assessment, SeedRun, pm};
 use crate::reproduce::verdict::{Claimed, Test};
 
 // ---------------------------------------------------------------- paper 003
@@ -602,10 +602,10 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::one_run as run;
     use super::*;
     use crate::ExperimentOutcome;
     use crate::fbo::Row;
+    use crate::reproduce::claim::one_run as run;
     use crate::reproduce::verdict::Verdict;
 
     /// One seed's fbo runs: (method, rounds to the target, final accuracy) on iid, τ = 1.
