@@ -24,7 +24,11 @@
 //!
 //! A config is what a run's `hgp-settings.json` holds, tagged by its experiment
 //! ([`ExperimentConfig`]); `examples/from_code.rs` runs a personalization cell and an
-//! influence run this way.
+//! influence run this way. One door runs any of them, reproduce's whole report and
+//! personalize's table over seeds included: [`ExperimentConfig::from_json`] reads a settings
+//! file as strictly as `--config` does, and [`ExperimentConfig::run`] (or
+//! [`run_with`](ExperimentConfig::run_with) and a [`RunContext`]) returns the typed
+//! [`ExperimentOutcome`] or an [`ExperimentError`] ([`runner`]).
 
 /// Declares a named choice (a network, an estimator, a method …): an enum whose values are
 /// written in configs, on the command line and in outputs by their kebab-case names, listed
@@ -68,11 +72,13 @@ pub mod outcome;
 pub mod personalize;
 pub mod ranks;
 pub mod reproduce;
+pub mod runner;
 pub mod setup;
 
 use serde::{Deserialize, Serialize};
 
 pub use load::ConfigError;
+pub use runner::{ExperimentError, RunContext};
 
 /// Where the clients of an experiment run (every one in this process, or a block per MPI
 /// rank): what `run` takes beside the checked config.

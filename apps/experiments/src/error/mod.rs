@@ -17,7 +17,7 @@ use crate::setup::{
     FIG1_MILESTONES, InnerKind, NetworkConfig, at_least_one, positive, refuse_unused, resolve_step,
 };
 
-pub use run::{Problem, run};
+pub use run::{Problem, prepare_and_run, run};
 
 crate::choice! {
     /// Which of the two panels of Fig. 1 to run.

@@ -399,3 +399,17 @@ pub fn run(
         curves,
     })
 }
+
+/// [`Checked::prepare`] then [`run`]: the whole experiment on `placement`.
+///
+/// # Errors
+///
+/// Those of [`Checked::prepare`] (the data, the memory plan) and of [`run`].
+pub fn prepare_and_run(
+    checked: &Checked,
+    placement: &Placement,
+    observer: &dyn Observer,
+) -> Result<Outcome> {
+    let problem = crate::ranks::agree(placement, checked.prepare(placement, observer))?;
+    run(checked, problem, placement, observer)
+}

@@ -22,7 +22,7 @@ use crate::setup::{
 
 pub use protocol::{Federation, Method, Pool, RoundRecord, Run, SchedulerParams, Settings, Split};
 pub use resume::RoundRow;
-pub use run::{Prepared, run};
+pub use run::{Prepared, prepare_and_run, run};
 
 /// Clients by default (paper 001).
 pub const CLIENTS: usize = 100;

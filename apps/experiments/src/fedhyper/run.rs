@@ -339,3 +339,19 @@ fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: S
         }),
     }
 }
+
+/// [`Checked::prepare`] then [`run`] (a fresh run, not resumed): the whole experiment on
+/// `placement`, each run's rounds put in `rows`.
+///
+/// # Errors
+///
+/// Those of [`Checked::prepare`] (the data, the memory plan) and of [`run`].
+pub fn prepare_and_run(
+    checked: &Checked,
+    placement: &Placement,
+    observer: &dyn Observer,
+    rows: &dyn CellSink<RoundRow>,
+) -> Result<Outcome> {
+    let prepared = agree(placement, checked.prepare(placement, observer))?;
+    run(checked, prepared, placement, observer, rows, false)
+}

@@ -611,6 +611,33 @@ pub fn prepare_seed(
     })
 }
 
+/// Runs the whole table: every seed of `checked` (`seed`, `seed` + 1, …) one after another;
+/// one seed's table ([`Outcome::One`]) or, with
+/// several, the means over seeds ([`Outcome::Seeds`]): what `hgp personalize --json` prints.
+/// Nothing is kept between seeds or from an earlier run (a runner that writes each seed's
+/// rows as they finish, and resumes from them, calls [`run_seed`] with a sink per seed).
+///
+/// # Errors
+///
+/// Those of [`run_seed`], for the first seed that fails.
+pub fn run(checked: &Checked, placement: &Placement, observer: &dyn Observer) -> Result<Outcome> {
+    let seeds = checked.seeds();
+    let mut runs = Vec::with_capacity(seeds);
+    for k in 0..seeds as u64 {
+        let seed = checked.seed + k;
+        if seeds > 1 {
+            observer.line(&format!("seed {seed} ({} of {seeds})", k + 1));
+        }
+        runs.push(run_seed(checked, seed, placement, observer, &crate::cells::NoRows)?.cells);
+    }
+    Ok(match runs.as_slice() {
+        [one] => Outcome::One(OneSeed {
+            rows: one.iter().map(CellJson::from).collect(),
+        }),
+        _ => Outcome::Seeds(over_seeds(checked, &runs)),
+    })
+}
+
 /// Runs the table for one `seed` ([`prepare_seed`] then [`run_prepared_seed`]).
 ///
 /// # Errors

@@ -1,0 +1,303 @@
+//! One door for every experiment run from code: [`ExperimentConfig::run`] (in this process,
+//! silent, every client here) and [`ExperimentConfig::run_with`] (a [`RunContext`]: where the
+//! clients run and who hears the progress), each returning the experiment's typed outcome,
+//! what `hgp <command> --json` prints, or an [`ExperimentError`].
+//!
+//! ```no_run
+//! use hgp_experiments::{ExperimentConfig, ExperimentOutcome};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A run's settings file (or one written by hand), read as strictly as `--config` reads it.
+//! let config = ExperimentConfig::from_json(
+//!     r#"{"command": "error", "options": {"quick": true, "network": "fc"}}"#,
+//! )?;
+//! let ExperimentOutcome::Error(outcome) = config.run()? else { unreachable!() };
+//! println!("{} panels", outcome.panels.len());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `reproduce` runs here too: each experiment seed of its plan in this process, one after
+//! another, then the report (the `hgp` program runs each as a child process instead, so a
+//! crash or an MPI launcher stays outside the runner).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::cells::NoRows;
+use crate::observe::{Observer, Silent};
+use crate::{
+    ConfigError, ExperimentConfig, ExperimentOutcome, Placement, Seeded, error, faults, fbo,
+    fedhyper, hypergrad, influence, network, personalize, reproduce,
+};
+
+/// Why an experiment gave no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A config file that is not an experiment's config.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The config's check refused it, before any work.
+    #[error("hgp {command}: {message}")]
+    Invalid {
+        /// The experiment.
+        command: &'static str,
+        /// The option the message names first (named as its flag without the dashes, as the
+        /// config names it), if it names one.
+        option: Option<String>,
+        /// Why, in the check's words.
+        message: String,
+    },
+    /// A config this runner cannot run in this process (a launcher of other programs).
+    #[error("hgp {command}: {message}")]
+    Unsupported {
+        /// The experiment.
+        command: &'static str,
+        /// Why, and what runs it instead.
+        message: String,
+    },
+    /// The run failed: data that cannot be read, a run too large for the memory, a solve
+    /// that did not converge, an estimator that diverged.
+    #[error("hgp {command}: {message}")]
+    Failed {
+        /// The experiment.
+        command: &'static str,
+        /// Why, with its causes.
+        message: String,
+    },
+}
+
+impl ExperimentError {
+    /// A check's refusal of `command`'s config.
+    fn invalid(command: &'static str, e: &anyhow::Error) -> Self {
+        let message = format!("{e:#}");
+        Self::Invalid {
+            command,
+            option: first_option(&message),
+            message,
+        }
+    }
+
+    /// A failed run of `command`.
+    fn failed(command: &'static str, e: &anyhow::Error) -> Self {
+        Self::Failed {
+            command,
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+/// The first option a message names (`--name`, as the command line writes it), without its
+/// dashes: the config's name of it.
+fn first_option(message: &str) -> Option<String> {
+    let at = message.find("--")?;
+    let name: String = message[at + 2..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    (!name.is_empty() && !name.starts_with('-')).then_some(name)
+}
+
+/// Where an experiment run from code runs and who hears it.
+#[derive(Clone)]
+pub struct RunContext<'a> {
+    /// Where the clients run: every one in this process ([`Placement::local`]), or a block per
+    /// MPI rank.
+    pub placement: Placement,
+    /// Who hears the run's lines, notes and progress ([`Silent`]: no one).
+    pub observer: &'a dyn Observer,
+}
+
+impl Default for RunContext<'static> {
+    fn default() -> Self {
+        Self {
+            placement: Placement::local(),
+            observer: &Silent,
+        }
+    }
+}
+
+impl ExperimentConfig {
+    /// Runs the experiment in this process, silently, every client here: its typed outcome,
+    /// what `hgp <command> --json` prints for the same config.
+    ///
+    /// # Errors
+    ///
+    /// The check's refusal ([`ExperimentError::Invalid`], before any work), or the run's
+    /// failure.
+    pub fn run(&self) -> Result<ExperimentOutcome, ExperimentError> {
+        self.run_with(&RunContext::default())
+    }
+
+    /// Runs the experiment where `context` says, telling its observer the progress.
+    ///
+    /// # Errors
+    ///
+    /// As [`ExperimentConfig::run`].
+    pub fn run_with(&self, context: &RunContext<'_>) -> Result<ExperimentOutcome, ExperimentError> {
+        let command = self.command();
+        let invalid = |e: anyhow::Error| ExperimentError::invalid(command, &e);
+        let failed = |e: anyhow::Error| ExperimentError::failed(command, &e);
+        let (at, say) = (&context.placement, context.observer);
+        Ok(match self {
+            Self::Error(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Error(error::prepare_and_run(&checked, at, say).map_err(failed)?)
+            }
+            Self::Faults(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Faults(
+                    faults::prepare_and_run(&checked, at, say).map_err(failed)?,
+                )
+            }
+            Self::Fbo(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Fbo(
+                    fbo::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
+                )
+            }
+            Self::Fedhyper(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Fedhyper(
+                    fedhyper::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
+                )
+            }
+            Self::Hypergrad(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Hypergrad(
+                    hypergrad::prepare_and_run(&checked, at, say).map_err(failed)?,
+                )
+            }
+            Self::Influence(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Influence(
+                    influence::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
+                )
+            }
+            Self::Network(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Network(network::run(&checked).map_err(failed)?)
+            }
+            Self::Personalize(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Personalize(personalize::run(&checked, at, say).map_err(failed)?)
+            }
+            Self::Reproduce(c) => {
+                let checked = c.check().map_err(invalid)?;
+                ExperimentOutcome::Reproduce(reproduce_here(&checked, context)?)
+            }
+        })
+    }
+
+    /// The same experiment with its seed (of every random choice) set to `seed`.
+    pub fn with_seed(&self, seed: u64) -> Self {
+        let mut c = self.clone();
+        match &mut c {
+            Self::Error(x) => x.set_seed(seed),
+            Self::Faults(x) => x.set_seed(seed),
+            Self::Fbo(x) => x.set_seed(seed),
+            Self::Fedhyper(x) => x.set_seed(seed),
+            Self::Hypergrad(x) => x.set_seed(seed),
+            Self::Influence(x) => x.set_seed(seed),
+            Self::Network(x) => x.set_seed(seed),
+            Self::Personalize(x) => x.set_seed(seed),
+            Self::Reproduce(x) => x.set_seed(seed),
+        }
+        c
+    }
+}
+
+/// The reproduction in this process: every experiment seed of the plan one after another
+/// (an experiment whose data are not given is left out, as its claims say), then the
+/// report. A seed that fails is a result (the report says why), as in the `hgp` program.
+fn reproduce_here(
+    checked: &reproduce::Checked,
+    context: &RunContext<'_>,
+) -> Result<reproduce::Outcome, ExperimentError> {
+    if checked.launcher.is_some() {
+        return Err(ExperimentError::Unsupported {
+            command: "reproduce",
+            message: "an MPI launcher starts programs: `hgp reproduce --mpirun` runs it".into(),
+        });
+    }
+    let started = Instant::now();
+    let mut runs_of = BTreeMap::new();
+    for job in checked.jobs.iter().filter(|j| j.missing.is_none()) {
+        let mut seeds = Vec::with_capacity(checked.seeds.len());
+        for &seed in &checked.seeds {
+            context
+                .observer
+                .line(&format!("{} seed {seed}: started", job.id));
+            let began = Instant::now();
+            let output = job
+                .config
+                .with_seed(seed)
+                .run_with(context)
+                .map_err(|e| e.to_string());
+            seeds.push(reproduce::SeedResult {
+                seed,
+                seconds: output.is_ok().then(|| began.elapsed().as_secs_f64()),
+                output,
+            });
+        }
+        runs_of.insert(job.id, seeds);
+    }
+    Ok(reproduce::assess(
+        checked,
+        &runs_of,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_option_a_refusal_names_is_found() {
+        assert_eq!(
+            first_option("--quick and --preset are two sizes: give one").as_deref(),
+            Some("quick")
+        );
+        assert_eq!(
+            first_option("option --neumann-terms must be positive").as_deref(),
+            Some("neumann-terms")
+        );
+        assert_eq!(first_option("no option here"), None);
+        assert_eq!(first_option("a lone -- dash"), None);
+    }
+
+    /// A refused config is an `Invalid` naming the option, before any work.
+    #[test]
+    fn a_refused_config_names_its_option() {
+        let c = ExperimentConfig::from_json(
+            r#"{"command": "error", "options": {"quick": true, "neumann-terms": 0}}"#,
+        )
+        .unwrap();
+        match c.run() {
+            Err(ExperimentError::Invalid {
+                command, option, ..
+            }) => {
+                assert_eq!(command, "error");
+                assert_eq!(option.as_deref(), Some("neumann-terms"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = ExperimentConfig::from_json(
+            r#"{"command": "personalize", "options": {"bogus-option": 1}}"#,
+        )
+        .map_err(ExperimentError::from)
+        .unwrap_err();
+        assert!(e.to_string().contains("bogus-option"), "{e}");
+    }
+
+    /// `with_seed` sets the seed of every experiment's config.
+    #[test]
+    fn with_seed_sets_every_seed() {
+        for name in ExperimentConfig::COMMANDS {
+            let c = ExperimentConfig::defaults_of(name).unwrap().with_seed(7);
+            let v = serde_json::to_value(&c).unwrap();
+            assert_eq!(v["options"]["seed"], 7, "{name}");
+        }
+    }
+}
