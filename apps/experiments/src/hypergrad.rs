@@ -23,6 +23,26 @@ use crate::setup::{
 pub const DEFAULTS: Defaults = Defaults::LOGISTIC;
 
 /// What to estimate.
+///
+/// # JSON
+///
+/// What a run's `hgp-settings.json` holds and `--config` reads: `{"command": "hypergrad",
+/// "options": {…}}`, each option named as its flag without the dashes (a group's options
+/// may be written flat, as here, or in their group's object, as the settings file writes
+/// them); an option left out keeps its default, an unknown one is refused, naming it.
+///
+/// ```
+/// use hgp_experiments::ExperimentConfig;
+///
+/// let text = r#"{"command": "hypergrad", "options": {"clients": 4, "network": "randd", "neumann-terms": 200, "seed": 3}}"#;
+/// let ExperimentConfig::Hypergrad(c) = ExperimentConfig::from_json(text).unwrap() else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.seed, 3);
+/// // What the settings file writes reads back the same.
+/// let written = serde_json::to_string(&ExperimentConfig::from(c.clone())).unwrap();
+/// assert_eq!(ExperimentConfig::from_json(&written).unwrap(), ExperimentConfig::from(c));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct Config {

@@ -52,6 +52,26 @@ pub fn fig1_final_lr() -> f64 {
 /// What to measure. Defaults: Fig. 1 of the HGP paper: n = 3 clients of the synthetic data,
 /// λ = 0.01, RandD (ρ ~ U[0.4, 0.8]), Push-Sum, SGP with [`FIG1_STEPS`](crate::setup::FIG1_STEPS) steps (lr 2, ×0.1 at
 /// [`FIG1_MILESTONES`]), HGP with η = 1, [`SEEDS`] seeds and [`TERMS`] Neumann terms.
+///
+/// # JSON
+///
+/// What a run's `hgp-settings.json` holds and `--config` reads: `{"command": "error",
+/// "options": {…}}`, each option named as its flag without the dashes (a group's options
+/// may be written flat, as here, or in their group's object, as the settings file writes
+/// them); an option left out keeps its default, an unknown one is refused, naming it.
+///
+/// ```
+/// use hgp_experiments::ExperimentConfig;
+///
+/// let text = r#"{"command": "error", "options": {"quick": true, "clients": 4, "network": "fc", "push-steps": [5, 100], "neumann-terms": 300, "seed": 1}}"#;
+/// let ExperimentConfig::Error(c) = ExperimentConfig::from_json(text).unwrap() else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.neumann_terms, Some(300));
+/// // What the settings file writes reads back the same.
+/// let written = serde_json::to_string(&ExperimentConfig::from(c.clone())).unwrap();
+/// assert_eq!(ExperimentConfig::from_json(&written).unwrap(), ExperimentConfig::from(c));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct Config {

@@ -93,6 +93,26 @@ crate::choice! {
 }
 
 /// What to run. Every option is named as its flag.
+///
+/// # JSON
+///
+/// What a run's `hgp-settings.json` holds and `--config` reads: `{"command": "fbo",
+/// "options": {…}}`, each option named as its flag without the dashes (a group's options
+/// may be written flat, as here, or in their group's object, as the settings file writes
+/// them); an option left out keeps its default, an unknown one is refused, naming it.
+///
+/// ```
+/// use hgp_experiments::ExperimentConfig;
+///
+/// let text = r#"{"command": "fbo", "options": {"methods": ["fbo-aggitd", "fednest"], "split": ["noniid"], "local-steps": [5], "rounds": 600, "inner-lr": 0.003, "clients": 100}}"#;
+/// let ExperimentConfig::Fbo(c) = ExperimentConfig::from_json(text).unwrap() else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.rounds, Some(600));
+/// // What the settings file writes reads back the same.
+/// let written = serde_json::to_string(&ExperimentConfig::from(c.clone())).unwrap();
+/// assert_eq!(ExperimentConfig::from_json(&written).unwrap(), ExperimentConfig::from(c));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default)]
 pub struct Config {

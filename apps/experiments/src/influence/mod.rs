@@ -66,6 +66,26 @@ pub const IMAGES: [usize; 2] = [2800, 300];
 pub const CNN_CLIENTS: usize = 3;
 
 /// What to score.
+///
+/// # JSON
+///
+/// What a run's `hgp-settings.json` holds and `--config` reads: `{"command": "influence",
+/// "options": {…}}`, each option named as its flag without the dashes (a group's options
+/// may be written flat, as here, or in their group's object, as the settings file writes
+/// them); an option left out keeps its default, an unknown one is refused, naming it.
+///
+/// ```
+/// use hgp_experiments::ExperimentConfig;
+///
+/// let text = r#"{"command": "influence", "options": {"quick": true, "model": "logistic", "top": 10, "gamma": 0.001}}"#;
+/// let ExperimentConfig::Influence(c) = ExperimentConfig::from_json(text).unwrap() else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.top, Some(10));
+/// // What the settings file writes reads back the same.
+/// let written = serde_json::to_string(&ExperimentConfig::from(c.clone())).unwrap();
+/// assert_eq!(ExperimentConfig::from_json(&written).unwrap(), ExperimentConfig::from(c));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct Config {

@@ -71,6 +71,26 @@ crate::choice! {
 
 /// What to run. Every option is named as its flag; those left out (`None`) take the
 /// defaults of the data and the size ([`SIZES`], [`COLOUR_SIZES`], [`TEXT_SIZES`]).
+///
+/// # JSON
+///
+/// What a run's `hgp-settings.json` holds and `--config` reads: `{"command": "personalize",
+/// "options": {…}}`, each option named as its flag without the dashes (a group's options
+/// may be written flat, as here, or in their group's object, as the settings file writes
+/// them); an option left out keeps its default, an unknown one is refused, naming it.
+///
+/// ```
+/// use hgp_experiments::ExperimentConfig;
+///
+/// let text = r#"{"command": "personalize", "options": {"preset": "cpu", "methods": ["sgp", "hgp-pl"], "networks": ["fc", "randd"], "outer-steps": 3, "seeds": 1}}"#;
+/// let ExperimentConfig::Personalize(c) = ExperimentConfig::from_json(text).unwrap() else {
+///     unreachable!()
+/// };
+/// assert_eq!(c.outer_steps, Some(3));
+/// // What the settings file writes reads back the same.
+/// let written = serde_json::to_string(&ExperimentConfig::from(c.clone())).unwrap();
+/// assert_eq!(ExperimentConfig::from_json(&written).unwrap(), ExperimentConfig::from(c));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default)]
 pub struct Config {
