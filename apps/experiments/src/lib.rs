@@ -97,10 +97,39 @@ macro_rules! experiments {
         /// Any experiment's config, tagged by the experiment's name: what a run's
         /// `hgp-settings.json` holds (`{"command": "error", "options": {…}}`), what
         /// `--config FILE` reads, and what `reproduce` hands each experiment it runs.
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-        #[serde(tag = "command", content = "options", rename_all = "kebab-case")]
+        ///
+        /// Read (by serde or [`ExperimentConfig::from_json`]) as strictly as `--config`
+        /// reads a file: an option the experiment does not have is refused, naming it.
+        /// Written only when every number is finite (JSON has no NaN: serde_json would
+        /// write `null`, which reads back as the default): otherwise serializing fails,
+        /// naming the option.
+        #[derive(Clone, Debug, PartialEq)]
         pub enum ExperimentConfig {
             $($(#[$doc])* $variant($module::Config),)*
+        }
+
+        /// The serde form of [`ExperimentConfig`] (the experiment's name as the tag, its
+        /// options as the content), without the checks of reading and writing.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "command", content = "options", rename_all = "kebab-case")]
+        pub(crate) enum Tagged {
+            $($variant($module::Config),)*
+        }
+
+        impl From<Tagged> for ExperimentConfig {
+            fn from(t: Tagged) -> Self {
+                match t {
+                    $(Tagged::$variant(c) => Self::$variant(c),)*
+                }
+            }
+        }
+
+        impl From<&ExperimentConfig> for Tagged {
+            fn from(c: &ExperimentConfig) -> Self {
+                match c {
+                    $(ExperimentConfig::$variant(c) => Self::$variant(c.clone()),)*
+                }
+            }
         }
 
         impl ExperimentConfig {

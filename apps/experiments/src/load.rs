@@ -11,7 +11,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::ExperimentConfig;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::{ExperimentConfig, Tagged};
 
 /// Why a config file is not an experiment's config.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +55,12 @@ pub enum ConfigError {
         /// The option.
         option: String,
     },
+    /// A number that is not finite (NaN or infinite), which JSON cannot hold: written, it
+    /// would read back as the option's default.
+    NotFinite {
+        /// The option, where it can be told.
+        option: Option<String>,
+    },
 }
 
 impl std::fmt::Display for ConfigError {
@@ -81,6 +89,16 @@ impl std::fmt::Display for ConfigError {
                 "{option:?} is given twice (on its own and in its group): give it once"
             ),
             Self::WrongType { option, message } => write!(f, "option {option:?}: {message}"),
+            Self::NotFinite {
+                option: Some(option),
+            } => write!(
+                f,
+                "{option:?} is not a finite number: JSON cannot hold it (it would read back as the default)"
+            ),
+            Self::NotFinite { option: None } => write!(
+                f,
+                "a number of the config is not finite: JSON cannot hold it (it would read back as the default)"
+            ),
             Self::CommandLineOnly { option } => write!(
                 f,
                 "{option:?} is not read from a config file: a program to run is given on the command line only (--{option})"
@@ -107,6 +125,15 @@ impl ExperimentConfig {
             line: e.line(),
             column: e.column(),
         })?;
+        Self::from_value(value)
+    }
+
+    /// Reads a config from parsed JSON, as [`ExperimentConfig::from_json`] reads its text.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming what is wrong and, for an option, which.
+    pub fn from_value(value: Value) -> Result<Self, ConfigError> {
         let Value::Object(mut top) = value else {
             return Err(ConfigError::Shape("not a JSON object".into()));
         };
@@ -142,13 +169,13 @@ impl ExperimentConfig {
         let mut given = Map::new();
         normalize(&options, &known, &mut given, name)?;
         let read = |options: Map<String, Value>| {
-            serde_json::from_value::<Self>(serde_json::json!({
+            serde_json::from_value::<Tagged>(serde_json::json!({
                 "command": name,
                 "options": Value::Object(options),
             }))
         };
         match read(given.clone()) {
-            Ok(config) => Ok(config),
+            Ok(config) => Ok(config.into()),
             Err(whole) => {
                 // The option at fault: the first that fails alone among the defaults.
                 for (path, value) in leaves(&given, &known) {
@@ -165,6 +192,68 @@ impl ExperimentConfig {
             }
         }
     }
+}
+
+impl Serialize for ExperimentConfig {
+    /// The tagged form, once every number is known to survive JSON.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // serde_json writes a number that is not finite as null, which reads back as
+        // something else (an option's default): refused, naming the option.
+        if let Some(option) = not_finite(&format!("{self:?}")) {
+            return Err(serde::ser::Error::custom(ConfigError::NotFinite { option }));
+        }
+        Tagged::from(self).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ExperimentConfig {
+    /// As [`ExperimentConfig::from_value`] reads it (unknown options refused, naming them).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether a config's `Debug` text holds a number that is not finite (`NaN`, `inf`, `-inf`
+/// outside its strings), and the option it is the value of, where the text tells it (`eta:
+/// Some(Value(NaN))` names `eta`), kebab-cased as its flag.
+#[allow(clippy::option_option)]
+fn not_finite(debug: &str) -> Option<Option<String>> {
+    let chars: Vec<char> = debug.chars().collect();
+    let (mut in_string, mut escaped) = (false, false);
+    let mut last_name = None;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            if word == "NaN" || word == "inf" {
+                return Some(last_name.map(|n: String| n.replace('_', "-")));
+            }
+            if chars.get(i) == Some(&':') {
+                last_name = Some(word);
+            }
+            continue;
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A serde_json message without its " at line L column C" (meaningless once the options
@@ -427,5 +516,77 @@ mod tests {
         assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
         let e = read(r#"[1]"#).unwrap_err();
         assert!(matches!(e, ConfigError::Shape(_)), "{e}");
+    }
+
+    /// Read by serde, a config is as strict as `--config`: an option an experiment does not
+    /// have is refused for every experiment (those whose options are grouped flat too).
+    #[test]
+    fn serde_refuses_unknown_options_for_every_experiment() {
+        for (command, option) in [
+            ("personalize", "outer_steps"),
+            ("personalize", "bogus-option"),
+            ("fbo", "neuman-terms"),
+            ("fedhyper", "round"),
+            ("error", "bogus-option"),
+        ] {
+            let text = format!(r#"{{"command": "{command}", "options": {{"{option}": 1}}}}"#);
+            let e = serde_json::from_str::<ExperimentConfig>(&text).unwrap_err();
+            assert!(e.to_string().contains(option), "{command}: {e}");
+        }
+        // A whole settings file reads as before.
+        let d = ExperimentConfig::defaults_of("personalize").unwrap();
+        let text = serde_json::to_string(&d).unwrap();
+        assert_eq!(serde_json::from_str::<ExperimentConfig>(&text).unwrap(), d);
+    }
+
+    /// A number that is not finite is refused when written (JSON would hold `null`, which
+    /// reads back as the default), naming its option.
+    #[test]
+    fn a_number_that_is_not_finite_is_not_written() {
+        let error = crate::error::Config {
+            eta: Some(crate::setup::EtaArg::Value(f64::NAN)),
+            ..crate::error::Config::default()
+        };
+        let fbo = crate::fbo::Config {
+            target: f64::INFINITY,
+            ..crate::fbo::Config::default()
+        };
+        let fedhyper = crate::fedhyper::Config {
+            lr: Some(f64::NEG_INFINITY),
+            ..crate::fedhyper::Config::default()
+        };
+        for (config, option) in [
+            (ExperimentConfig::from(error), "eta"),
+            (ExperimentConfig::from(fbo), "target"),
+            (ExperimentConfig::from(fedhyper), "lr"),
+        ] {
+            let e = serde_json::to_string(&config).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{option:?} is not a finite number")),
+                "{option}: {e}"
+            );
+        }
+        assert_eq!(
+            not_finite("Config { path: \"a NaN b\", eta: Some(Value(NaN)) }"),
+            Some(Some("eta".into()))
+        );
+        assert_eq!(
+            not_finite("Config { inner_lr: Some(-inf) }"),
+            Some(Some("inner-lr".into()))
+        );
+        assert_eq!(
+            not_finite("Config { dir: \"/data/NaN \\\" inf\", x: 1.0 }"),
+            None
+        );
+        assert_eq!(
+            not_finite("Config { information: 1.0, nan_like: 2.0 }"),
+            None
+        );
+        // A mpirun launcher, never written, does not stop its config being written.
+        let reproduce = crate::reproduce::Config {
+            mpirun: Some("mpirun -n 2".into()),
+            ..crate::reproduce::Config::default()
+        };
+        assert!(serde_json::to_string(&ExperimentConfig::from(reproduce)).is_ok());
     }
 }
