@@ -129,10 +129,91 @@ pub(super) fn run_seed(
             true,
         ));
     }
-    crate::manifest::create_dir_all(&folder)?;
+    let (mut child, line, started) = launch(plan, job, seed, &folder, resume, reporter)?;
+    let log = folder.join("hgp.log");
+    let who = format!("{} seed {seed}", job.id);
+    let mut seen = Follow {
+        seen: std::fs::metadata(&log).map_or(0, |m| m.len()),
+        // The first line passes after the first interval: a short experiment adds none.
+        passed: Some(Instant::now()),
+    };
+    while !child
+        .ended()
+        .with_context(|| format!("{line}: lost while running"))?
+    {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        follow(&log, &mut seen, &who, reporter, stage);
+    }
+    let status = child
+        .finish()
+        .with_context(|| format!("{line}: lost while running"))?;
+    drop(child);
+    follow(&log, &mut seen, &who, reporter, stage);
+    let seconds = started.elapsed().as_secs_f64();
+    let (output, printed) = read_outcome(plan, job, &folder, status)?;
+    let done = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    match (&output, printed) {
+        (Ok(_), Some(printed)) => {
+            let record = Record {
+                config: job.config.clone(),
+                seconds,
+                exit: done.status.code(),
+                output: printed,
+            };
+            let text = serde_json::to_string(&record)?;
+            write_whole(&folder.join(RESULT), format!("{text}\n").as_bytes())?;
+            let note = if done.status.success() {
+                String::new()
+            } else {
+                format!(
+                    " (exit {}: {})",
+                    done.status.code().unwrap_or(-1),
+                    last_error(plan, &folder, status)
+                )
+            };
+            reporter.line(&format!(
+                "{} seed {seed}: done in {}{note}",
+                job.id,
+                clock(started.elapsed())
+            ));
+        }
+        _ => reporter.line(&format!(
+            "{} seed {seed}: `hgp {}` failed after {}: {}",
+            job.id,
+            job.config.command(),
+            clock(started.elapsed()),
+            output.as_ref().err().map_or("no output", String::as_str)
+        )),
+    }
+    Ok((
+        SeedResult {
+            seed,
+            seconds: output.is_ok().then_some(seconds),
+            output,
+        },
+        false,
+    ))
+}
+
+/// Prepares an experiment seed's folder (held while it is written: its config, the command
+/// line, the files of its two streams) and starts the experiment as a child process under
+/// the guard: the child, its command line and when it started.
+fn launch(
+    plan: &Plan,
+    job: &Job,
+    seed: u64,
+    folder: &Path,
+    resume: bool,
+    reporter: &Reporter,
+) -> Result<(crate::child::Reaped, String, Instant)> {
+    crate::manifest::create_dir_all(folder)?;
     // The folder is held by whoever writes it: an experiment still running there (started
     // by another `reproduce`) is refused, not written over.
-    let held = crate::report::lock_out(&folder)?;
+    let held = crate::report::lock_out(folder)?;
     crate::manifest::remove(&folder.join(RESULT))?;
     crate::manifest::remove(&folder.join("stderr.txt"))?;
     crate::manifest::remove(&folder.join("stdout.txt"))?;
@@ -207,29 +288,56 @@ pub(super) fn run_seed(
     let stdout = open_new("stdout.txt")?;
     let started = Instant::now();
     drop(held);
-    let mut child =
+    let child =
         crate::child::Reaped::spawn(command.stdin(Stdio::null()).stdout(stdout).stderr(stderr))
             .with_context(|| format!("cannot start {line}"))?;
-    let log = folder.join("hgp.log");
-    let who = format!("{} seed {seed}", job.id);
-    let mut seen = Follow {
-        seen: std::fs::metadata(&log).map_or(0, |m| m.len()),
-        // The first line passes after the first interval: a short experiment adds none.
-        passed: Some(Instant::now()),
-    };
-    while !child
-        .ended()
-        .with_context(|| format!("{line}: lost while running"))?
-    {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        follow(&log, &mut seen, &who, reporter, stage);
-    }
-    let status = child
-        .finish()
-        .with_context(|| format!("{line}: lost while running"))?;
-    drop(child);
-    follow(&log, &mut seen, &who, reporter, stage);
-    let seconds = started.elapsed().as_secs_f64();
+    Ok((child, line, started))
+}
+
+/// Why an experiment seed failed, in one line: its error line (stderr.txt, or stdout.txt
+/// where a launcher explains itself there: what it printed, not JSON, is kept), or the first
+/// line that says something, or its exit status.
+fn last_error(plan: &Plan, folder: &Path, status: std::process::ExitStatus) -> String {
+    [folder.join("stderr.txt"), folder.join("stdout.txt")]
+        .iter()
+        .find_map(|path| {
+            let text = read_head(path, 64 << 10)?;
+            // The command's error line, or the first line that says something (a
+            // launcher's banner is framed by rules of dashes).
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.chars().any(char::is_alphanumeric))
+                .collect();
+            lines
+                .iter()
+                .find(|l| l.starts_with("error:"))
+                .or(lines.first())
+                .map(|l| short_line(l.trim()))
+        })
+        .unwrap_or_else(|| match status.code() {
+            Some(0) => format!(
+                "{} exited 0 but printed no result on its standard output (a launcher must run the hgp command it is given and pass on what it prints)",
+                if plan.checked.launcher.is_some() {
+                    "the launcher"
+                } else {
+                    "the experiment"
+                }
+            ),
+            _ => status.to_string(),
+        })
+}
+
+/// What an ended experiment seed left: its outcome (from the JSON it printed), or why there
+/// is none (its error line, a launcher's, or its exit status), and the JSON it printed.
+fn read_outcome(
+    plan: &Plan,
+    job: &Job,
+    folder: &Path,
+    status: std::process::ExitStatus,
+) -> Result<(
+    std::result::Result<ExperimentOutcome, String>,
+    Option<serde_json::Value>,
+)> {
     let stdout_path = folder.join("stdout.txt");
     let printed_bytes = std::fs::metadata(&stdout_path).map_or(0, |m| m.len());
     // An outcome is at most a few megabytes; more is not one, and is not read whole.
@@ -238,37 +346,6 @@ pub(super) fn run_seed(
             .with_context(|| format!("cannot read {}", stdout_path.display()))?
     } else {
         Vec::new()
-    };
-    // A launcher may explain itself on stdout: what it printed there (not JSON) is kept in
-    // stdout.txt and read when stderr.txt says nothing.
-    let last_error = || {
-        [folder.join("stderr.txt"), stdout_path.clone()]
-            .iter()
-            .find_map(|path| {
-                let text = read_head(path, 64 << 10)?;
-                // The command's error line, or the first line that says something (a
-                // launcher's banner is framed by rules of dashes).
-                let lines: Vec<&str> = text
-                    .lines()
-                    .filter(|l| l.chars().any(char::is_alphanumeric))
-                    .collect();
-                lines
-                    .iter()
-                    .find(|l| l.starts_with("error:"))
-                    .or(lines.first())
-                    .map(|l| short_line(l.trim()))
-            })
-            .unwrap_or_else(|| match status.code() {
-                Some(0) => format!(
-                    "{} exited 0 but printed no result on its standard output (a launcher must run the hgp command it is given and pass on what it prints)",
-                    if plan.checked.launcher.is_some() {
-                        "the launcher"
-                    } else {
-                        "the experiment"
-                    }
-                ),
-                _ => status.to_string(),
-            })
     };
     // A command that prints its JSON and then fails (a run that diverged: the JSON says
     // which) has results; one that prints none failed.
@@ -287,58 +364,13 @@ pub(super) fn run_seed(
             printed_bytes >> 20,
             stdout_path.display()
         )),
-        None => Err(last_error()),
+        None => Err(last_error(plan, folder, status)),
     };
     if printed.is_some() || printed_bytes == 0 {
         // The outcome goes into result.json: stdout.txt holds nothing more.
         crate::manifest::remove(&stdout_path)?;
     }
-    let done = std::process::Output {
-        status,
-        stdout: Vec::new(),
-        stderr: Vec::new(),
-    };
-    match (&output, printed) {
-        (Ok(_), Some(printed)) => {
-            let record = Record {
-                config: job.config.clone(),
-                seconds,
-                exit: done.status.code(),
-                output: printed,
-            };
-            let text = serde_json::to_string(&record)?;
-            write_whole(&folder.join(RESULT), format!("{text}\n").as_bytes())?;
-            let note = if done.status.success() {
-                String::new()
-            } else {
-                format!(
-                    " (exit {}: {})",
-                    done.status.code().unwrap_or(-1),
-                    last_error()
-                )
-            };
-            reporter.line(&format!(
-                "{} seed {seed}: done in {}{note}",
-                job.id,
-                clock(started.elapsed())
-            ));
-        }
-        _ => reporter.line(&format!(
-            "{} seed {seed}: `hgp {}` failed after {}: {}",
-            job.id,
-            job.config.command(),
-            clock(started.elapsed()),
-            output.as_ref().err().map_or("no output", String::as_str)
-        )),
-    }
-    Ok((
-        SeedResult {
-            seed,
-            seconds: output.is_ok().then_some(seconds),
-            output,
-        },
-        false,
-    ))
+    Ok((output, printed))
 }
 
 /// The most an experiment's outcome (its `--json`) is read to: larger output is not one.
