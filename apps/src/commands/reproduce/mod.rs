@@ -56,9 +56,10 @@ flags! {
         #[arg(long, value_name = "K")]
         seed: Option<u64> => set,
         /// MNIST's IDX files (the four train/t10k files, or their folder): paper 003's
-        /// 60,000 digits, and the digit experiments of the HGP paper and paper 004 without
-        /// --emnist (without it the embedded 10,000 digits stand in, and each claim's settings
-        /// say so; FedHyper's runs use the embedded digits).
+        /// 60,000 digits, the digit experiments of the HGP paper and paper 004 without
+        /// --emnist, and FedHyper's second data set (`fedhyper-mnist`, not run without it;
+        /// without it the embedded 10,000 digits stand in for the others, and each claim's
+        /// settings say so).
         #[arg(long, value_name = "DIR")]
         mnist: Option<PathBuf> => some,
         /// EMNIST's IDX files: the digit experiments of the HGP paper (Table 2 and Table 4's
