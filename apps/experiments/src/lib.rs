@@ -151,6 +151,15 @@ macro_rules! experiments {
                 }
             }
 
+            /// The same experiment with its seed (of every random choice) set to `seed`.
+            pub fn with_seed(&self, seed: u64) -> Self {
+                let mut c = self.clone();
+                match &mut c {
+                    $(Self::$variant(x) => x.set_seed(seed),)*
+                }
+                c
+            }
+
             /// The same experiment with every option at its default.
             pub fn defaults(&self) -> Self {
                 match self {

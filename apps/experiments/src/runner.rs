@@ -27,8 +27,8 @@ use std::time::Instant;
 use crate::cells::NoRows;
 use crate::observe::{Observer, Silent};
 use crate::{
-    ConfigError, ExperimentConfig, ExperimentOutcome, Placement, Seeded, error, faults, fbo,
-    fedhyper, hypergrad, influence, network, personalize, reproduce,
+    ConfigError, ExperimentConfig, ExperimentOutcome, Placement, error, faults, fbo, fedhyper,
+    hypergrad, influence, network, personalize, reproduce,
 };
 
 /// Why an experiment gave no outcome.
@@ -187,23 +187,6 @@ impl ExperimentConfig {
                 ExperimentOutcome::Reproduce(reproduce_here(&checked, context)?)
             }
         })
-    }
-
-    /// The same experiment with its seed (of every random choice) set to `seed`.
-    pub fn with_seed(&self, seed: u64) -> Self {
-        let mut c = self.clone();
-        match &mut c {
-            Self::Error(x) => x.set_seed(seed),
-            Self::Faults(x) => x.set_seed(seed),
-            Self::Fbo(x) => x.set_seed(seed),
-            Self::Fedhyper(x) => x.set_seed(seed),
-            Self::Hypergrad(x) => x.set_seed(seed),
-            Self::Influence(x) => x.set_seed(seed),
-            Self::Network(x) => x.set_seed(seed),
-            Self::Personalize(x) => x.set_seed(seed),
-            Self::Reproduce(x) => x.set_seed(seed),
-        }
-        c
     }
 }
 
