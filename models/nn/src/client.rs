@@ -4,10 +4,9 @@
 
 use std::marker::PhantomData;
 
-use candle_core::{Device, Result as CandleResult, Tensor};
-
 use crate::arch::Architecture;
 use crate::kernels::NetScalar;
+use crate::store::{Device, EngineResult, Stored, store, to_f32};
 use hgp_models::objective::{Batch, InnerCost, InnerCrossJvp, InnerHvp, InstanceLosses, OuterCost};
 use hgp_models::{ModelError, Result};
 
@@ -91,8 +90,8 @@ pub enum Engine {
 /// labels m × 1 for the logistic model) and the labels themselves.
 #[derive(Clone, Debug)]
 pub(crate) struct Instances {
-    pub(crate) features: Tensor,
-    pub(crate) targets: Tensor,
+    pub(crate) features: Stored,
+    pub(crate) targets: Stored,
     pub(crate) labels: Vec<u8>,
     pub(crate) len: usize,
 }
@@ -131,6 +130,13 @@ impl<T: NetScalar> NetClient<T> {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(ModelError::Parameter { name, value });
             }
+        }
+        #[cfg(not(feature = "candle"))]
+        if config.derivatives == DerivativeMode::FiniteDifferences {
+            return Err(ModelError::Network(format!(
+                "central differences of gradients (DerivativeMode::FiniteDifferences) run on candle's engine, which {}",
+                crate::store::CANDLE_FEATURE
+            )));
         }
         if let HyperMode::Ensemble { members: 0 } = config.mode {
             return Err(ModelError::Empty {
@@ -261,7 +267,7 @@ impl<T: NetScalar> NetClient<T> {
         }
         Self::check_symbols(arch, features, what)?;
         let x: Vec<T> = features.iter().map(|&v| T::cast(v.into())).collect();
-        let features = Tensor::from_vec(x, (m, p), device).map_err(candle(what))?;
+        let features = store(x, (m, p), device).map_err(candle(what))?;
         let targets: Vec<T> = if outputs == 1 {
             labels.iter().map(|&l| T::cast(f64::from(l))).collect()
         } else {
@@ -278,7 +284,7 @@ impl<T: NetScalar> NetClient<T> {
                 })
                 .collect()
         };
-        let targets = Tensor::from_vec(targets, (m, outputs), device).map_err(candle(what))?;
+        let targets = store(targets, (m, outputs), device).map_err(candle(what))?;
         Ok(Instances {
             features,
             targets,
@@ -297,6 +303,32 @@ impl<T: NetScalar> NetClient<T> {
             HyperMode::Ensemble { members } => members,
             _ => 1,
         }
+    }
+
+    /// Where each parameter tensor sits: in λ (the body of a representation, first) or in
+    /// the flat x (member after member), at an offset, with a length and a shape.
+    pub(crate) fn layout(&self) -> impl Iterator<Item = (Source, usize, usize, &[usize])> + '_ {
+        let body = self.body_tensors();
+        let len = |shape: &[usize]| shape.iter().product::<usize>();
+        let per: usize = self.shapes[body..].iter().map(|s| len(s)).sum();
+        let mut in_lambda = 0;
+        let lambda_part = self.shapes[..body].iter().map(move |shape| {
+            in_lambda += len(shape);
+            (
+                Source::Lambda,
+                in_lambda - len(shape),
+                len(shape),
+                shape.as_slice(),
+            )
+        });
+        let x_part = (0..self.members()).flat_map(move |m| {
+            let mut offset = m * per;
+            self.shapes[body..].iter().map(move |shape| {
+                offset += len(shape);
+                (Source::X, offset - len(shape), len(shape), shape.as_slice())
+            })
+        });
+        lambda_part.chain(x_part)
     }
 
     /// Parameter tensors read from λ (the representation's layers), before those from x.
@@ -332,7 +364,7 @@ impl<T: NetScalar> NetClient<T> {
     }
 
     /// The value of a cost on `batch` (the outer cost always uses its whole set).
-    fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> CandleResult<f64> {
+    fn cost_value(&self, cost: Cost, x: &[T], lambda: &[T], batch: Batch<'_>) -> EngineResult<f64> {
         self.backend.value(self, cost, x, lambda, batch)
     }
 
@@ -343,7 +375,7 @@ impl<T: NetScalar> NetClient<T> {
         x: &[T],
         lambda: &[T],
         batch: Batch<'_>,
-    ) -> CandleResult<(Vec<T>, Vec<T>)> {
+    ) -> EngineResult<(Vec<T>, Vec<T>)> {
         let (mut gx, mut gl) = (vec![T::ZERO; x.len()], vec![T::ZERO; lambda.len()]);
         self.gradients_into(cost, x, lambda, batch, &mut gx, &mut gl)?;
         Ok((gx, gl))
@@ -358,7 +390,7 @@ impl<T: NetScalar> NetClient<T> {
         batch: Batch<'_>,
         gx: &mut [T],
         gl: &mut [T],
-    ) -> CandleResult<()> {
+    ) -> EngineResult<()> {
         self.backend
             .gradients_into(self, cost, x, lambda, batch, gx, gl)
     }
@@ -399,7 +431,7 @@ pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
         x: &[T],
         lambda: &[T],
         batch: Batch<'_>,
-    ) -> CandleResult<f64>;
+    ) -> EngineResult<f64>;
 
     /// The gradients of `cost` on `batch` in x and λ, written to `gx` and `gl`.
     #[allow(clippy::too_many_arguments)]
@@ -412,7 +444,7 @@ pub(crate) trait Backend<T>: Send + Sync + std::fmt::Debug {
         batch: Batch<'_>,
         gx: &mut [T],
         gl: &mut [T],
-    ) -> CandleResult<()>;
+    ) -> EngineResult<()>;
 
     /// (∂²_x g · u, ∂²_{xλ} g · u) of the inner cost on `batch`, written to `hvp` and
     /// `cross`.
@@ -467,7 +499,7 @@ pub(crate) fn candle<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Mode
 
 /// The costs are validated at construction, so a candle failure here is a bug or a device
 /// failure, not bad input.
-pub(crate) fn unwrap_candle<V>(r: CandleResult<V>) -> V {
+pub(crate) fn unwrap_candle<V>(r: EngineResult<V>) -> V {
     match r {
         Ok(v) => v,
         Err(e) => panic!(
@@ -696,13 +728,8 @@ impl<T: NetScalar> NetClient<T> {
 impl<T: NetScalar> InstanceLosses<T> for NetClient<T> {
     fn instance_losses(&self, x: &[T], out: &mut [f64]) -> Result<()> {
         self.assert_held_here();
-        let features: Vec<f32> = self
-            .train
-            .features
-            .flatten_all()
-            .and_then(|f| f.to_dtype(candle_core::DType::F32))
-            .and_then(|f| f.to_vec1::<f32>())
-            .map_err(candle("the training features"))?;
+        let features: Vec<f32> =
+            to_f32::<T>(&self.train.features).map_err(candle("the training features"))?;
         let lambda = vec![T::ONE; self.dim_lambda()];
         let logp = self.log_probabilities(x, &lambda, &features)?;
         let width = logp.len() / self.train.len.max(1);

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+#[cfg(feature = "candle")]
 use candle_core::Device;
 use hgp_models::{ModelError, Result};
 
@@ -64,6 +65,7 @@ impl NetDevice {
     ///
     /// As [`NetDevice::check_built`]; for CUDA, [`ModelError::Network`] when no GPU or
     /// driver answers (candle's reason in the message).
+    #[cfg(feature = "candle")]
     pub fn candle(self) -> Result<Device> {
         self.check_built()?;
         match self {
@@ -84,7 +86,7 @@ fn cuda() -> Result<Device> {
         })
 }
 
-#[cfg(not(feature = "cuda"))]
+#[cfg(all(feature = "candle", not(feature = "cuda")))]
 fn cuda() -> Result<Device> {
     unreachable!("check_built refuses CUDA in a build without the feature")
 }
@@ -101,6 +103,7 @@ mod tests {
 
     #[test]
     fn the_cpu_is_always_there_and_cuda_only_in_its_build() {
+        #[cfg(feature = "candle")]
         assert!(NetDevice::Cpu.candle().unwrap().is_cpu());
         assert_eq!(NetDevice::default(), NetDevice::Cpu);
         let cuda = NetDevice::Cuda.check_built();
@@ -110,6 +113,7 @@ mod tests {
             let message = cuda.unwrap_err().to_string();
             assert!(message.contains("--device cuda"), "{message}");
             assert!(message.contains("--features cuda"), "{message}");
+            #[cfg(feature = "candle")]
             assert!(NetDevice::Cuda.candle().is_err());
         }
     }

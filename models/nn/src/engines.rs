@@ -6,15 +6,16 @@
 
 use std::marker::PhantomData;
 
-use candle_core::{Device, Tensor};
 use hgp_models::{ModelError, Result};
 
 use crate::arch::Architecture;
+#[cfg(feature = "candle")]
 use crate::candle::Candle;
 use crate::client::{Backend, Engine, Instances, NetClient, NetConfig, candle};
 use crate::device::NetDevice;
 use crate::fused::{Fused, Stack};
 use crate::kernels::NetScalar;
+use crate::store;
 
 /// Bytes a gradient and a Hessian-vector product hold for one part of `instances`
 /// instances of `arch` (f32), on the engine that runs the network by default on `device`
@@ -59,11 +60,32 @@ fn fused_stack(arch: Architecture, on_cpu: bool) -> Option<Stack> {
 }
 
 /// The engine a client of `arch` runs on by default, its tensors on the CPU or not.
-fn default_backend<T: NetScalar>(arch: Architecture, on_cpu: bool) -> Box<dyn Backend<T>> {
+///
+/// # Errors
+///
+/// Without the `candle` feature, [`ModelError::Network`] for a network the fused engine
+/// does not run (the logistic model), naming the feature.
+fn default_backend<T: NetScalar>(arch: Architecture, on_cpu: bool) -> Result<Box<dyn Backend<T>>> {
     match fused_stack(arch, on_cpu) {
-        Some(stack) => Box::new(Fused::new(stack)),
-        None => Box::new(Candle),
+        Some(stack) => Ok(Box::new(Fused::new(stack))),
+        None => candle_backend(arch),
     }
+}
+
+/// candle's engine, or, in a build without it, why not (naming `arch` and the feature).
+#[cfg(feature = "candle")]
+fn candle_backend<T: NetScalar>(_arch: Architecture) -> Result<Box<dyn Backend<T>>> {
+    Ok(Box::new(Candle))
+}
+
+/// candle's engine, or, in a build without it, why not (naming `arch` and the feature).
+#[cfg(not(feature = "candle"))]
+fn candle_backend<T: NetScalar>(arch: Architecture) -> Result<Box<dyn Backend<T>>> {
+    Err(ModelError::Network(format!(
+        "the {} runs on candle's engine, which {}",
+        arch.name(),
+        store::CANDLE_FEATURE
+    )))
 }
 
 impl<T: NetScalar> NetClient<T> {
@@ -75,12 +97,12 @@ impl<T: NetScalar> NetClient<T> {
         outer: (&[F], &[u8]),
     ) -> Result<Self> {
         Self::check_config(&config)?;
-        let device = config.device.candle()?;
+        let device = store::device(config.device)?;
         let arch = config.arch;
         let train = Self::instances(arch, train, "training set", &device)?;
         let outer = Self::instances(arch, outer, "outer (validation) set", &device)?;
         let specs = arch.params();
-        let backend = default_backend(arch, device.is_cpu());
+        let backend = default_backend(arch, device.is_cpu())?;
         Ok(Self {
             config,
             device,
@@ -103,7 +125,7 @@ impl<T: NetScalar> NetClient<T> {
     /// the CPU.
     pub fn with_engine(mut self, engine: Engine) -> Result<Self> {
         self.backend = match engine {
-            Engine::Candle => Box::new(Candle),
+            Engine::Candle => candle_backend(self.config.arch)?,
             Engine::Fused => {
                 let stack = fused_stack(self.config.arch, self.device.is_cpu()).ok_or_else(|| {
                         ModelError::Network(format!(
@@ -132,9 +154,10 @@ impl<T: NetScalar> NetClient<T> {
             if len == 0 {
                 return Err(ModelError::Empty { what });
             }
-            let device = Device::Cpu;
-            let empty =
-                |cols: usize| Tensor::zeros((0, cols), T::DTYPE, &device).map_err(candle(what));
+            let device = store::device(NetDevice::Cpu)?;
+            let empty = |cols: usize| {
+                store::store(Vec::<T>::new(), (0, cols), &device).map_err(candle(what))
+            };
             Ok(Instances {
                 features: empty(arch.inputs())?,
                 targets: empty(arch.outputs())?,
@@ -145,14 +168,14 @@ impl<T: NetScalar> NetClient<T> {
         Self::check_config(&config)?;
         Ok(Self {
             config,
-            device: Device::Cpu,
+            device: store::device(NetDevice::Cpu)?,
             train: nothing(train, "training set")?,
             outer: nothing(outer, "outer (validation) set")?,
             shapes: arch.params().iter().map(|s| s.shape.clone()).collect(),
             member_dim: arch.dim(),
             elsewhere: true,
             // Its engine only sizes it (it is never evaluated): the CPU's choice.
-            backend: default_backend(arch, true),
+            backend: default_backend(arch, true)?,
             _scalar: PhantomData,
         })
     }

@@ -48,10 +48,23 @@ impl Windows {
 /// values for the Table 5 CNN) stay in cache. Fixed, so sums do not depend on threads.
 pub(crate) const GROUP: usize = 8;
 
+/// What candle asks of a scalar it stores, in a build with the `candle` feature; nothing
+/// without it.
+#[cfg(feature = "candle")]
+pub trait Storable: candle_core::WithDType {}
+#[cfg(feature = "candle")]
+impl<T: candle_core::WithDType> Storable for T {}
+/// What candle asks of a scalar it stores, in a build with the `candle` feature; nothing
+/// without it.
+#[cfg(not(feature = "candle"))]
+pub trait Storable {}
+#[cfg(not(feature = "candle"))]
+impl<T> Storable for T {}
+
 /// The scalars the networks run on: f32 and f64.
 pub trait NetScalar:
     hgp_base::Scalar
-    + candle_core::WithDType
+    + Storable
     + Copy
     + Send
     + Sync

@@ -13,6 +13,10 @@
 //! unavailable, from central differences of gradients. candle is the reference the fused
 //! engine is tested against.
 
+// Without candle, what only its engine reads (the one-hot targets, the kernels of its custom
+// operations, the client's own gradient entry point) is compiled but unused.
+#![cfg_attr(not(feature = "candle"), allow(dead_code))]
+
 #[cfg(test)]
 mod auto_traits {
     fn send_sync<T: Send + Sync>() {}
@@ -27,19 +31,24 @@ mod auto_traits {
 
 mod activations;
 mod arch;
+#[cfg(feature = "candle")]
 mod candle;
 mod client;
 mod device;
 mod engines;
 mod fused;
 mod kernels;
+mod store;
 
 pub use arch::{Architecture, CHUNK, COLOUR_SIDE, IMAGE_SIDE, Init, ParamSpec};
+#[cfg(feature = "candle")]
 pub use candle::autodiff::{
     DOUBLE_BACKWARD_ENV, double_backward_available, enable_double_backward,
 };
+#[cfg(feature = "candle")]
 pub use candle::forward::log_softmax;
 pub use client::{DerivativeMode, Engine, HyperMode, NetClient, NetConfig};
 pub use device::{CUDA_BUILD, NetDevice};
 pub use engines::{graph_bytes, part_instances, traffic_bytes};
-pub use kernels::NetScalar;
+pub use kernels::{NetScalar, Storable};
+pub use store::CANDLE_FEATURE;

@@ -120,32 +120,6 @@ impl<T: NetScalar> Backend<T> for Candle {
 }
 
 impl<T: NetScalar> NetClient<T> {
-    /// Where each parameter tensor sits: in λ (the body of a representation, first) or in
-    /// the flat x (member after member), at an offset, with a length and a shape.
-    pub(crate) fn layout(&self) -> impl Iterator<Item = (Source, usize, usize, &[usize])> + '_ {
-        let body = self.body_tensors();
-        let len = |shape: &[usize]| shape.iter().product::<usize>();
-        let per: usize = self.shapes[body..].iter().map(|s| len(s)).sum();
-        let mut in_lambda = 0;
-        let lambda_part = self.shapes[..body].iter().map(move |shape| {
-            in_lambda += len(shape);
-            (
-                Source::Lambda,
-                in_lambda - len(shape),
-                len(shape),
-                shape.as_slice(),
-            )
-        });
-        let x_part = (0..self.members()).flat_map(move |m| {
-            let mut offset = m * per;
-            self.shapes[body..].iter().map(move |shape| {
-                offset += len(shape);
-                (Source::X, offset - len(shape), len(shape), shape.as_slice())
-            })
-        });
-        lambda_part.chain(x_part)
-    }
-
     /// The parameter tensors held in the flat `x` (and, for a representation, in λ), each
     /// its own tensor. (Views of one tensor of length d_x would make every layer's gradient
     /// a zero-padded copy of length d_x, and double backward would keep all of them: 1.8 GB

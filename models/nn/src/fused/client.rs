@@ -4,16 +4,17 @@
 
 use std::borrow::Cow;
 
-use candle_core::Result as CandleResult;
 use hgp_models::{Batch, Result};
 
 use super::{Fused, Head, Rows, Set};
 use crate::Architecture;
+#[cfg(feature = "candle")]
 use crate::candle::Candle;
-use crate::client::{
-    Backend, Cost, DerivativeMode, Engine, HyperMode, NetClient, Part, unwrap_candle,
-};
+#[cfg(feature = "candle")]
+use crate::client::DerivativeMode;
+use crate::client::{Backend, Cost, Engine, HyperMode, NetClient, Part, unwrap_candle};
 use crate::kernels::NetScalar;
+use crate::store::{EngineResult, with_host};
 
 impl<T: NetScalar> Backend<T> for Fused<T> {
     fn engine(&self) -> Engine {
@@ -27,7 +28,7 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
         x: &[T],
         lambda: &[T],
         batch: Batch<'_>,
-    ) -> CandleResult<f64> {
+    ) -> EngineResult<f64> {
         client.fused_value(self, cost, x, lambda, batch)
     }
 
@@ -40,7 +41,7 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
         batch: Batch<'_>,
         gx: &mut [T],
         gl: &mut [T],
-    ) -> CandleResult<()> {
+    ) -> EngineResult<()> {
         client.fused_gradients(self, cost, x, lambda, batch, gx, gl)
     }
 
@@ -55,11 +56,13 @@ impl<T: NetScalar> Backend<T> for Fused<T> {
         hvp: &mut [T],
         cross: &mut [T],
     ) {
+        // Without candle, central differences are refused when the client is built.
+        #[cfg(feature = "candle")]
         if client.config.derivatives == DerivativeMode::FiniteDifferences {
             Candle.second_into(client, x, lambda, u, batch, hvp, cross);
-        } else {
-            unwrap_candle(client.fused_second(self, x, lambda, u, batch, hvp, cross));
+            return;
         }
+        unwrap_candle(client.fused_second(self, x, lambda, u, batch, hvp, cross));
     }
 
     fn scores(
@@ -121,26 +124,18 @@ impl<T: NetScalar> NetClient<T> {
         &self,
         cost: Cost,
         f: impl FnOnce(Set<'_, T>) -> R,
-    ) -> CandleResult<R> {
+    ) -> EngineResult<R> {
         self.assert_held_here();
         let set = match cost {
             Cost::Inner => &self.train,
             Cost::Outer => &self.outer,
         };
-        let (storage, layout) = set.features.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            return Err(candle_core::Error::Msg(
-                "the fused engine needs the instances on the CPU".into(),
-            ));
-        };
-        let values = cpu.as_slice::<T>()?;
-        let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
-            candle_core::Error::Msg("the instances are not contiguous".to_string())
-        })?;
-        Ok(f(Set {
-            features: &values[start..end],
-            labels: &set.labels,
-        }))
+        with_host(&set.features, |features| {
+            f(Set {
+                features,
+                labels: &set.labels,
+            })
+        })
     }
 
     /// What an engine call on `cost` over `batch` takes: the networks' parameters, how λ
@@ -168,7 +163,7 @@ impl<T: NetScalar> NetClient<T> {
         x: &[T],
         lambda: &[T],
         batch: Batch<'_>,
-    ) -> CandleResult<f64> {
+    ) -> EngineResult<f64> {
         let c = self.call(cost, x, lambda, batch);
         let (weight, variable) = self.ridge(cost, x, lambda);
         let ridge = 0.5 * weight * variable.iter().map(|v| v.as_f64().powi(2)).sum::<f64>();
@@ -188,7 +183,7 @@ impl<T: NetScalar> NetClient<T> {
         batch: Batch<'_>,
         gx: &mut [T],
         gl: &mut [T],
-    ) -> CandleResult<()> {
+    ) -> EngineResult<()> {
         let c = self.call(cost, x, lambda, batch);
         // The ridge term's share, then the engine adds the losses'.
         let (weight, on_x) = match cost {
@@ -250,7 +245,7 @@ impl<T: NetScalar> NetClient<T> {
         batch: Batch<'_>,
         hvp: &mut [T],
         cross: &mut [T],
-    ) -> CandleResult<()> {
+    ) -> EngineResult<()> {
         let c = self.call(Cost::Inner, x, lambda, batch);
         // The direction of each network: zero on a representation's body.
         let directions: Vec<Cow<'_, [T]>> = match self.config.mode {
