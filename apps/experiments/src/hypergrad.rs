@@ -15,7 +15,8 @@ use crate::observe::Observer;
 use crate::outcome::{Comm, newton_step};
 use crate::ranks::agree;
 use crate::setup::{
-    DataConfig, Defaults, EstimatorKind, Pipeline, PipelineConfig, l2_lambda, total_outer_loss_on,
+    DataConfig, Defaults, EstimatorKind, Extensions, Pipeline, PipelineConfig, l2_lambda,
+    total_outer_loss_on,
 };
 
 /// The defaults of every option left out (the logistic problem of the HGP paper, eq. 11,
@@ -59,7 +60,15 @@ pub struct Config {
 
 /// A config whose options are in range and fit together ([`Config::check`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked(Config);
+pub struct Checked(Config, Extensions);
+
+impl Checked {
+    /// The same run with `extensions`' averager and estimator in place of the library's.
+    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
+        self.1 = extensions.clone();
+        self
+    }
+}
 
 impl std::ops::Deref for Checked {
     type Target = Config;
@@ -78,7 +87,7 @@ impl Config {
     pub fn check(&self) -> Result<Checked> {
         self.data.validate()?;
         Pipeline::new(&self.pipeline, self.seed).validate(&DEFAULTS)?;
-        Ok(Checked(self.clone()))
+        Ok(Checked(self.clone(), Extensions::default()))
     }
 }
 
@@ -91,7 +100,9 @@ pub struct Problem {
 
 impl Checked {
     fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
-        Pipeline::new(&self.pipeline, self.seed).with_placement(placement.clone())
+        Pipeline::new(&self.pipeline, self.seed)
+            .with_placement(placement.clone())
+            .with_extensions(&self.1)
     }
 
     /// Loads (or draws) the data and checks what depends on them and on where the clients

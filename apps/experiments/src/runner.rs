@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use crate::cells::NoRows;
 use crate::observe::{Observer, Silent};
+use crate::setup::Extensions;
 use crate::{
     ConfigError, ExperimentConfig, ExperimentOutcome, Placement, error, faults, fbo, fedhyper,
     hypergrad, influence, network, personalize, reproduce,
@@ -106,6 +107,10 @@ pub struct RunContext<'a> {
     pub placement: Placement,
     /// Who hears the run's lines, notes and progress ([`Silent`]: no one).
     pub observer: &'a dyn Observer,
+    /// A user's averager and estimator in place of the library's (`error`, `hypergrad`,
+    /// `influence` and `personalize`; the other experiments refuse a non-empty one): see
+    /// [`Extensions`].
+    pub extensions: Extensions,
 }
 
 impl Default for RunContext<'static> {
@@ -113,11 +118,41 @@ impl Default for RunContext<'static> {
         Self {
             placement: Placement::local(),
             observer: &Silent,
+            extensions: Extensions::default(),
         }
     }
 }
 
 impl ExperimentConfig {
+    /// The experiments that build a run context's [`Extensions`] in place of the library's
+    /// averager and estimator.
+    pub const EXTENSIBLE: [&'static str; 4] = ["error", "hypergrad", "influence", "personalize"];
+
+    /// Why a user's averager in `extensions` would go unused by this config (its estimator
+    /// does not average, and no estimator of the user's might ask for it).
+    fn unused_averager(&self, extensions: &Extensions) -> Option<String> {
+        if !extensions.has_averager() || extensions.has_estimator() {
+            return None;
+        }
+        let estimator = match self {
+            Self::Error(c) => c.estimator,
+            Self::Hypergrad(c) => c.pipeline.estimator.estimator,
+            Self::Influence(c) => c.pipeline.estimator.estimator,
+            Self::Personalize(c)
+                if c.estimator == crate::personalize::PersonalizeEstimator::Pdbo =>
+            {
+                crate::setup::EstimatorKind::PdboHgp
+            }
+            _ => return None,
+        };
+        (!estimator.spec().averages).then(|| {
+            format!(
+                "the run context's averager is the averager of HGP's estimator, and the estimator {} does not average",
+                estimator.name()
+            )
+        })
+    }
+
     /// Runs the experiment in this process, silently, every client here: its typed outcome,
     /// what `hgp <command> --json` prints for the same config.
     ///
@@ -139,9 +174,32 @@ impl ExperimentConfig {
         let invalid = |e: anyhow::Error| ExperimentError::invalid(command, &e);
         let failed = |e: anyhow::Error| ExperimentError::failed(command, &e);
         let (at, say) = (&context.placement, context.observer);
+        let extensions = &context.extensions;
+        if !extensions.is_empty() {
+            if !Self::EXTENSIBLE.contains(&command) {
+                return Err(ExperimentError::Unsupported {
+                    command,
+                    message: format!(
+                        "a run context's own averager or estimator ({}) reaches {} only",
+                        extensions.describe().join(", "),
+                        Self::EXTENSIBLE.join(", ")
+                    ),
+                });
+            }
+            if let Some(why) = self.unused_averager(extensions) {
+                return Err(ExperimentError::Unsupported {
+                    command,
+                    message: why,
+                });
+            }
+            say.note(&format!(
+                "in place of the library's: {}",
+                extensions.describe().join(", ")
+            ));
+        }
         Ok(match self {
             Self::Error(c) => {
-                let checked = c.check().map_err(invalid)?;
+                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
                 ExperimentOutcome::Error(error::prepare_and_run(&checked, at, say).map_err(failed)?)
             }
             Self::Faults(c) => {
@@ -163,13 +221,13 @@ impl ExperimentConfig {
                 )
             }
             Self::Hypergrad(c) => {
-                let checked = c.check().map_err(invalid)?;
+                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
                 ExperimentOutcome::Hypergrad(
                     hypergrad::prepare_and_run(&checked, at, say).map_err(failed)?,
                 )
             }
             Self::Influence(c) => {
-                let checked = c.check().map_err(invalid)?;
+                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
                 ExperimentOutcome::Influence(
                     influence::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
                 )
@@ -179,7 +237,7 @@ impl ExperimentConfig {
                 ExperimentOutcome::Network(network::run(&checked).map_err(failed)?)
             }
             Self::Personalize(c) => {
-                let checked = c.check().map_err(invalid)?;
+                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
                 ExperimentOutcome::Personalize(personalize::run(&checked, at, say).map_err(failed)?)
             }
             Self::Reproduce(c) => {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use strum::VariantArray;
 
 use crate::setup::{
-    AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, EstimatorKind, EtaArg,
+    AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, EstimatorKind, EtaArg, Extensions,
     FIG1_MILESTONES, InnerKind, NetworkConfig, at_least_one, positive, refuse_unused, resolve_step,
 };
 
@@ -157,6 +157,16 @@ pub struct Checked {
     pub gamma: f64,
     /// The Push-Sum steps S of the curves (0: an averager without steps).
     pub steps: Vec<usize>,
+    /// A user's averager and estimator in place of the library's (none by default).
+    pub extensions: Extensions,
+}
+
+impl Checked {
+    /// The same run with `extensions`' averager and estimator in place of the library's.
+    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
+        self.extensions = extensions.clone();
+        self
+    }
 }
 
 impl std::ops::Deref for Checked {
@@ -261,6 +271,7 @@ impl Config {
             m_max,
             gamma,
             steps,
+            extensions: Extensions::default(),
         })
     }
 

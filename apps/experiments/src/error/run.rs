@@ -262,9 +262,13 @@ pub fn run(
         // The one registry builds it: M = m_max, the panel's batch, each repetition k its own
         // estimator stream, network and averager.
         let averager = || {
+            let options = checked.averager_config((s > 0).then_some(s));
+            let stream = rng::key(seed, domain::AVERAGER, k);
             checked
-                .averager_config((s > 0).then_some(s))
-                .build_on::<f64>(&net, rng::key(seed, domain::AVERAGER, k), placement)
+                .extensions
+                .averager((&options, &net, stream, placement), || {
+                    options.build_on::<f64>(&net, stream, placement)
+                })
         };
         let parts = Parts {
             averager: &averager,
@@ -281,8 +285,11 @@ pub fn run(
             batch: setup.batch,
             ..Defaults::LOGISTIC
         };
-        let Built::PostHoc(estimator) =
-            EstimatorConfig::of(checked.estimator).construct(&parts, &defaults)?
+        let Built::PostHoc(estimator) = checked.extensions.construct::<f64, L2Logistic<f64>>(
+            &EstimatorConfig::of(checked.estimator),
+            &parts,
+            &defaults,
+        )?
         else {
             bail!(
                 "--estimator {} runs its own lower level",

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Comm;
 use crate::setup::{
-    DataConfig, Defaults, Device, EtaArg, InnerKind, Pipeline, PipelineConfig, num, refuse_unused,
+    DataConfig, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline, PipelineConfig, num,
+    refuse_unused,
 };
 
 pub use protocol::{Fit, Removal, f1_lowers, fit, rank_instances};
@@ -132,7 +133,20 @@ impl Default for Config {
 
 /// A config whose options are in range and fit together ([`Config::check`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked(Config);
+pub struct Checked(Config, Extensions);
+
+impl Checked {
+    /// The same run with `extensions`' averager and estimator in place of the library's.
+    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
+        self.1 = extensions.clone();
+        self
+    }
+
+    /// The config's pipeline with the run's extensions.
+    fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
+        self.0.pipeline(placement).with_extensions(&self.1)
+    }
+}
 
 impl std::ops::Deref for Checked {
     type Target = Config;
@@ -259,7 +273,7 @@ impl Config {
         }
         self.pipeline(&Placement::local())
             .validate(&self.defaults())?;
-        Ok(Checked(self.clone()))
+        Ok(Checked(self.clone(), Extensions::default()))
     }
 }
 

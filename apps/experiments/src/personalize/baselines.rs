@@ -377,6 +377,7 @@ mod tests {
             procedure_lr: None,
             hyper_lr: None,
             tune_rates: false,
+            extensions: crate::setup::Extensions::default(),
         };
         // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,
         // with the others on Marfoq et al.'s procedure there.

@@ -21,8 +21,8 @@ use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
 use crate::ranks::agree;
 use crate::setup::{
-    Device, EtaArg, ImageData, NetworkKind, TextData, at_least_one, check_seed_range, positive,
-    refuse_unused, resolve_step,
+    Device, EtaArg, Extensions, ImageData, NetworkKind, TextData, at_least_one, check_seed_range,
+    positive, refuse_unused, resolve_step,
 };
 
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
@@ -196,9 +196,18 @@ pub struct Checked {
     eta: hgp_hypergrad::Eta,
     /// The flags given that only some cells use, with their counts.
     partly: Vec<String>,
+    /// A user's averager and estimator in place of the library's (none by default).
+    pub extensions: Extensions,
 }
 
 impl Checked {
+    /// The same table with `extensions`' averager and estimator in place of the library's
+    /// (those of the λ-tuning methods; PDBO-MTL-Local averages nothing).
+    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
+        self.extensions = extensions.clone();
+        self
+    }
+
     /// The warning for flags that only some cells use (`None` when every flag given applies
     /// to every cell).
     pub fn partly_used(&self) -> Option<String> {
@@ -431,6 +440,7 @@ impl Config {
             config: self.clone(),
             eta,
             partly,
+            extensions: Extensions::default(),
         })
     }
 
@@ -711,6 +721,7 @@ pub fn run_prepared_seed(
         procedure_lr: checked.procedure_lr,
         hyper_lr: checked.hyper_lr,
         tune_rates: checked.tune_rates,
+        extensions: checked.extensions.clone(),
     };
     // The rows of an interrupted run (checked on rank 0, every rank learning them).
     let mut cells: Vec<Cell> = finished_rows(placement, rows)?;

@@ -20,8 +20,9 @@ pub use super::methods::{Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
-    AveragerConfig, AveragerKind, Built, Defaults, EstimatorConfig, EstimatorKind, FRACTION,
-    InnerKind, InnerParts, NetworkConfig, NetworkKind, Parts, derive, domain, total_outer_loss_on,
+    AveragerConfig, AveragerKind, Built, Defaults, EstimatorConfig, EstimatorKind, Extensions,
+    FRACTION, InnerKind, InnerParts, NetworkConfig, NetworkKind, Parts, derive, domain,
+    total_outer_loss_on,
 };
 
 /// The resolved sizes of a run: model, inner steps and batch, classes, HGP's step.
@@ -75,6 +76,8 @@ pub struct Protocol {
     pub hyper_lr: Option<f64>,
     /// Grid-search every rate on the procedure over [`TUNE_GRID`] by validation accuracy.
     pub tune_rates: bool,
+    /// A user's averager and estimator in place of the library's (none by default).
+    pub extensions: Extensions,
 }
 
 /// One cell of the table: a method on a network.
@@ -457,14 +460,17 @@ impl Protocol {
         } else {
             AveragerKind::PushSum
         };
+        let options = AveragerConfig {
+            averager: Some(averager_kind),
+            push_steps: Some(self.push_steps),
+            keep_omega: averager_kind == AveragerKind::PushSum,
+            fraction: None,
+        };
         let averager = || {
-            AveragerConfig {
-                averager: Some(averager_kind),
-                push_steps: Some(self.push_steps),
-                keep_omega: averager_kind == AveragerKind::PushSum,
-                fraction: None,
-            }
-            .build_on::<f32>(&net, self.seed, &self.placement)
+            self.extensions
+                .averager((&options, &net, self.seed, &self.placement), || {
+                    options.build_on::<f32>(&net, self.seed, &self.placement)
+                })
         };
         let parts = Parts {
             averager: &averager,
@@ -481,7 +487,14 @@ impl Protocol {
             shared_samples: true,
             ..EstimatorConfig::of(kind)
         };
-        match args.construct(&parts, &Defaults::LOGISTIC)? {
+        // PDBO-MTL-Local is ∂_λ f_i by definition: a user's estimator replaces the others.
+        let built = if kind == EstimatorKind::Local {
+            args.construct(&parts, &Defaults::LOGISTIC)?
+        } else {
+            self.extensions
+                .construct(&args, &parts, &Defaults::LOGISTIC)?
+        };
+        match built {
             Built::PostHoc(estimator) => Ok(estimator),
             Built::Joint(_) => anyhow::bail!(
                 "--estimator {}: personalization estimates after its inner solve",
@@ -726,6 +739,7 @@ pub(super) mod tests {
             hyper_lr: None,
             tune_rates: false,
             cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
+            extensions: Extensions::default(),
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
@@ -771,6 +785,7 @@ pub(super) mod tests {
             hyper_lr: None,
             tune_rates: false,
             cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
+            extensions: Extensions::default(),
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
         let progress = || {

@@ -44,7 +44,8 @@ crate::choice! {
 /// [`AveragerKind`] (its doc line is its `--help`), its arm in [`AveragerKind::spec`] and its
 /// arm in [`AveragerConfig::build_on`]: the refusals of the averager options follow from
 /// `reads` (an option no chosen averager reads is refused, naming those that do), and the
-/// network check from `undirected_only`.
+/// network check from `undirected_only`. An averager of one's own reaches the experiments run
+/// from code without any of this: a factory in the run's [`Extensions`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AveragerSpec {
     /// The name on the command line.

@@ -44,6 +44,7 @@ pub struct Pipeline<'a> {
     seed: u64,
     placement: Placement,
     convergence_test: ConvergenceTest,
+    extensions: Extensions,
 }
 
 /// Why `--engine mpi` refuses `--inner exact`.
@@ -66,7 +67,15 @@ impl<'a> Pipeline<'a> {
             seed,
             placement: Placement::local(),
             convergence_test: ConvergenceTest::default(),
+            extensions: Extensions::default(),
         }
+    }
+
+    /// The same pipeline building `extensions`' averager and estimator in place of the
+    /// library's.
+    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
+        self.extensions = extensions.clone();
+        self
     }
 
     /// The same pipeline judging its inner solves by `test` (e.g. without the Newton step
@@ -221,8 +230,11 @@ impl<'a> Pipeline<'a> {
             .network
             .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager = || {
-            self.averager
-                .build_on::<T>(&net, self.seed, &self.placement)
+            self.extensions
+                .averager((&self.averager, &net, self.seed, &self.placement), || {
+                    self.averager
+                        .build_on::<T>(&net, self.seed, &self.placement)
+                })
         };
         let parts = Parts {
             averager: &averager,
@@ -233,7 +245,7 @@ impl<'a> Pipeline<'a> {
             stream: derive(self.seed, domain::ESTIMATOR),
             placement: &self.placement,
         };
-        self.estimator.construct(&parts, defaults)
+        self.extensions.construct(&self.estimator, &parts, defaults)
     }
 
     /// The post-hoc estimator for `n` clients.
