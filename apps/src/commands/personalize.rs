@@ -136,10 +136,10 @@ flags! {
         /// is in the CSV and the JSON (tuned_lr).
         #[arg(long)]
         tune_rates: bool => on,
-        /// One Adam learning rate on λ for every λ-tuning method and network, in place of HGP
-        /// Table 6's (0.1, or 1.0 for the ensembles on fc and fixu; paper 004's 1.0 with colour
-        /// images and text) [default: the table's].
-        #[arg(long, value_name = "LR")]
+        #[arg(long, value_name = "LR", help = format!(
+            "One Adam learning rate on λ for every λ-tuning method and network, in place of \
+             the table's [default: {}]", hgp_experiments::personalize::hyper_lr_default_text()
+        ))]
         hyper_lr: Option<f64> => some,
         /// FedEM's and D-FedEM's components K (base networks mixed per client) [default: 3].
         #[arg(long, value_name = "K")]

@@ -203,13 +203,30 @@ pub fn table6_l2_lambda(method: Method, network: NetworkKind) -> f64 {
     }
 }
 
+/// HGP Table 6: Adam's rate on λ, but for the ensembles on the static networks.
+pub const TABLE6_HYPER_LR: f64 = 0.1;
+/// HGP Table 6: Adam's rate on λ of the ensembles on fc and fixu.
+pub const TABLE6_ENSEMBLE_HYPER_LR: f64 = 1.0;
+/// Paper 004 App. A.3: Adam's rate on λ, every method and network.
+pub const PAPER004_HYPER_LR: f64 = 1.0;
+
 /// HGP Table 6: the hyper-learning rate of Adam on λ (time-varying as for the L2 rate).
 pub fn table6_hyper_lr(method: Method, network: NetworkKind) -> f64 {
     if method.ensemble() && !network.time_varying() {
-        1.0
+        TABLE6_ENSEMBLE_HYPER_LR
     } else {
-        0.1
+        TABLE6_HYPER_LR
     }
+}
+
+/// `--hyper-lr`'s default in words, from the rates themselves (the help text says it).
+pub fn hyper_lr_default_text() -> String {
+    format!(
+        "HGP Table 6's: {}, or {} for the ensembles on fc and fixu; paper 004's {} with colour images and text",
+        crate::numbers::num(TABLE6_HYPER_LR),
+        crate::numbers::num(TABLE6_ENSEMBLE_HYPER_LR),
+        crate::numbers::num(PAPER004_HYPER_LR)
+    )
 }
 
 /// The learning rates and L2 weights of a table: HGP's (grey images) or paper 004's Table 2
@@ -265,11 +282,27 @@ impl Rates {
         }
     }
 
-    /// Adam's learning rate on λ.
+    /// Adam's learning rate on λ, by the table.
     pub fn hyper_lr(self, method: Method, network: NetworkKind) -> f64 {
         match self {
             Self::Hgp => table6_hyper_lr(method, network),
-            Self::Paper004 { .. } => 1.0,
+            Self::Paper004 { .. } => PAPER004_HYPER_LR,
+        }
+    }
+
+    /// Adam's learning rate on λ of a cell: `given` (`--hyper-lr`, one rate for every cell),
+    /// else the table's. The one place the default is settled.
+    pub fn hyper_lr_of(self, given: Option<f64>, method: Method, network: NetworkKind) -> f64 {
+        given.unwrap_or_else(|| self.hyper_lr(method, network))
+    }
+
+    /// [`Rates::hyper_lr_of`] in words for every cell at once, as a report's settings give it:
+    /// the rate where one serves every cell, else "Table 6".
+    pub fn hyper_lr_text(self, given: Option<f64>) -> String {
+        match (given, self) {
+            (Some(lr), _) => crate::numbers::num(lr),
+            (None, Self::Hgp) => "Table 6".to_string(),
+            (None, Self::Paper004 { .. }) => crate::numbers::num(PAPER004_HYPER_LR),
         }
     }
 

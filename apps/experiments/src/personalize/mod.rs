@@ -27,8 +27,8 @@ use crate::setup::{
 
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
 pub use methods::{
-    InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, table6_hyper_lr,
-    table6_l2_lambda,
+    InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, hyper_lr_default_text,
+    table6_hyper_lr, table6_l2_lambda,
 };
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
 pub use protocol::{Cell, Clustering, Protocol, Setting, Training, bottom10, weighted_mean};

@@ -576,9 +576,7 @@ impl Protocol {
                 clustering: None,
             });
         }
-        let hyper_lr = self
-            .hyper_lr
-            .unwrap_or_else(|| self.rates.hyper_lr(method, network));
+        let hyper_lr = self.rates.hyper_lr_of(self.hyper_lr, method, network);
         // Adam's β₂: HGP App. A.3 runs 0.999, paper 004 App. A.3 0.99.
         let mut adam = match self.rates {
             Rates::Hgp => Adam::new(hyper_lr)?,

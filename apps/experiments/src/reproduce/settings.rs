@@ -124,17 +124,7 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
                 );
             }
             let rates = c.rates();
-            s.insert(
-                HYPER_LR,
-                match (c.hyper_lr, rates) {
-                    (Some(lr), _) => num(lr),
-                    (None, crate::personalize::Rates::Hgp) => "Table 6".to_string(),
-                    (None, r) => num(r.hyper_lr(
-                        crate::personalize::Method::HgpMtl,
-                        crate::setup::NetworkKind::Randd,
-                    )),
-                },
-            );
+            s.insert(HYPER_LR, rates.hyper_lr_text(c.hyper_lr));
             s.insert(
                 INNER_LR,
                 match rates {
