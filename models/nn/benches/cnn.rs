@@ -21,7 +21,9 @@
 //! shares of the two roofs, its arithmetic intensity, and its share of the roofline
 //! min(matmul, intensity × copy). The table is printed and written as CSV to
 //! `<target>/criterion/cnn-roofline.csv`, with the kernels that ran (gemm's widest
-//! instruction set on this CPU, the activations' path).
+//! instruction set on this CPU, the activations' path), and each row's time over the same
+//! run's matmul of its FLOPs (`×mm`, `over_matmul`): a row above 4 × is marked `!` and named
+//! under the table (a slow path, such as subnormal floats, or a size effect).
 
 use std::time::Duration;
 
@@ -276,6 +278,12 @@ fn kernels() -> String {
     }
 }
 
+/// A fused row slower than this many times the same run's candle matmul of its FLOPs is
+/// flagged: the healthy rows are 1.2–2 × (LSTM-80: 1.65 ×); a row past it has met a slow
+/// path (subnormal floats on a CPU without flush-to-zero took LSTM-200 to 31 ×) or a size
+/// effect.
+const MATMUL_FLAG: f64 = 4.0;
+
 /// The roofline table of the fused-engine rows this run timed: printed, and written as CSV.
 fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
     let (peak, bandwidth) = roofs();
@@ -285,7 +293,7 @@ fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
         rayon::current_num_threads()
     );
     println!(
-        "{:<14} {:<8} {:>9} {:>8} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8}",
+        "{:<14} {:<8} {:>9} {:>8} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>6}",
         "network",
         "pass",
         "ms",
@@ -298,11 +306,13 @@ fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
         "FLOP/B",
         "roof",
         "%roof",
-        "×torch"
+        "×torch",
+        "×mm"
     );
     let mut csv = String::from(
-        "network,pass,ms,gflop,mb_moved,gflops,share_of_matmul,gbps,share_of_copy,flop_per_byte,roof_gflops,share_of_roof,over_pytorch,matmul_gflops,copy_gbps,kernels,threads\n",
+        "network,pass,ms,gflop,mb_moved,gflops,share_of_matmul,gbps,share_of_copy,flop_per_byte,roof_gflops,share_of_roof,over_pytorch,matmul_gflops,copy_gbps,kernels,threads,over_matmul\n",
     );
+    let mut flagged = Vec::new();
     for (name, arch) in NETWORKS {
         if !selected.contains(&name) {
             continue;
@@ -323,8 +333,13 @@ fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
                 .iter()
                 .find(|(n, w, _)| n == name && w == kind)
                 .map(|(_, _, s)| t / s);
+            // The same FLOPs as one candle matmul, timed in this run.
+            let over_matmul = mean_seconds(&format!("{name}/matmul-as-{kind}")).map(|m| t / m);
+            if let Some(r) = over_matmul.filter(|&r| r > MATMUL_FLAG) {
+                flagged.push(format!("{name} {kind} ({r:.1} ×)"));
+            }
             println!(
-                "{name:<14} {kind:<8} {:>9.1} {:>8.2} {:>9.1} {gflops:>9.1} {:>6.0}% {gbps:>8.1} {:>6.0}% {intensity:>7.1} {roof:>9.1} {:>6.0}% {:>8}",
+                "{name:<14} {kind:<8} {:>9.1} {:>8.2} {:>9.1} {gflops:>9.1} {:>6.0}% {gbps:>8.1} {:>6.0}% {intensity:>7.1} {roof:>9.1} {:>6.0}% {:>8} {:>6}",
                 t * 1e3,
                 flops / 1e9,
                 bytes / 1e6,
@@ -332,9 +347,13 @@ fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
                 100.0 * gbps / bandwidth,
                 100.0 * gflops / roof,
                 over_torch.map_or("-".to_string(), |r| format!("{r:.2}")),
+                over_matmul.map_or("-".to_string(), |r| {
+                    let flag = if r > MATMUL_FLAG { "!" } else { "" };
+                    format!("{r:.2}{flag}")
+                }),
             );
             csv.push_str(&format!(
-                "{name},{kind},{},{},{},{gflops},{},{gbps},{},{intensity},{roof},{},{},{peak},{bandwidth},{kernels},{}\n",
+                "{name},{kind},{},{},{},{gflops},{},{gbps},{},{intensity},{roof},{},{},{peak},{bandwidth},{kernels},{},{}\n",
                 t * 1e3,
                 flops / 1e9,
                 bytes / 1e6,
@@ -343,8 +362,15 @@ fn roofline(selected: &[&str], torch: &[(String, String, f64)]) {
                 gflops / roof,
                 over_torch.map_or(String::new(), |r| r.to_string()),
                 rayon::current_num_threads(),
+                over_matmul.map_or(String::new(), |r| r.to_string()),
             ));
         }
+    }
+    if !flagged.is_empty() {
+        println!(
+            "! above {MATMUL_FLAG} × their matmul (a slow path or a size effect: see the row's profile): {}",
+            flagged.join(", ")
+        );
     }
     if let Some(path) = hgp_base::bench::output_file("cnn-roofline.csv") {
         match std::fs::write(&path, csv) {

@@ -77,6 +77,8 @@ pub trait NetScalar:
     const ZERO: Self;
     /// 1.
     const ONE: Self;
+    /// The least positive normal number: below it (in magnitude) a value is subnormal.
+    const MIN_POSITIVE: Self;
     /// σ(x) = 1 / (1 + e^{−x}) over `v`, in place: the standard library's functions in f64,
     /// vectorizable polynomials within a few ulps in f32.
     fn sigmoid_slice(v: &mut [Self]);
@@ -87,6 +89,7 @@ pub trait NetScalar:
 impl NetScalar for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const MIN_POSITIVE: Self = f32::MIN_POSITIVE;
     fn sigmoid_slice(v: &mut [Self]) {
         crate::activations::sigmoid_f32_slice(v);
     }
@@ -98,6 +101,7 @@ impl NetScalar for f32 {
 impl NetScalar for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const MIN_POSITIVE: Self = f64::MIN_POSITIVE;
     fn sigmoid_slice(v: &mut [Self]) {
         crate::activations::sigmoid_f64_slice(v);
     }
