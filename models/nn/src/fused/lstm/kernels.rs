@@ -235,7 +235,7 @@ pub(super) fn step_r_forward<T: NetScalar>(
 /// Shakespeare LSTM at its initial point were subnormal (at 54 of its 200 steps, 99–100 % of
 /// the first 13; none at windows of 80), and a CPU without flush-to-zero takes a microcode
 /// assist for each operation that reads or makes one: the gradient took 12.6 s against 0.27
-/// s at windows of 80 on an AMD EPYC (47 ×, as on Intel's cores). Flushing the subnormal
+/// s at windows of 80 on a 2-core Intel Xeon with AVX-512 (47 ×). Flushing the subnormal
 /// values alone left 3.5 s: the products through W_hh of values just above m still made
 /// subnormal sums inside the matrix product. With the margin, a kept value times any
 /// operand of magnitude ≥ ε is normal, and the gradient takes 0.69 s (177 GFLOP/s, as at
