@@ -21,9 +21,6 @@
 //! another, then the report (the `hgp` program runs each as a child process instead, so a
 //! crash or an MPI launcher stays outside the runner).
 
-use std::collections::BTreeMap;
-use std::time::Instant;
-
 use crate::cells::NoRows;
 use crate::observe::{Observer, Silent};
 use crate::setup::Extensions;
@@ -249,8 +246,9 @@ impl ExperimentConfig {
 }
 
 /// The reproduction in this process: every experiment seed of the plan one after another
-/// (an experiment whose data are not given is left out, as its claims say), then the
-/// report. A seed that fails is a result (the report says why), as in the `hgp` program.
+/// ([`reproduce::runner::InProcess`]; an experiment whose data are not given is left out, as
+/// its claims say), then the report. A seed that fails is a result (the report says why), as
+/// in the `hgp` program.
 fn reproduce_here(
     checked: &reproduce::Checked,
     context: &RunContext<'_>,
@@ -261,33 +259,10 @@ fn reproduce_here(
             message: "an MPI launcher starts programs: `hgp reproduce --mpirun` runs it".into(),
         });
     }
-    let started = Instant::now();
-    let mut runs_of = BTreeMap::new();
-    for job in checked.jobs.iter().filter(|j| j.missing.is_none()) {
-        let mut seeds = Vec::with_capacity(checked.seeds.len());
-        for &seed in &checked.seeds {
-            context
-                .observer
-                .line(&format!("{} seed {seed}: started", job.id));
-            let began = Instant::now();
-            let output = job
-                .config
-                .with_seed(seed)
-                .run_with(context)
-                .map_err(|e| e.to_string());
-            seeds.push(reproduce::SeedResult {
-                seed,
-                seconds: output.is_ok().then(|| began.elapsed().as_secs_f64()),
-                output,
-            });
-        }
-        runs_of.insert(job.id, seeds);
-    }
-    Ok(reproduce::assess(
-        checked,
-        &runs_of,
-        started.elapsed().as_secs_f64(),
-    ))
+    let runner = reproduce::runner::InProcess(context);
+    reproduce::runner::run_plan(checked, &runner, &mut |_, _, _| {})
+        .map(|(outcome, _)| outcome)
+        .map_err(|e| ExperimentError::failed("reproduce", &e))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod claim;
 pub mod paper;
 pub mod papers;
 pub mod plan;
+pub mod runner;
 pub mod settings;
 pub mod verdict;
 

@@ -26,7 +26,8 @@ use crate::progress::{ReportArgs, Reporter, clock};
 use crate::report::{Table, prepare_out, write_whole};
 
 mod seed;
-use seed::run_seed;
+use hgp_experiments::reproduce::runner::run_plan;
+use seed::ChildProcess;
 
 /// The folder of the experiments' runs, in `--out`.
 const RUNS: &str = "runs";
@@ -256,10 +257,10 @@ impl Experiment for Command<'_> {
             ));
         }
         let stage = reporter.stage("experiments", total.round() as u64, "s");
-        let mut results = BTreeMap::new();
-        for job in &runnable {
-            let mut seeds = Vec::new();
-            if self.flags.report_only {
+        let (outcome, results) = if self.flags.report_only {
+            let mut results = BTreeMap::new();
+            for job in &runnable {
+                let mut seeds = Vec::new();
                 for &seed in &checked.seeds {
                     stage.skip(estimate(job).round() as u64);
                     if let Some(r) = seed::finished(job, seed, &self.flags.out) {
@@ -278,31 +279,29 @@ impl Experiment for Command<'_> {
                         checked.seeds.len()
                     ));
                 }
-                continue;
             }
-            for &seed in &checked.seeds {
-                stage.set_label(&format!("{} seed {seed}", job.id));
-                let (r, kept) = run_seed(
-                    &plan,
-                    job,
-                    seed,
-                    &self.flags.out,
-                    self.flags.resume,
-                    reporter,
-                    &stage,
-                )?;
+            let outcome = assess(checked, &results, started.elapsed().as_secs_f64());
+            (outcome, results)
+        } else {
+            // Each seed a child process in its folder (the library's runner runs them in
+            // this process instead).
+            let runner = ChildProcess {
+                plan: &plan,
+                out: &self.flags.out,
+                resume: self.flags.resume,
+                reporter,
+                stage: &stage,
+            };
+            run_plan(checked, &runner, &mut |job, _, kept| {
                 let units = estimate(job).round() as u64;
                 if kept {
                     stage.skip(units);
                 } else {
                     stage.inc(units);
                 }
-                seeds.push(r);
-            }
-            results.insert(job.id, seeds);
-        }
+            })?
+        };
         stage.finish("");
-        let outcome = assess(checked, &results, started.elapsed().as_secs_f64());
         if let Some(w) = &outcome.warning {
             reporter.line(w);
         }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use hgp_experiments::reproduce::SeedResult;
 use hgp_experiments::reproduce::plan::Job;
+use hgp_experiments::reproduce::runner::SeedRunner;
 use hgp_experiments::{ExperimentConfig, ExperimentOutcome};
 use serde::{Deserialize, Serialize};
 
@@ -104,8 +105,38 @@ pub(super) fn finished(job: &Job, seed: u64, out: &Path) -> Option<SeedResult> {
     })
 }
 
+/// The `hgp` program's [`SeedRunner`]: each seed a child process in its folder under `out`,
+/// or, under `--resume`, kept from an earlier run; its log followed on `stage`.
+pub(super) struct ChildProcess<'a, 's> {
+    /// The program to run and the checked reproduction.
+    pub(super) plan: &'a Plan<'a>,
+    /// The reproduction's folder.
+    pub(super) out: &'a Path,
+    /// Keep the seeds an earlier run finished.
+    pub(super) resume: bool,
+    /// This run's log.
+    pub(super) reporter: &'a Reporter,
+    /// The progress of the experiments.
+    pub(super) stage: &'a Stage<'s>,
+}
+
+impl SeedRunner for ChildProcess<'_, '_> {
+    fn run_seed(&self, job: &Job, seed: u64) -> Result<(SeedResult, bool)> {
+        self.stage.set_label(&format!("{} seed {seed}", job.id));
+        run_seed(
+            self.plan,
+            job,
+            seed,
+            self.out,
+            self.resume,
+            self.reporter,
+            self.stage,
+        )
+    }
+}
+
 /// Runs (or, under `--resume`, keeps) one experiment seed; `true` with a kept one.
-pub(super) fn run_seed(
+fn run_seed(
     plan: &Plan,
     job: &Job,
     seed: u64,

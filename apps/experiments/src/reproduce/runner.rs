@@ -1,0 +1,83 @@
+//! Who runs the experiment seeds of a reproduction: [`SeedRunner`] is one seed's run, and
+//! [`run_plan`] runs every seed of the plan through one, then assesses the claims. Two
+//! runners exist: [`InProcess`] (each seed in this process, one after another: code and
+//! tests) and the `hgp` program's, which runs each seed as a child process in its own
+//! folder (a crash stays outside the report, an MPI launcher starts the ranks, and
+//! `--resume` keeps the seeds an earlier run finished).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::plan::Job;
+use super::{Checked, Outcome, SeedResult, assess};
+use crate::RunContext;
+
+/// Runs one experiment seed of a reproduction.
+pub trait SeedRunner {
+    /// `job`'s run at `seed`: its result (a failed run is a result: the report says why),
+    /// and whether it was kept from an earlier run rather than run now.
+    ///
+    /// # Errors
+    ///
+    /// What stops the whole reproduction (a folder that cannot be written, a launcher that
+    /// cannot start), not an experiment's failure.
+    fn run_seed(&self, job: &Job, seed: u64) -> Result<(SeedResult, bool)>;
+}
+
+/// Each seed in this process, through [`ExperimentConfig::run_with`](crate::ExperimentConfig::run_with)
+/// in the context given: where its clients run and who hears it.
+pub struct InProcess<'a, 'c>(pub &'a RunContext<'c>);
+
+impl SeedRunner for InProcess<'_, '_> {
+    fn run_seed(&self, job: &Job, seed: u64) -> Result<(SeedResult, bool)> {
+        self.0
+            .observer
+            .line(&format!("{} seed {seed}: started", job.id));
+        let began = Instant::now();
+        let output = job
+            .config
+            .with_seed(seed)
+            .run_with(self.0)
+            .map_err(|e| e.to_string());
+        Ok((
+            SeedResult {
+                seed,
+                seconds: output.is_ok().then(|| began.elapsed().as_secs_f64()),
+                output,
+            },
+            false,
+        ))
+    }
+}
+
+/// Every seed's results, by experiment.
+pub type Results = BTreeMap<&'static str, Vec<SeedResult>>;
+
+/// Runs every seed of every experiment of the plan whose data are given, in plan order,
+/// through `runner` (`after` hears each seed as it ends, with whether it was kept), then
+/// assesses the claims over them: the whole reproduction.
+///
+/// # Errors
+///
+/// The runner's (see [`SeedRunner::run_seed`]).
+pub fn run_plan(
+    checked: &Checked,
+    runner: &dyn SeedRunner,
+    after: &mut dyn FnMut(&Job, &SeedResult, bool),
+) -> Result<(Outcome, Results)> {
+    let started = Instant::now();
+    let mut results = Results::new();
+    for job in checked.jobs.iter().filter(|j| j.missing.is_none()) {
+        let mut seeds = Vec::with_capacity(checked.seeds.len());
+        for &seed in &checked.seeds {
+            let (result, kept) = runner.run_seed(job, seed)?;
+            after(job, &result, kept);
+            seeds.push(result);
+        }
+        results.insert(job.id, seeds);
+    }
+    let outcome = assess(checked, &results, started.elapsed().as_secs_f64());
+    Ok((outcome, results))
+}
