@@ -334,6 +334,36 @@ mod tests {
     use crate::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig, NetDevice};
     use hgp_models::{Batch, InnerCost, InnerHvp};
 
+    /// Paper 004's Shakespeare LSTM (App. A.1: 2 × 256 units, embedding 8, 80 symbols) at
+    /// windows of `seq`, and `windows` windows of symbols (7919 k + `salt` mod 80) with a next
+    /// symbol each (`stride` k mod 80).
+    fn paper_lstm(
+        seq: usize,
+        windows: usize,
+        (salt, stride): (usize, usize),
+    ) -> (NetConfig, Vec<f64>, Vec<u8>) {
+        let arch = Architecture::CharLstm {
+            seq,
+            vocab: 80,
+            embed: 8,
+            hidden: 256,
+            layers: 2,
+        };
+        let config = NetConfig {
+            arch,
+            mode: HyperMode::Plain,
+            l2: 1e-3,
+            l2_lambda: 0.0,
+            derivatives: DerivativeMode::Auto,
+            device: NetDevice::Cpu,
+        };
+        let features = (0..windows * seq)
+            .map(|k| ((k * 7919 + salt) % 80) as f64)
+            .collect();
+        let labels = (0..windows).map(|k| (k * stride % 80) as u8).collect();
+        (config, features, labels)
+    }
+
     /// Paper 004's Shakespeare LSTM (App. A.1) at windows of 200, at its initial point, in
     /// f32: the gradient carried back 200 steps through σ′ and tanh′ decays below f32's
     /// smallest normal number. No backward buffer holds a subnormal value (a CPU without
@@ -348,32 +378,15 @@ mod tests {
 
     /// The LSTM of paper 004 at windows of 200 (where the flushed values are: the test above)
     /// in f32 against candle in f64: the gradient within 1e-5 relative (f32's rounding over
-    /// 200 steps: 1.3e-7 measured; a flushed value moves a sum by 1.2e-38 at most) and the
+    /// 200 steps: 1.3e-7 measured; a flushed value moves a sum by 9.9e-32 at most) and the
     /// Hessian-vector product against the fused engine in f64 (candle's double backward
     /// through 200 steps holds gigabytes) to the same (2.4e-7); both identical, to the last
     /// bit, on 1 and 3 threads.
     #[test]
     fn flushed_long_windows_keep_their_numbers() {
-        let (seq, windows) = (200, 4);
-        let arch = Architecture::CharLstm {
-            seq,
-            vocab: 80,
-            embed: 8,
-            hidden: 256,
-            layers: 2,
-        };
-        let config = NetConfig {
-            arch,
-            mode: HyperMode::Plain,
-            l2: 1e-3,
-            l2_lambda: 0.0,
-            derivatives: DerivativeMode::DoubleBackward,
-            device: NetDevice::Cpu,
-        };
-        let features: Vec<f64> = (0..windows * seq)
-            .map(|k| ((k * 7919 + 5) % 80) as f64)
-            .collect();
-        let labels: Vec<u8> = (0..windows).map(|k| (k * 17 % 80) as u8).collect();
+        let seq = 200;
+        let (config, features, labels) = paper_lstm(seq, 4, (5, 17));
+        let arch = config.arch;
         let set = (features.as_slice(), labels.as_slice());
         let f32_client = NetClient::<f32>::new(config, set, set).unwrap();
         let f64_client = NetClient::<f64>::new(config, set, set).unwrap();
@@ -421,26 +434,8 @@ mod tests {
 
     /// [`the_lstm_backward_buffers_hold_no_subnormal_value`] at windows of `seq`.
     fn subnormals_at(seq: usize) {
-        let windows = 8;
-        let arch = Architecture::CharLstm {
-            seq,
-            vocab: 80,
-            embed: 8,
-            hidden: 256,
-            layers: 2,
-        };
-        let config = NetConfig {
-            arch,
-            mode: HyperMode::Plain,
-            l2: 1e-3,
-            l2_lambda: 0.0,
-            derivatives: DerivativeMode::Auto,
-            device: NetDevice::Cpu,
-        };
-        let features: Vec<f32> = (0..windows * seq)
-            .map(|k| ((k * 7919 + 13) % 80) as f32)
-            .collect();
-        let labels: Vec<u8> = (0..windows).map(|k| (k * 31 % 80) as u8).collect();
+        let (config, features, labels) = paper_lstm(seq, 8, (13, 31));
+        let arch = config.arch;
         let client =
             NetClient::<f32>::new(config, (&features, &labels), (&features, &labels)).unwrap();
         let x: Vec<f32> = arch.init(11).iter().map(|&v| v as f32).collect();
