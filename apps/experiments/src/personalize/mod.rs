@@ -5,6 +5,7 @@
 //! Table 2 on Marfoq et al.'s procedure.
 
 mod baselines;
+mod checked;
 mod data;
 mod methods;
 mod outcome;
@@ -26,6 +27,7 @@ use crate::setup::{
 };
 
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
+pub use checked::Checked;
 pub use methods::{
     InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, hyper_lr_default_text,
     table6_hyper_lr, table6_l2_lambda,
@@ -186,46 +188,6 @@ impl Default for Config {
             seed: 0,
             device: Device::Cpu,
         }
-    }
-}
-
-/// A config whose options are in range and fit together, with HGP's step resolved.
-#[derive(Clone, Debug)]
-pub struct Checked {
-    config: Config,
-    eta: hgp_hypergrad::Eta,
-    /// The flags given that only some cells use, with their counts.
-    partly: Vec<String>,
-    /// A user's averager and estimator in place of the library's (none by default).
-    pub extensions: Extensions,
-}
-
-impl Checked {
-    /// The same table with `extensions`' averager and estimator in place of the library's
-    /// (those of the λ-tuning methods; PDBO-MTL-Local averages nothing).
-    pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
-        self.extensions = extensions.clone();
-        self
-    }
-
-    /// The warning for flags that only some cells use (`None` when every flag given applies
-    /// to every cell).
-    pub fn partly_used(&self) -> Option<String> {
-        (!self.partly.is_empty()).then(|| {
-            format!(
-                "warning: {} set only some cells of this table; the other cells do not use {}",
-                self.partly.join(", "),
-                if self.partly.len() == 1 { "it" } else { "them" }
-            )
-        })
-    }
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
     }
 }
 
