@@ -13,8 +13,11 @@
 //!    [`Experiment::report`] (files first, then stdout: text or `--json`), the `engine:`
 //!    line, and [`Experiment::conclude`] (a run that diverged still fails after its table).
 //!
-//! A new command implements the trait and calls [`execute`]; it never starts the engine,
-//! opens the reporter or prints the engine line itself.
+//! A command does not implement the trait itself: its flags implement
+//! [`Cli`](crate::adapter::Cli) and [`Standard`](crate::adapter::Standard), and the one
+//! [`Adapter`](crate::adapter::Adapter) implements it (the library experiment's `prepare` and
+//! `run` as its setup and run); it never starts the engine, opens the reporter or prints the
+//! engine line itself.
 
 use std::path::Path;
 

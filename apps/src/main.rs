@@ -14,6 +14,7 @@ macro_rules! println {
     };
 }
 
+mod adapter;
 mod advice;
 mod child;
 mod cli;
@@ -187,14 +188,14 @@ fn main() -> ExitCode {
         return early(format!("{e:#}"));
     }
     let result = match &cli.command {
-        Command::Error(c) => c.run(),
-        Command::Hypergrad(c) => c.run(),
-        Command::Influence(c) => c.run(),
-        Command::Personalize(c) => c.run(),
-        Command::Fbo(c) => c.run(),
-        Command::Fedhyper(c) => c.run(),
-        Command::Faults(c) => c.run(),
-        Command::Reproduce(c) => c.run(),
+        Command::Error(c) => adapter::run(c),
+        Command::Hypergrad(c) => adapter::run(c),
+        Command::Influence(c) => adapter::run(c),
+        Command::Personalize(c) => adapter::run(c),
+        Command::Fbo(c) => adapter::run(c),
+        Command::Fedhyper(c) => adapter::run(c),
+        Command::Faults(c) => adapter::run(c),
+        Command::Reproduce(c) => adapter::run(c),
         Command::Network(c) => c.run(),
         Command::GenSynthetic(c) => c.run(),
     };

@@ -227,6 +227,10 @@ where
     fn replace(&self, cells: &[C]) -> Result<()> {
         write_csv(&self.path, self.header, cells.iter().map(R::from_cell))
     }
+
+    fn resumes(&self) -> bool {
+        self.resume
+    }
 }
 
 /// Refuses a CSV file whose header is not `header`.

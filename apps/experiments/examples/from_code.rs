@@ -11,7 +11,7 @@ use hgp_experiments::cells::NoRows;
 use hgp_experiments::observe::Silent;
 use hgp_experiments::personalize::{self, CellJson, Method, OneSeed};
 use hgp_experiments::setup::NetworkKind;
-use hgp_experiments::{ExperimentConfig, Placement, influence};
+use hgp_experiments::{Experiment, ExperimentConfig, Placement, influence};
 
 fn main() -> anyhow::Result<()> {
     let here = Placement::local();
@@ -53,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         quick: true,
         ..influence::Config::default()
     };
-    let outcome = influence::prepare_and_run(&config.check()?, &here, &Silent, &NoRows)?;
+    let outcome = influence::Config::prepare_and_run(&config.check()?, &here, &Silent, &NoRows)?;
     println!("{}", serde_json::to_string(&outcome)?);
     anyhow::ensure!(
         outcome.top.len() == config.top(),

@@ -37,6 +37,11 @@ pub trait CellSink<R>: Sync {
     ///
     /// The rows cannot be rewritten.
     fn replace(&self, rows: &[R]) -> Result<()>;
+    /// Whether the run continues an interrupted one (`--resume`): its finished rows are
+    /// kept, and the run says how many (none for a fresh run, the default).
+    fn resumes(&self) -> bool {
+        false
+    }
 }
 
 /// A sink that keeps nothing and has no earlier rows: for runs from code that need no

@@ -13,9 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::observe::Observer;
 use crate::outcome::{Comm, newton_step};
-use crate::ranks::agree;
 use crate::setup::{
-    DataConfig, Defaults, EstimatorKind, Extensions, Pipeline, PipelineConfig, l2_lambda,
+    DataConfig, DataSpec, Defaults, EstimatorKind, Extensions, L2Weights, Pipeline, PipelineConfig,
     total_outer_loss_on,
 };
 
@@ -58,23 +57,26 @@ pub struct Config {
     pub seed: u64,
 }
 
-/// A config whose options are in range and fit together ([`Config::check`]).
+/// A config whose options are in range and fit together ([`Config::check`]), resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked(Config, Extensions);
+pub struct Checked {
+    /// The clients' data.
+    pub data: DataSpec,
+    /// λ: a file's weights, or [`L2_LAMBDA`](crate::setup::L2_LAMBDA) everywhere.
+    pub lambda: L2Weights,
+    /// Network, averager, inner solver, estimator (checked against [`DEFAULTS`]).
+    pub pipeline: PipelineConfig,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// A user's averager and estimator in place of the library's (none by default).
+    pub extensions: Extensions,
+}
 
 impl Checked {
     /// The same run with `extensions`' averager and estimator in place of the library's.
     pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
-        self.1 = extensions.clone();
+        self.extensions = extensions.clone();
         self
-    }
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.0
     }
 }
 
@@ -85,9 +87,15 @@ impl Config {
     ///
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
-        self.data.validate()?;
+        let data = self.data.check()?;
         Pipeline::new(&self.pipeline, self.seed).validate(&DEFAULTS)?;
-        Ok(Checked(self.clone(), Extensions::default()))
+        Ok(Checked {
+            data,
+            lambda: L2Weights::of(self.lambda.as_deref()),
+            pipeline: self.pipeline.clone(),
+            seed: self.seed,
+            extensions: Extensions::default(),
+        })
     }
 }
 
@@ -102,7 +110,7 @@ impl Checked {
     fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
         Pipeline::new(&self.pipeline, self.seed)
             .with_placement(placement.clone())
-            .with_extensions(&self.1)
+            .with_extensions(&self.extensions)
     }
 
     /// Loads (or draws) the data and checks what depends on them and on where the clients
@@ -124,7 +132,7 @@ impl Checked {
             .map(|(i, c)| L2Logistic::new(c, self.data.bias).with_context(|| format!("client {i}")))
             .collect::<Result<_>>()?;
         let (n, d) = (clients.len(), clients[0].dim_x());
-        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
+        let lambda = self.lambda.load(n, d)?;
         placement.check_clients(n)?;
         pipeline.validate_clients::<f64, _>(&clients, &DEFAULTS, observer)?;
         Ok(Problem {
@@ -302,19 +310,4 @@ pub fn run(
             scale: convergence.scale,
         },
     })
-}
-
-/// [`Checked::prepare`] then [`run`], the ranks agreeing on the preparation: an estimate
-/// from code in one call.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] and [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-) -> Result<Outcome> {
-    let problem = agree(placement, checked.prepare(placement, observer))?;
-    run(checked, problem, placement, observer)
 }

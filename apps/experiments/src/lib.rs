@@ -10,13 +10,13 @@
 //! ```no_run
 //! use hgp_experiments::cells::NoRows;
 //! use hgp_experiments::observe::Silent;
-//! use hgp_experiments::{Placement, influence};
+//! use hgp_experiments::{Experiment, Placement, influence};
 //!
 //! # fn main() -> anyhow::Result<()> {
 //! // HGP Sec. 5.2 with logistic regression, at `--quick`'s sizes.
 //! let config = influence::Config { quick: true, ..influence::Config::default() };
-//! let outcome =
-//!     influence::prepare_and_run(&config.check()?, &Placement::local(), &Silent, &NoRows)?;
+//! let checked = config.check()?;
+//! let outcome = influence::Config::prepare_and_run(&checked, &Placement::local(), &Silent, &NoRows)?;
 //! println!("R² {:?}, F1 {:?}", outcome.r2, outcome.f1);
 //! # Ok(())
 //! # }
@@ -56,8 +56,28 @@ macro_rules! choice {
     };
 }
 
+/// Orders a named choice by its name (`name()`), as the outputs list them and as the maps
+/// keyed by it were ordered when the keys were the names themselves.
+macro_rules! ordered_by_name {
+    ($($t:ty),* $(,)?) => {$(
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.name().cmp(other.name())
+            }
+        }
+    )*};
+}
+
 pub mod cells;
+mod context;
 pub mod error;
+pub mod experiment;
 pub mod faults;
 pub mod fbo;
 pub mod fedhyper;
@@ -77,8 +97,10 @@ pub mod setup;
 
 use serde::{Deserialize, Serialize};
 
+pub use context::RunContext;
+pub use experiment::Experiment;
 pub use load::ConfigError;
-pub use runner::{ExperimentError, RunContext};
+pub use runner::ExperimentError;
 
 /// Where the clients of an experiment run (every one in this process, or a block per MPI
 /// rank): what `run` takes beside the checked config.
@@ -149,6 +171,32 @@ macro_rules! experiments {
                 match self {
                     $(Self::$variant(_) => $name,)*
                 }
+            }
+
+            /// The experiments that a run context's own averager and estimator reach
+            /// ([`Experiment::EXTENSIBLE`]).
+            pub fn extensible() -> Vec<&'static str> {
+                [$((<$module::Config as Experiment>::EXTENSIBLE, $name)),*]
+                    .into_iter()
+                    .filter_map(|(takes, name)| takes.then_some(name))
+                    .collect()
+            }
+
+            /// Whether a run context's own averager and estimator reach this experiment.
+            pub fn is_extensible(&self) -> bool {
+                match self {
+                    $(Self::$variant(_) => <$module::Config as Experiment>::EXTENSIBLE,)*
+                }
+            }
+
+            /// Runs the experiment through its [`Experiment`] implementation, in `context`.
+            fn run_through_trait(
+                &self,
+                context: &RunContext<'_>,
+            ) -> Result<ExperimentOutcome, ExperimentError> {
+                Ok(match self {
+                    $(Self::$variant(c) => ExperimentOutcome::$variant(runner::run_one(c, context)?),)*
+                })
             }
 
             /// The same experiment with its seed (of every random choice) set to `seed`.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use hgp_graphs::{ExpectedNetwork, LinkLaw, smallest_window};
 use serde::{Deserialize, Serialize};
 
-use crate::setup::{NetworkConfig, derive, domain};
+use crate::setup::{NetworkConfig, NetworkSpec, derive, domain};
 
 /// The largest n whose dense n × n expectations (and eigenvalues) are computed.
 pub const MAX_CLIENTS: usize = 2000;
@@ -49,9 +49,16 @@ pub struct Config {
     pub seed: u64,
 }
 
-/// A config whose values are in range ([`Config::check`]).
+/// A config whose values are in range ([`Config::check`]), resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked(Config);
+pub struct Checked {
+    /// The network, resolved.
+    pub network: NetworkSpec,
+    /// Clients n.
+    pub clients: usize,
+    /// The seed of the network's graphs and steps.
+    pub seed: u64,
+}
 
 impl Config {
     /// Checks every option.
@@ -61,7 +68,7 @@ impl Config {
     /// One line naming the option: a network parameter out of range or for another network,
     /// no clients, more than [`MAX_CLIENTS`].
     pub fn check(&self) -> Result<Checked> {
-        self.network.validate()?;
+        let network = self.network.check()?;
         let n = self.clients;
         if n == 0 {
             bail!("--clients must be at least 1");
@@ -71,15 +78,11 @@ impl Config {
                 "--clients {n}: the expected mixing matrix is dense (n × n with its eigenvalues); at most {MAX_CLIENTS}"
             );
         }
-        Ok(Checked(self.clone()))
-    }
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.0
+        Ok(Checked {
+            network,
+            clients: n,
+            seed: self.seed,
+        })
     }
 }
 
@@ -129,7 +132,7 @@ pub fn run(checked: &Checked) -> Result<Outcome> {
     let expected = ExpectedNetwork::of(net).with_context(|| {
         format!(
             "--network {}: no stationary weights w* = E[P] w*",
-            checked.network.network
+            checked.network.kind()
         )
     })?;
     let law = match net.law() {

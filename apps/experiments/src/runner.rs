@@ -22,12 +22,8 @@
 //! crash or an MPI launcher stays outside the runner).
 
 use crate::cells::NoRows;
-use crate::observe::{Observer, Silent};
 use crate::setup::Extensions;
-use crate::{
-    ConfigError, ExperimentConfig, ExperimentOutcome, Placement, error, faults, fbo, fedhyper,
-    hypergrad, influence, network, personalize, reproduce,
-};
+use crate::{ConfigError, Experiment, ExperimentConfig, ExperimentOutcome, RunContext, reproduce};
 
 /// Why an experiment gave no outcome.
 #[derive(Debug, thiserror::Error)]
@@ -96,35 +92,7 @@ fn first_option(message: &str) -> Option<String> {
     (!name.is_empty() && !name.starts_with('-')).then_some(name)
 }
 
-/// Where an experiment run from code runs and who hears it.
-#[derive(Clone)]
-pub struct RunContext<'a> {
-    /// Where the clients run: every one in this process ([`Placement::local`]), or a block per
-    /// MPI rank.
-    pub placement: Placement,
-    /// Who hears the run's lines, notes and progress ([`Silent`]: no one).
-    pub observer: &'a dyn Observer,
-    /// A user's averager and estimator in place of the library's (`error`, `hypergrad`,
-    /// `influence` and `personalize`; the other experiments refuse a non-empty one): see
-    /// [`Extensions`].
-    pub extensions: Extensions,
-}
-
-impl Default for RunContext<'static> {
-    fn default() -> Self {
-        Self {
-            placement: Placement::local(),
-            observer: &Silent,
-            extensions: Extensions::default(),
-        }
-    }
-}
-
 impl ExperimentConfig {
-    /// The experiments that build a run context's [`Extensions`] in place of the library's
-    /// averager and estimator.
-    pub const EXTENSIBLE: [&'static str; 4] = ["error", "hypergrad", "influence", "personalize"];
-
     /// Why a user's averager in `extensions` would go unused by this config (its estimator
     /// does not average, and no estimator of the user's might ask for it).
     fn unused_averager(&self, extensions: &Extensions) -> Option<String> {
@@ -168,18 +136,16 @@ impl ExperimentConfig {
     /// As [`ExperimentConfig::run`].
     pub fn run_with(&self, context: &RunContext<'_>) -> Result<ExperimentOutcome, ExperimentError> {
         let command = self.command();
-        let invalid = |e: anyhow::Error| ExperimentError::invalid(command, &e);
-        let failed = |e: anyhow::Error| ExperimentError::failed(command, &e);
-        let (at, say) = (&context.placement, context.observer);
+        let say = context.observer;
         let extensions = &context.extensions;
         if !extensions.is_empty() {
-            if !Self::EXTENSIBLE.contains(&command) {
+            if !self.is_extensible() {
                 return Err(ExperimentError::Unsupported {
                     command,
                     message: format!(
                         "a run context's own averager or estimator ({}) reaches {} only",
                         extensions.describe().join(", "),
-                        Self::EXTENSIBLE.join(", ")
+                        Self::extensible().join(", ")
                     ),
                 });
             }
@@ -194,75 +160,41 @@ impl ExperimentConfig {
                 extensions.describe().join(", ")
             ));
         }
-        Ok(match self {
-            Self::Error(c) => {
-                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
-                ExperimentOutcome::Error(error::prepare_and_run(&checked, at, say).map_err(failed)?)
-            }
-            Self::Faults(c) => {
-                let checked = c.check().map_err(invalid)?;
-                ExperimentOutcome::Faults(
-                    faults::prepare_and_run(&checked, at, say).map_err(failed)?,
-                )
-            }
-            Self::Fbo(c) => {
-                let checked = c.check().map_err(invalid)?;
-                ExperimentOutcome::Fbo(
-                    fbo::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
-                )
-            }
-            Self::Fedhyper(c) => {
-                let checked = c.check().map_err(invalid)?;
-                ExperimentOutcome::Fedhyper(
-                    fedhyper::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
-                )
-            }
-            Self::Hypergrad(c) => {
-                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
-                ExperimentOutcome::Hypergrad(
-                    hypergrad::prepare_and_run(&checked, at, say).map_err(failed)?,
-                )
-            }
-            Self::Influence(c) => {
-                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
-                ExperimentOutcome::Influence(
-                    influence::prepare_and_run(&checked, at, say, &NoRows).map_err(failed)?,
-                )
-            }
-            Self::Network(c) => {
-                let checked = c.check().map_err(invalid)?;
-                ExperimentOutcome::Network(network::run(&checked).map_err(failed)?)
-            }
-            Self::Personalize(c) => {
-                let checked = c.check().map_err(invalid)?.with_extensions(extensions);
-                ExperimentOutcome::Personalize(personalize::run(&checked, at, say).map_err(failed)?)
-            }
-            Self::Reproduce(c) => {
-                let checked = c.check().map_err(invalid)?;
-                ExperimentOutcome::Reproduce(reproduce_here(&checked, context)?)
-            }
-        })
+        // A launcher is refused once the config is known to be valid.
+        if let Self::Reproduce(c) = self
+            && c.mpirun.is_some()
+            && c.check()
+                .map_err(|e| ExperimentError::invalid(command, &e))?
+                .launcher
+                .is_some()
+        {
+            return Err(ExperimentError::Unsupported {
+                command,
+                message: reproduce::runner::LAUNCHER_REFUSED.into(),
+            });
+        }
+        self.run_through_trait(context)
     }
 }
 
-/// The reproduction in this process: every experiment seed of the plan one after another
-/// ([`reproduce::runner::InProcess`]; an experiment whose data are not given is left out, as
-/// its claims say), then the report. A seed that fails is a result (the report says why), as
-/// in the `hgp` program.
-fn reproduce_here(
-    checked: &reproduce::Checked,
+/// Checks `config`, puts the context's extensions in (those of an extensible experiment:
+/// the others refused them before), and runs it where the context says
+/// ([`Experiment::prepare_and_run`], its rows kept nowhere).
+pub(crate) fn run_one<E: Experiment>(
+    config: &E,
     context: &RunContext<'_>,
-) -> Result<reproduce::Outcome, ExperimentError> {
-    if checked.launcher.is_some() {
-        return Err(ExperimentError::Unsupported {
-            command: "reproduce",
-            message: "an MPI launcher starts programs: `hgp reproduce --mpirun` runs it".into(),
-        });
-    }
-    let runner = reproduce::runner::InProcess(context);
-    reproduce::runner::run_plan(checked, &runner, &mut |_, _, _| {})
-        .map(|(outcome, _)| outcome)
-        .map_err(|e| ExperimentError::failed("reproduce", &e))
+) -> Result<E::Outcome, ExperimentError> {
+    let command = E::COMMAND;
+    let checked = config
+        .check()
+        .map_err(|e| ExperimentError::invalid(command, &e))?;
+    let checked = if E::EXTENSIBLE && !context.extensions.is_empty() {
+        E::extend(checked, &context.extensions)
+    } else {
+        checked
+    };
+    E::prepare_and_run(&checked, &context.placement, context.observer, &NoRows)
+        .map_err(|e| ExperimentError::failed(command, &e))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use hgp_experiments::{ExperimentConfig, Seeded};
+use hgp_experiments::{Experiment, ExperimentConfig};
 
 use crate::engine::EngineArgs;
 use crate::progress::ReportArgs;
@@ -79,17 +79,17 @@ where
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 impl RunFlags {
-    /// The experiment's config: `--config`'s, or the defaults of `command`, with the flags
-    /// `apply` writes and `--seed`.
+    /// The experiment's config: `--config`'s, or `C`'s defaults, with the flags `apply`
+    /// writes and `--seed`.
     ///
     /// # Errors
     ///
     /// Those of [`base_config`].
-    pub fn config<C>(&self, command: &str, apply: impl FnOnce(&mut C)) -> Result<C>
+    pub fn config<C>(&self, apply: impl FnOnce(&mut C)) -> Result<C>
     where
-        C: Default + TryFrom<ExperimentConfig, Error = ExperimentConfig> + Seeded,
+        C: Experiment + TryFrom<ExperimentConfig, Error = ExperimentConfig>,
     {
-        let mut config: C = base_config(self.config.as_deref(), command)?;
+        let mut config: C = base_config(self.config.as_deref(), C::COMMAND)?;
         apply(&mut config);
         if let Some(seed) = self.seed {
             config.set_seed(seed);

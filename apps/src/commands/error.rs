@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 use hgp_experiments::error::{
-    BATCH, Checked, Config, Curves, ETA, Outcome, PUSH_STEPS, Panels, Problem, SEEDS, TERMS,
-    batch_name, plotted, report_at, run,
+    BATCH, Checked, Config, Curves, ETA, Outcome, PUSH_STEPS, Panels, SEEDS, TERMS, batch_name,
+    plotted, report_at,
 };
 use hgp_experiments::setup::{
     AveragerKind, EstimatorKind, EtaArg, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind,
@@ -17,15 +17,13 @@ use hgp_experiments::setup::{
 use hgp_hypergrad::EXACT_MAX_SIZE;
 use serde::Serialize;
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{
     ConvergenceFlags, DataFlags, NetworkFlags, RunFlags, choice, choice_of, eta_help, flags,
     power_help, with_default,
 };
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::progress::Speaker;
-use crate::report::{Reporter, Table, percentile, prepare_out, sci, sci_exact, write_csv};
+use crate::report::{Table, percentile, sci, sci_exact, write_csv};
 
 /// The defaults listed at the end of `hgp error --help`.
 pub fn after_help() -> String {
@@ -131,81 +129,37 @@ pub struct ErrorCmd {
     run: RunFlags,
 }
 
-impl ErrorCmd {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("error", |c| self.flags.apply(c))
-    }
+impl Cli for ErrorCmd {
+    type Config = Config;
 
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
     }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a ErrorCmd,
-    config: Config,
-    checked: Checked,
 }
 
 /// Every rank checks the config and reads the data (a failure on any rank stops all, rank 0
 /// says why); the inner solve and every run are spread over the ranks; rank 0 writes and
 /// prints.
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "error";
+impl Standard for ErrorCmd {
+    const FILES: &'static [&'static str] = &["error.csv", "error_of_mean.csv", "error.svg"];
 
-    fn files(&self) -> Vec<&'static str> {
-        vec!["error.csv", "error_of_mean.csv", "error.svg"]
-    }
-
-    type Setup = (Instant, Problem);
-    type Outcome = (Instant, Outcome);
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(Some(&self.flags.out))
-    }
-
-    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, false)
-    }
-
-    fn setup(&self, engine: &Engine) -> Result<(Instant, Problem)> {
-        let started = Instant::now();
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        let problem = self.checked.prepare(engine.placement(), &speaker)?;
-        if engine.is_root() {
-            prepare_out(&self.flags.out)?;
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: Some(&self.out),
+            resume: false,
         }
-        Ok((started, problem))
-    }
-
-    fn run(
-        &self,
-        (started, problem): (Instant, Problem),
-        engine: &Engine,
-        reporter: &Reporter,
-    ) -> Result<(Instant, Outcome)> {
-        Ok((
-            started,
-            run(&self.checked, problem, engine.placement(), reporter)?,
-        ))
     }
 
     fn report(
-        &self,
-        (started, outcome): &(Instant, Outcome),
+        adapter: &Adapter<'_, Self>,
+        outcome: &Outcome,
         mpi: Option<serde_json::Value>,
+        started: Instant,
     ) -> Result<()> {
-        let out = &self.flags.out;
+        let out = &adapter.flags.out;
         let curves = &outcome.curves;
-        let pdbo = self.checked.estimator.pdbo();
+        let pdbo = adapter.checked.estimator.pdbo();
         if pdbo {
             write_mean_rows(&out.join("error_of_mean.csv"), curves)?;
         }
@@ -213,16 +167,11 @@ impl Experiment for Command<'_> {
         let csv = out.join("error.csv");
         write_rows(&csv, curves)?;
         let svg = out.join("error.svg");
-        figure(&self.checked, curves).write(&svg)?;
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(outcome)?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+        figure(&adapter.checked, curves).write(&svg)?;
+        if adapter.flags.run.json {
+            return print_json(outcome, mpi);
         }
-        print_summary(&self.checked, outcome);
+        print_summary(&adapter.checked, outcome);
         println!();
         println!(
             "wrote {}{} and {} ({} runs, {:.1} s)",
@@ -301,14 +250,14 @@ fn print_summary(checked: &Checked, outcome: &Outcome) {
         println!(
             "{} estimation error ‖v^(m) − d_λF̄‖ / ‖d_λF̄‖ against paper 004's eq. 8 (mean over {seeds} seeds), n = {n}, {}, γ = {}",
             checked.series_label(0),
-            checked.network.network.name(),
+            checked.network.kind().name(),
             sci(checked.gamma)
         );
     } else {
         println!(
             "HGP estimation error ‖v^(m) − d_λF‖ / ‖d_λF‖ (mean over {seeds} seeds), n = {n}, {}, η = {}",
-            checked.network.network.name(),
-            checked.eta.unwrap_or(ETA)
+            checked.network.kind().name(),
+            checked.eta
         );
     }
     for (p, (label, _)) in curves.panels.iter().enumerate() {
@@ -354,7 +303,7 @@ fn figure(checked: &Checked, curves: &Curves) -> Figure {
         } else {
             "HGP".to_string()
         },
-        checked.network.network.name()
+        checked.network.kind().name()
     ));
     // Plot every m up to 100, then every 10th, to keep the file small.
     let keep = |m: usize| plotted(m, m_max);

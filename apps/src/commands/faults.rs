@@ -4,21 +4,19 @@
 //! and a table or JSON.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Result;
 use hgp_experiments::faults::{
-    CLIENTS, Checked, Config, ETA, LOSSES, LR, Loaded, Outcome, PUSH_STEPS, Row, SGP_STEPS, TERMS,
-    run,
+    CLIENTS, Config, ETA, LOSSES, LR, Outcome, PUSH_STEPS, Row, SGP_STEPS, TERMS,
 };
 use hgp_experiments::setup::{L2_LAMBDA, LR_DECAY};
 use hgp_graphs::Short;
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{NetworkFlags, RunFlags, comma_list, flags, with_default};
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Scale, Series};
-use crate::progress::Speaker;
-use crate::report::{Reporter, Table, prepare_out, sci, write_csv};
+use crate::report::{Table, sci, write_csv};
 
 /// The defaults listed at the end of `hgp faults --help`.
 pub fn after_help() -> String {
@@ -112,92 +110,35 @@ pub struct FaultsCmd {
     run: RunFlags,
 }
 
-impl FaultsCmd {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("faults", |c| self.flags.apply(c))
-    }
+impl Cli for FaultsCmd {
+    type Config = Config;
 
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
     }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a FaultsCmd,
-    config: Config,
-    checked: Checked,
 }
 
 /// Every rank checks the config and reads the data (a failure on any stops all, rank 0 says
 /// why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "faults";
+impl Standard for FaultsCmd {
+    const FILES: &'static [&'static str] = &["faults.csv", "faults.md", "faults.svg"];
 
-    fn files(&self) -> Vec<&'static str> {
-        vec!["faults.csv", "faults.md", "faults.svg"]
-    }
-
-    type Setup = Loaded;
-    type Outcome = Outcome;
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(Some(&self.flags.out))
-    }
-
-    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, false)
-    }
-
-    fn setup(&self, engine: &Engine) -> Result<Loaded> {
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        let loaded = self.checked.prepare(engine.placement(), &speaker)?;
-        if engine.is_root() {
-            prepare_out(&self.flags.out)?;
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: Some(&self.out),
+            resume: false,
         }
-        Ok(loaded)
     }
 
-    fn run(&self, loaded: Loaded, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        run(&self.checked, loaded, engine.placement(), reporter)
-    }
-
-    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        self.write_report(outcome, mpi)
-    }
-}
-
-/// The CSV's header (the fields of [`Row`]).
-const HEADER: &[&str] = &[
-    "averager",
-    "loss",
-    "crashed",
-    "hypergrad_error",
-    "survivors_error",
-    "consensus_error",
-    "inner_error",
-    "survivors_inner_error",
-    "messages",
-    "lost",
-    "failure",
-];
-
-fn cell(v: Option<f64>) -> String {
-    v.map_or("failed".to_string(), sci)
-}
-
-impl Command<'_> {
-    /// Writes the files and prints the table (or JSON).
-    fn write_report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+    fn report(
+        adapter: &Adapter<'_, Self>,
+        outcome: &Outcome,
+        mpi: Option<serde_json::Value>,
+        _: Instant,
+    ) -> Result<()> {
         let (rows, d) = (&outcome.rows, &outcome.details);
-        let out = self.flags.out.as_path();
+        let out = adapter.flags.out.as_path();
         write_csv(&out.join("faults.csv"), HEADER, rows)?;
         let mut table = Table::new([
             "averager",
@@ -262,13 +203,8 @@ impl Command<'_> {
         crate::report::write_whole(&out.join("faults.md"), md.as_bytes())?;
         figure(rows).write(&out.join("faults.svg"))?;
 
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(outcome)?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+        if adapter.flags.run.json {
+            return print_json(outcome, mpi);
         }
         println!("{settings}");
         println!();
@@ -283,6 +219,27 @@ impl Command<'_> {
         Ok(())
     }
 }
+
+/// The CSV's header (the fields of [`Row`]).
+const HEADER: &[&str] = &[
+    "averager",
+    "loss",
+    "crashed",
+    "hypergrad_error",
+    "survivors_error",
+    "consensus_error",
+    "inner_error",
+    "survivors_inner_error",
+    "messages",
+    "lost",
+    "failure",
+];
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or("failed".to_string(), sci)
+}
+
+impl Adapter<'_, FaultsCmd> {}
 
 /// Two panels against p: HGP's error and SGP's consensus error, one line per exchange and
 /// crash setting (failed runs leave gaps).

@@ -5,24 +5,24 @@
 //! per split), or JSON.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{Result, bail};
+use hgp_experiments::cells::CellSink;
 use hgp_experiments::fbo::{
-    BATCH, CLIENTS, Checked, Config, FRACTION, INNER_LOCAL_STEPS, INNER_LR, INNER_STEPS,
-    LENET_INNER_LR, LENET_L2, LENET_OUTER_LR, LENET_ROUNDS, LENET_TAUS, Method, ModelKind,
-    NEUMANN_STEP, NEUMANN_TERMS, OUTER_LR, Outcome, PIXEL_STD, Prepared, QUICK_ROUNDS, ROUNDS, Run,
-    Split, TARGET, TAUS, TEST_IMAGES, run,
+    BATCH, CLIENTS, Config, FRACTION, INNER_LOCAL_STEPS, INNER_LR, INNER_STEPS, LENET_INNER_LR,
+    LENET_L2, LENET_OUTER_LR, LENET_ROUNDS, LENET_TAUS, Method, ModelKind, NEUMANN_STEP,
+    NEUMANN_TERMS, OUTER_LR, Outcome, PIXEL_STD, QUICK_ROUNDS, ROUNDS, Run, Split, TARGET, TAUS,
+    TEST_IMAGES,
 };
 use hgp_graphs::Short;
 use hgp_models::HyperRepConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{ImageFlags, RunFlags, choice, comma_list, flags, with_default};
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
-use crate::progress::Speaker;
-use crate::report::{CsvCells, Reporter, Table, parse_list, prepare_out, sci_list};
+use crate::report::{CsvCells, Table, parse_list, sci_list};
 
 /// The defaults listed at the end of `hgp fbo --help`.
 pub fn after_help() -> String {
@@ -121,77 +121,138 @@ pub struct Fbo {
     run: RunFlags,
 }
 
-impl Fbo {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("fbo", |c| self.flags.apply(c))
-    }
+impl Cli for Fbo {
+    type Config = Config;
 
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
     }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a Fbo,
-    config: Config,
-    checked: Checked,
 }
 
 /// Every rank checks the config, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "fbo";
+impl Standard for Fbo {
+    const FILES: &'static [&'static str] = &["fbo.csv", "fbo.md", "curves.svg"];
+    const OUT_BEFORE_DATA: bool = true;
 
-    fn files(&self) -> Vec<&'static str> {
-        vec!["fbo.csv", "fbo.md", "curves.svg"]
-    }
-
-    type Setup = Prepared;
-    type Outcome = Outcome;
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(Some(&self.flags.out))
-    }
-
-    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, false)
-    }
-
-    fn setup(&self, engine: &Engine) -> Result<Prepared> {
-        if engine.is_root() {
-            prepare_out(&self.flags.out)?;
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: Some(&self.out),
+            resume: false,
         }
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        self.checked.prepare(engine.placement(), &speaker)
     }
 
-    fn run(&self, prepared: Prepared, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        let rows = FboRows {
-            cells: CsvCells::new(self.flags.out.join("fbo.csv"), HEADER, false),
-            target: self.checked.settings().target,
-        };
-        run(&self.checked, prepared, engine.placement(), reporter, &rows)
+    fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<Run> + 'a> {
+        Box::new(FboRows {
+            cells: CsvCells::new(adapter.flags.out.join("fbo.csv"), HEADER, false),
+            target: adapter.checked.settings.target,
+        })
     }
 
-    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        self.write_report(outcome, mpi)
+    fn report(
+        adapter: &Adapter<'_, Self>,
+        outcome: &Outcome,
+        mpi: Option<serde_json::Value>,
+        _: Instant,
+    ) -> Result<()> {
+        let (runs, description) = (&outcome.details.runs, &outcome.details.description);
+        let settings = &adapter.checked.settings;
+        let out = &adapter.flags.out;
+        let target = settings.target;
+        let percent = 100.0 * target;
+        let mut table = Table::new([
+            "method".to_string(),
+            "split".to_string(),
+            "τ".to_string(),
+            format!("rounds to {percent:.0} %"),
+            "final accuracy".to_string(),
+            "rounds".to_string(),
+        ]);
+        for r in runs {
+            table.row([
+                r.method.name().to_string(),
+                r.split.name().to_string(),
+                r.tau.to_string(),
+                r.rounds_to_target(target)
+                    .map_or("never".to_string(), |k| k.to_string()),
+                match (r.final_accuracy(), &r.diverged) {
+                    (Some(a), _) if r.collapsed(hgp_experiments::fbo::CLASSES).is_some() => {
+                        format!("{:.2} % (collapsed)", 100.0 * a)
+                    }
+                    (Some(a), _) => format!("{:.2} %", 100.0 * a),
+                    (None, Some(d)) => format!("diverged (iteration {})", d.iteration),
+                    (None, None) => "-".to_string(),
+                },
+                r.rounds().to_string(),
+            ]);
+        }
+        let md_path = out.join("fbo.md");
+        crate::report::write_whole(&md_path, table.markdown().as_bytes())?;
+
+        let mut figure = Figure::new()
+            .with_title(format!(
+                "Test accuracy against communication rounds (paper 003, {})",
+                adapter.checked.figures
+            ))
+            .shared_y();
+        for &split in &adapter.checked.split {
+            let mut panel = Panel::new(split.name(), "communication rounds", "test accuracy")
+                .with_level(format!("target {percent:.0} %"), target);
+            for r in runs.iter().filter(|r| r.split == split) {
+                let points = r.curve.iter().map(|&(k, a)| (k as f64, a)).collect();
+                panel = panel.with_series(Series::line(
+                    format!("{}, τ = {}", r.method.name(), r.tau),
+                    points,
+                ));
+            }
+            figure = figure.with_panel(panel);
+        }
+        let svg = out.join("curves.svg");
+        figure.write(&svg)?;
+
+        if adapter.flags.run.json {
+            return print_json(outcome, mpi);
+        }
+        println!("{description}");
+        println!(
+            "N = {}, β = {}, α = {}, Neumann step {}, T' = {}, C = {}, batch {}: test accuracy on held-out images",
+            settings.inner_steps,
+            Short(settings.inner_lr),
+            Short(settings.outer_lr),
+            Short(settings.neumann_step),
+            settings.neumann_terms,
+            Short(settings.fraction),
+            settings.batch
+        );
+        if (settings.lfednest_inner_lr, settings.lfednest_outer_lr)
+            != (settings.inner_lr, settings.outer_lr)
+        {
+            println!(
+                "LFedNest: β = {}, α = {}",
+                Short(settings.lfednest_inner_lr),
+                Short(settings.lfednest_outer_lr)
+            );
+        }
+        println!();
+        println!("{}", table.terminal());
+        println!();
+        println!(
+            "wrote {}, {} and {}",
+            out.join("fbo.csv").display(),
+            md_path.display(),
+            svg.display()
+        );
+        Ok(())
     }
 
     /// The table is complete; a run that diverged still makes the command fail.
-    fn conclude(&self, outcome: Outcome) -> Result<()> {
+    fn conclude(adapter: &Adapter<'_, Self>, outcome: Outcome) -> Result<()> {
         let diverged = outcome.diverged();
         if !diverged.is_empty() {
             // The flags whose values sized the steps: a pixel scale far from the default
             // makes every gradient (and so every step) larger by as much.
-            let pixel_std = self.checked.pixel_std;
+            let pixel_std = adapter.checked.pixel_std;
             let advice = if pixel_std < hgp_experiments::fbo::PIXEL_STD / 10.0 {
                 format!(
                     "--pixel-std {} scales the pixels by {} (the default {} by {}): a larger --pixel-std, or smaller --outer-lr or --inner-lr, keeps them finite",
@@ -291,101 +352,4 @@ impl RunRow {
     }
 }
 
-impl Command<'_> {
-    /// Writes the table, the markdown, the figure, and prints the table or the JSON.
-    fn write_report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        let (runs, description) = (&outcome.details.runs, &outcome.details.description);
-        let settings = self.checked.settings();
-        let out = &self.flags.out;
-        let target = settings.target;
-        let percent = 100.0 * target;
-        let mut table = Table::new([
-            "method".to_string(),
-            "split".to_string(),
-            "τ".to_string(),
-            format!("rounds to {percent:.0} %"),
-            "final accuracy".to_string(),
-            "rounds".to_string(),
-        ]);
-        for r in runs {
-            table.row([
-                r.method.name().to_string(),
-                r.split.name().to_string(),
-                r.tau.to_string(),
-                r.rounds_to_target(target)
-                    .map_or("never".to_string(), |k| k.to_string()),
-                match (r.final_accuracy(), &r.diverged) {
-                    (Some(a), _) if r.collapsed(hgp_experiments::fbo::CLASSES).is_some() => {
-                        format!("{:.2} % (collapsed)", 100.0 * a)
-                    }
-                    (Some(a), _) => format!("{:.2} %", 100.0 * a),
-                    (None, Some(d)) => format!("diverged (iteration {})", d.iteration),
-                    (None, None) => "-".to_string(),
-                },
-                r.rounds().to_string(),
-            ]);
-        }
-        let md_path = out.join("fbo.md");
-        crate::report::write_whole(&md_path, table.markdown().as_bytes())?;
-
-        let mut figure = Figure::new()
-            .with_title(format!(
-                "Test accuracy against communication rounds (paper 003, {})",
-                self.checked.figures()
-            ))
-            .shared_y();
-        for &split in &self.checked.split {
-            let mut panel = Panel::new(split.name(), "communication rounds", "test accuracy")
-                .with_level(format!("target {percent:.0} %"), target);
-            for r in runs.iter().filter(|r| r.split == split) {
-                let points = r.curve.iter().map(|&(k, a)| (k as f64, a)).collect();
-                panel = panel.with_series(Series::line(
-                    format!("{}, τ = {}", r.method.name(), r.tau),
-                    points,
-                ));
-            }
-            figure = figure.with_panel(panel);
-        }
-        let svg = out.join("curves.svg");
-        figure.write(&svg)?;
-
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(outcome)?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
-        }
-        println!("{description}");
-        println!(
-            "N = {}, β = {}, α = {}, Neumann step {}, T' = {}, C = {}, batch {}: test accuracy on held-out images",
-            settings.inner_steps,
-            Short(settings.inner_lr),
-            Short(settings.outer_lr),
-            Short(settings.neumann_step),
-            settings.neumann_terms,
-            Short(settings.fraction),
-            settings.batch
-        );
-        if (settings.lfednest_inner_lr, settings.lfednest_outer_lr)
-            != (settings.inner_lr, settings.outer_lr)
-        {
-            println!(
-                "LFedNest: β = {}, α = {}",
-                Short(settings.lfednest_inner_lr),
-                Short(settings.lfednest_outer_lr)
-            );
-        }
-        println!();
-        println!("{}", table.terminal());
-        println!();
-        println!(
-            "wrote {}, {} and {}",
-            out.join("fbo.csv").display(),
-            md_path.display(),
-            svg.display()
-        );
-        Ok(())
-    }
-}
+impl Adapter<'_, Fbo> {}

@@ -6,22 +6,22 @@
 //! rounds: Fig. 6), or JSON.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use hgp_experiments::cells::CellSink;
 use hgp_experiments::fedhyper::{
-    ADAGRAD_LR, ADAM_LR, CLIENTS, Checked, Config, DECAY, FRACTION, LR, Method, Model, Outcome,
-    Prepared, QUICK_COLOUR_ROUNDS, QUICK_ROUNDS, ROUNDS, RoundRecord, RoundRow, Run, SPLITS, Split,
-    TEXT_LR, TEXT_QUICK_CLIENTS, TEXT_QUICK_FRACTION, TEXT_QUICK_ROUNDS, run, targets_in_words,
+    ADAGRAD_LR, ADAM_LR, CLIENTS, Config, DECAY, FRACTION, LR, Method, Model, Outcome,
+    QUICK_COLOUR_ROUNDS, QUICK_ROUNDS, ROUNDS, RoundRecord, RoundRow, Run, SPLITS, Split, TEXT_LR,
+    TEXT_QUICK_CLIENTS, TEXT_QUICK_FRACTION, TEXT_QUICK_ROUNDS, targets_in_words,
 };
 use hgp_graphs::Short;
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{ImageFlags, RunFlags, TextFlags, choice, flags, with_default};
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
-use crate::progress::Speaker;
-use crate::report::{CsvCells, Reporter, Table, prepare_out, write_csv};
+use crate::report::{CsvCells, Table, write_csv};
 
 /// Parses a split: `iid`, `natural` or a Dirichlet concentration α.
 fn parse_split(s: &str) -> Result<Split, String> {
@@ -130,30 +130,6 @@ pub fn after_help() -> String {
     )
 }
 
-impl FedHyperCmd {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("fedhyper", |c| self.flags.apply(c))
-    }
-
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
-    }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a FedHyperCmd,
-    config: Config,
-    checked: Checked,
-}
-
 /// The header of rounds.csv (the fields of [`RoundRow`]).
 const ROUND_HEADER: &[&str] = &[
     "method",
@@ -185,100 +161,54 @@ const SUMMARY_HEADER: &[&str] = &[
     "collapsed",
 ];
 
+impl Cli for FedHyperCmd {
+    type Config = Config;
+
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
+    }
+}
+
 /// Every rank checks the config, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "fedhyper";
+impl Standard for FedHyperCmd {
+    const FILES: &'static [&'static str] = &[
+        "rounds.csv",
+        "fedhyper.csv",
+        "fedhyper.md",
+        "accuracy.svg",
+        "lr.svg",
+    ];
+    const OUT_BEFORE_DATA: bool = true;
 
-    fn files(&self) -> Vec<&'static str> {
-        vec![
-            "rounds.csv",
-            "fedhyper.csv",
-            "fedhyper.md",
-            "accuracy.svg",
-            "lr.svg",
-        ]
-    }
-
-    type Setup = Prepared;
-    type Outcome = Outcome;
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(Some(&self.flags.out))
-    }
-
-    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, self.flags.resume)
-    }
-
-    fn resume(&self) -> bool {
-        self.flags.resume
-    }
-
-    fn setup(&self, engine: &Engine) -> Result<Prepared> {
-        if engine.is_root() {
-            prepare_out(&self.flags.out)?;
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: Some(&self.out),
+            resume: self.resume,
         }
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        self.checked.prepare(engine.placement(), &speaker)
     }
 
-    fn run(&self, prepared: Prepared, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        let rows = CsvCells::<RoundRow, RoundRow>::new(
-            self.flags.out.join("rounds.csv"),
+    fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<RoundRow> + 'a> {
+        let resume = adapter.flags.resume;
+        Box::new(CsvCells::<RoundRow, RoundRow>::new(
+            adapter.flags.out.join("rounds.csv"),
             ROUND_HEADER,
-            self.flags.resume,
-        );
-        run(
-            &self.checked,
-            prepared,
-            engine.placement(),
-            reporter,
-            &rows,
-            self.flags.resume,
-        )
+            resume,
+        ))
     }
 
-    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        self.write_report(outcome, mpi)
-    }
-
-    /// The table is complete; a run that diverged still makes the command fail (one that
-    /// collapsed was said when the runs ended, and is marked in the table: its accuracy is
-    /// the method's result).
-    fn conclude(&self, outcome: Outcome) -> Result<()> {
-        let diverged = outcome.diverged();
-        if !diverged.is_empty() {
-            let runs = outcome.details.as_ref().map_or(0, |d| d.runs.len());
-            bail!(
-                "{} of {runs} runs diverged: {}; every result is written and rounds.csv stops where they did (a smaller --lr or tighter bounds keep them finite)",
-                diverged.len(),
-                diverged.join(", ")
-            );
-        }
-        Ok(())
-    }
-}
-
-/// The mean over seeds of `value` at every round (rounds where every seed has a record).
-fn mean_curve(runs: &[&Run], value: impl Fn(&RoundRecord) -> f64) -> Vec<(f64, f64)> {
-    let len = runs.iter().map(|r| r.records.len()).min().unwrap_or(0);
-    (0..len)
-        .map(|k| {
-            let v = runs.iter().map(|r| value(&r.records[k])).sum::<f64>() / runs.len() as f64;
-            (runs[0].records[k].round as f64, v)
-        })
-        .collect()
-}
-
-impl Command<'_> {
-    /// Writes the tables and figures, and prints the table or the JSON.
-    fn write_report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
+    fn report(
+        adapter: &Adapter<'_, Self>,
+        outcome: &Outcome,
+        mpi: Option<serde_json::Value>,
+        _: Instant,
+    ) -> Result<()> {
         let details = outcome.details.as_ref().context("the runs of this run")?;
         let (runs, settings, description) =
             (&details.runs, &details.settings, &details.description);
-        let out = &self.flags.out;
-        let seeds = self.checked.seeds;
+        let out = &adapter.flags.out;
+        let seeds = adapter.checked.seeds;
         let target = settings.target;
         let percent = 100.0 * target;
         let summaries = &outcome.rows;
@@ -348,10 +278,10 @@ impl Command<'_> {
                 }
             ))
             .shared_y();
-        for split in &self.checked.splits() {
+        for split in &adapter.checked.splits {
             let mut panel = Panel::new(split.label(), "communication rounds", "test accuracy")
                 .with_level(format!("target {percent:.0} %"), target);
-            for &method in &self.checked.methods {
+            for &method in &adapter.checked.methods {
                 let mine: Vec<&Run> = runs
                     .iter()
                     .filter(|r| r.method == method && r.split == *split)
@@ -370,7 +300,7 @@ impl Command<'_> {
 
         // lr.svg: the first seed on the last split (the most skewed of the default list).
         let shown = details.shown;
-        let first_seed = self.checked.seed;
+        let first_seed = adapter.checked.seed;
         let shown_runs: Vec<&Run> = runs
             .iter()
             .filter(|r| r.split == shown && r.seed == first_seed)
@@ -407,13 +337,8 @@ impl Command<'_> {
             .with_panel(local)
             .write(&lr_svg)?;
 
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(outcome)?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+        if adapter.flags.run.json {
+            return print_json(outcome, mpi);
         }
         println!("{description}");
         println!(
@@ -437,4 +362,33 @@ impl Command<'_> {
         );
         Ok(())
     }
+
+    /// The table is complete; a run that diverged still makes the command fail (one that
+    /// collapsed was said when the runs ended, and is marked in the table: its accuracy is
+    /// the method's result).
+    fn conclude(_adapter: &Adapter<'_, Self>, outcome: Outcome) -> Result<()> {
+        let diverged = outcome.diverged();
+        if !diverged.is_empty() {
+            let runs = outcome.details.as_ref().map_or(0, |d| d.runs.len());
+            bail!(
+                "{} of {runs} runs diverged: {}; every result is written and rounds.csv stops where they did (a smaller --lr or tighter bounds keep them finite)",
+                diverged.len(),
+                diverged.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
+
+/// The mean over seeds of `value` at every round (rounds where every seed has a record).
+fn mean_curve(runs: &[&Run], value: impl Fn(&RoundRecord) -> f64) -> Vec<(f64, f64)> {
+    let len = runs.iter().map(|r| r.records.len()).min().unwrap_or(0);
+    (0..len)
+        .map(|k| {
+            let v = runs.iter().map(|r| value(&r.records[k])).sum::<f64>() / runs.len() as f64;
+            (runs[0].records[k].round as f64, v)
+        })
+        .collect()
+}
+
+impl Adapter<'_, FedHyperCmd> {}

@@ -2,17 +2,16 @@
 //! ([`hgp_experiments::hypergrad`]), printed as text or JSON.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Result;
-use hgp_experiments::hypergrad::{Checked, Config, DEFAULTS, Outcome, Problem, run};
+use hgp_experiments::hypergrad::{Config, DEFAULTS, Outcome};
 use hgp_experiments::setup::L2_LAMBDA;
 use hgp_graphs::Short;
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{DataFlags, PipelineFlags, RunFlags};
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
-use crate::progress::Speaker;
-use crate::report::{Reporter, Table, sci};
+use crate::report::{Table, sci};
 
 /// The defaults listed at the end of `hgp hypergrad --help`.
 pub fn after_help() -> String {
@@ -43,10 +42,11 @@ pub struct Hypergrad {
     run: RunFlags,
 }
 
-impl Hypergrad {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("hypergrad", |c: &mut Config| {
+impl Cli for Hypergrad {
+    type Config = Config;
+
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c: &mut Config| {
             self.data.apply(&mut c.data);
             self.pipeline.apply(&mut c.pipeline);
             if let Some(lambda) = &self.lambda {
@@ -54,54 +54,28 @@ impl Hypergrad {
             }
         })
     }
-
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        execute(&Command {
-            flags: self,
-            checked: self.config()?.check()?,
-        })
-    }
 }
 
-/// The checked experiment with the flags that say how to run and show it.
-struct Command<'a> {
-    flags: &'a Hypergrad,
-    checked: Checked,
-}
-
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "hypergrad";
-
-    type Setup = Problem;
-    type Outcome = Outcome;
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(None)
-    }
-
+impl Standard for Hypergrad {
     /// Its text has the engine in its aligned block.
-    fn engine_line(&self) -> bool {
-        false
+    const ENGINE_LINE: bool = false;
+
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: None,
+            resume: false,
+        }
     }
 
-    fn setup(&self, engine: &Engine) -> Result<Problem> {
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        self.checked.prepare(engine.placement(), &speaker)
-    }
-
-    fn run(&self, problem: Problem, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        run(&self.checked, problem, engine.placement(), reporter)
-    }
-
-    fn report(&self, outcome: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(outcome)?;
-            if let Some(traffic) = mpi {
-                out["mpi"] = traffic;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+    fn report(
+        adapter: &Adapter<'_, Self>,
+        outcome: &Outcome,
+        mpi: Option<serde_json::Value>,
+        _: Instant,
+    ) -> Result<()> {
+        if adapter.flags.run.json {
+            return print_json(outcome, mpi);
         }
         print_text(outcome, mpi.as_ref());
         Ok(())

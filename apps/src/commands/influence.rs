@@ -4,22 +4,21 @@
 //! influence.svg, and a summary or JSON.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Result;
+use hgp_experiments::cells::CellSink;
 use hgp_experiments::influence::{
-    CNN, CNN_CLIENTS, CNN_QUICK, Checked, Config, IMAGES, LOGISTIC, ModelKind, Outcome, Problem,
-    Removal, TOP, run,
+    CNN, CNN_CLIENTS, CNN_QUICK, Config, IMAGES, LOGISTIC, ModelKind, Outcome, Removal, TOP,
 };
 use hgp_experiments::numbers::sci_exact;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
 
+use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
 use crate::cli::{DataFlags, PipelineFlags, RunFlags, choice, flags};
-use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
 use crate::plot::{Figure, Panel, Series};
-use crate::progress::Speaker;
-use crate::report::{CsvCells, CsvRow, Reporter, Table, prepare_out, sci, write_csv};
+use crate::report::{CsvCells, CsvRow, Table, sci, write_csv};
 
 /// The help text of `--quick`, from the sizes it selects.
 fn quick_help() -> String {
@@ -106,30 +105,6 @@ pub struct Influence {
     run: RunFlags,
 }
 
-impl Influence {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("influence", |c| self.flags.apply(c))
-    }
-
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
-    }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a Influence,
-    config: Config,
-    checked: Checked,
-}
-
 /// The CSV's header (the fields of [`Row`]).
 const HEADER: &[&str] = &["client", "instance", "predicted", "actual", "stationarity"];
 
@@ -169,68 +144,52 @@ impl CsvRow<Removal> for Row {
     }
 }
 
+impl Cli for Influence {
+    type Config = Config;
+
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
+    }
+}
+
 /// Every rank checks the config and reads the data (a failure on any rank stops all, rank 0
 /// says why); the solves, the estimate and every retraining run over the ranks; rank 0
 /// writes and prints.
-impl Experiment for Command<'_> {
-    const COMMAND: &'static str = "influence";
-
-    fn files(&self) -> Vec<&'static str> {
-        vec!["influence.csv", "influence.svg"]
-    }
-
-    fn resume(&self) -> bool {
-        self.flags.resume
-    }
-
-    type Setup = Problem;
-    type Outcome = Outcome;
-
-    fn output(&self) -> Output<'_> {
-        self.flags.run.output(Some(&self.flags.out))
-    }
-
+impl Standard for Influence {
+    const FILES: &'static [&'static str] = &["influence.csv", "influence.svg"];
     /// Everything that changes the numbers (--top only changes how many).
-    fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        crate::lifecycle::config_settings(&self.config, self.flags.resume)
-    }
+    const RESUME_IGNORES: &'static [&'static str] = &["options.top"];
 
-    fn resume_ignores(&self) -> &'static [&'static str] {
-        &["options.top"]
-    }
-
-    fn setup(&self, engine: &Engine) -> Result<Problem> {
-        let speaker = Speaker::new(engine.is_root(), self.flags.run.json);
-        let problem = self.checked.prepare(engine.placement(), &speaker)?;
-        if engine.is_root() {
-            prepare_out(&self.flags.out)?;
+    fn frame(&self) -> Frame<'_> {
+        Frame {
+            run: &self.run,
+            out: Some(&self.out),
+            resume: self.resume,
         }
-        Ok(problem)
     }
 
-    fn run(&self, problem: Problem, engine: &Engine, reporter: &Reporter) -> Result<Outcome> {
-        let rows = CsvCells::<Removal, Row>::new(
-            self.flags.out.join("influence.csv"),
+    fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<Removal> + 'a> {
+        Box::new(CsvCells::<Removal, Row>::new(
+            adapter.flags.out.join("influence.csv"),
             HEADER,
-            self.flags.resume,
-        );
-        run(&self.checked, problem, engine.placement(), reporter, &rows)
+            adapter.flags.resume,
+        ))
     }
 
-    fn report(&self, o: &Outcome, mpi: Option<serde_json::Value>) -> Result<()> {
-        let csv = self.flags.out.join("influence.csv");
+    fn report(
+        adapter: &Adapter<'_, Self>,
+        o: &Outcome,
+        mpi: Option<serde_json::Value>,
+        _: Instant,
+    ) -> Result<()> {
+        let csv = adapter.flags.out.join("influence.csv");
         let removals = &o.details.removals;
         write_csv(&csv, HEADER, removals.iter().map(Row::from_cell))?;
-        figure(o).write(&self.flags.out.join("influence.svg"))?;
-        if self.flags.run.json {
-            let mut out = serde_json::to_value(o)?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+        figure(o).write(&adapter.flags.out.join("influence.svg"))?;
+        if adapter.flags.run.json {
+            return print_json(o, mpi);
         }
-        self.print_text(o);
+        adapter.print_text(o);
         Ok(())
     }
 }
@@ -269,7 +228,7 @@ fn figure(o: &Outcome) -> Figure {
         )
 }
 
-impl Command<'_> {
+impl Adapter<'_, Influence> {
     /// The summary: the solve, the top removals and the scores.
     fn print_text(&self, o: &Outcome) {
         let d = &o.details;

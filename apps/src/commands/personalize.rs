@@ -19,9 +19,11 @@ use hgp_experiments::setup::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::adapter::print_json;
+use crate::adapter::{Adapter, Cli};
 use crate::cli::{ImageFlags, RunFlags, TextFlags, choice, eta_help, flags, power_help};
 use crate::engine::Engine;
-use crate::lifecycle::{Experiment, Output, execute};
+use crate::lifecycle::{Experiment, Output};
 use crate::plot::{Figure, Panel, Series};
 use crate::progress::Speaker;
 use crate::report::{
@@ -200,39 +202,26 @@ pub struct Personalize {
     run: RunFlags,
 }
 
-impl Personalize {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
-        self.run.config("personalize", |c| self.flags.apply(c))
+impl Cli for Personalize {
+    type Config = Config;
+
+    fn config(&self) -> Result<Config> {
+        self.run.config(|c| self.flags.apply(c))
     }
 
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        let checked = config.check()?;
-        if self.resume && checked.seeds() > 1 {
+    fn admit(&self, checked: &Checked) -> Result<()> {
+        if self.resume && checked.seeds > 1 {
             bail!(
                 "--resume works on one seed's run: resume each DIR/seed-K with --seed K --seeds 1 --out DIR/seed-K"
             );
         }
-        execute(&Command {
-            flags: self,
-            checked,
-            config,
-        })
+        Ok(())
     }
-}
-
-/// The checked experiment with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a Personalize,
-    config: Config,
-    checked: Checked,
 }
 
 /// What a run computed: one seed's table and the data's description, or the tables of
 /// several seeds (each already written to its own `seed-K` folder).
-enum Tables {
+pub enum Tables {
     /// One seed.
     One(SeedRun),
     /// Several seeds, in order.
@@ -244,7 +233,7 @@ const SELECTION: &[&str] = &["options.methods", "options.networks"];
 
 /// Each seed's table is a run of its own in its own folder (`--out` itself for one seed,
 /// `DIR/seed-K` for several), with its settings, log and rows written as they finish.
-impl Experiment for Command<'_> {
+impl Experiment for Adapter<'_, Personalize> {
     const COMMAND: &'static str = "personalize";
 
     fn files(&self) -> Vec<&'static str> {
@@ -265,14 +254,14 @@ impl Experiment for Command<'_> {
     type Outcome = Tables;
 
     /// The folder is held and cleared as a whole; the settings and the log are each
-    /// seed's (see [`Command::run_one`]); with several seeds the folder's settings are the
+    /// seed's (see [`Adapter::run_one`]); with several seeds the folder's settings are the
     /// whole run's.
     fn output(&self) -> Output<'_> {
         self.flags.run.output(Some(&self.flags.out))
     }
 
     fn settings(&self) -> Result<Option<(serde_json::Value, bool)>> {
-        if self.checked.seeds() > 1 {
+        if self.checked.seeds > 1 {
             return crate::lifecycle::config_settings(&self.config, false);
         }
         Ok(None)
@@ -290,7 +279,7 @@ impl Experiment for Command<'_> {
     }
 
     fn run(&self, (): (), engine: &Engine, _: &Reporter) -> Result<Tables> {
-        let seeds = self.checked.seeds();
+        let seeds = self.checked.seeds;
         if seeds == 1 {
             let run = self.run_one(self.checked.seed, &self.flags.out, engine)?;
             return Ok(Tables::One(run));
@@ -324,7 +313,7 @@ impl Experiment for Command<'_> {
     }
 }
 
-impl Command<'_> {
+impl Adapter<'_, Personalize> {
     /// Runs the table for one seed in `out`: its settings (the config of that seed alone),
     /// its log and its rows as they finish (rank 0 writes), then the rows in table order.
     fn run_one(&self, seed: u64, out: &Path, engine: &Engine) -> Result<SeedRun> {
@@ -490,7 +479,7 @@ const TUNED_CAPTION: &str = "rates on Marfoq et al.'s procedure chosen by valida
 const TRAINING_CAPTION: &str =
     "inner solves of SGP and Local: training accuracy %, inner gradient norm at the end (at x0)";
 
-impl Command<'_> {
+impl Adapter<'_, Personalize> {
     /// The table of the inner solves of SGP and Local (None if neither ran).
     fn training_table(
         &self,
@@ -498,30 +487,29 @@ impl Command<'_> {
     ) -> Option<Table> {
         let methods: Vec<Method> = self
             .checked
-            .methods()
-            .into_iter()
+            .methods
+            .iter()
+            .copied()
             .filter(|m| matches!(m, Method::Sgp | Method::Local))
             .collect();
         if methods.is_empty() {
             return None;
         }
         let mut table = Table::new(
-            std::iter::once("method").chain(self.checked.networks().iter().map(|k| k.name())),
+            std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
         );
         for m in methods {
-            table.row(
-                std::iter::once(m.name().to_string()).chain(self.checked.networks().iter().map(
-                    |&k| match training(m, k) {
-                        Some(t) => format!(
-                            "{:.1}, {:.3} ({:.3})",
-                            100.0 * t.accuracy,
-                            t.grad_norm,
-                            t.grad_norm_start
-                        ),
-                        None => "-".to_string(),
-                    },
-                )),
-            );
+            table.row(std::iter::once(m.name().to_string()).chain(
+                self.checked.networks.iter().map(|&k| match training(m, k) {
+                    Some(t) => format!(
+                        "{:.1}, {:.3} ({:.3})",
+                        100.0 * t.accuracy,
+                        t.grad_norm,
+                        t.grad_norm_start
+                    ),
+                    None => "-".to_string(),
+                }),
+            ));
         }
         Some(table)
     }
@@ -534,14 +522,14 @@ impl Command<'_> {
         let row = |m: Method, k: NetworkKind| {
             over.rows
                 .iter()
-                .find(|r| r.method == m.label(self.checked.estimator) && r.network == k.name())
+                .find(|r| r.method == m.label(self.checked.estimator) && r.network == k)
         };
         let mut table = Table::new(
-            std::iter::once("method").chain(self.checked.networks().iter().map(|k| k.name())),
+            std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
         );
-        for &m in &self.checked.methods() {
+        for &m in &self.checked.methods {
             let mut line = vec![m.label(self.checked.estimator).to_string()];
-            for &k in &self.checked.networks() {
+            for &k in &self.checked.networks {
                 line.push(match row(m, k) {
                     _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                     Some(SeedRow {
@@ -579,12 +567,7 @@ impl Command<'_> {
         let csv = out.join("personalize-seeds.csv");
         write_csv(&csv, SEED_HEADER, over.rows.iter())?;
         if self.flags.run.json {
-            let mut out = serde_json::to_value(Outcome::Seeds(over))?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+            return print_json(&Outcome::Seeds(over), mpi);
         }
         println!("{caption}\n\n{}", table.terminal());
         if let Some(t) = &training {
@@ -612,12 +595,12 @@ impl Command<'_> {
             |m: Method, k: NetworkKind| cells.iter().find(|c| c.method == m && c.network == k);
         let csv = out.join("personalize.csv");
         let mut table = Table::new(
-            std::iter::once("method").chain(self.checked.networks().iter().map(|k| k.name())),
+            std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
         );
-        for &m in &self.checked.methods() {
+        for &m in &self.checked.methods {
             table.row(
                 std::iter::once(m.label(self.checked.estimator).to_string()).chain(
-                    self.checked.networks().iter().map(|&k| match find(m, k) {
+                    self.checked.networks.iter().map(|&k| match find(m, k) {
                         _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                         Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
                         None => "-".to_string(),
@@ -628,12 +611,12 @@ impl Command<'_> {
         let training = self.training_table(|m, k| find(m, k).and_then(|c| c.training));
         let tuned = self.checked.tune_rates.then(|| {
             let mut t = Table::new(
-                std::iter::once("method").chain(self.checked.networks().iter().map(|k| k.name())),
+                std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
             );
-            for &m in &self.checked.methods() {
+            for &m in &self.checked.methods {
                 t.row(
                     std::iter::once(m.label(self.checked.estimator).to_string()).chain(
-                        self.checked.networks().iter().map(|&k| {
+                        self.checked.networks.iter().map(|&k| {
                             match find(m, k).and_then(|c| c.tuned_lr) {
                                 _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                                 Some(lr) => format!("{:.1}", lr.log10()),
@@ -646,7 +629,7 @@ impl Command<'_> {
             t
         });
         // Whether Clustered-FL's split fired, and how near its largest update came to ε₂.
-        let (eps1, eps2) = self.checked.cfl_tolerances();
+        let (eps1, eps2) = self.checked.cfl_tolerances;
         let clustering: Vec<String> = cells
             .iter()
             .filter_map(|c| {
@@ -679,13 +662,13 @@ impl Command<'_> {
         let mut figure = Figure::new()
             .with_title("Validation accuracy per outer step (Fig. 4)")
             .shared_y();
-        for &k in &self.checked.networks() {
+        for &k in &self.checked.networks {
             let mut panel =
                 Panel::new(k.name().to_uppercase(), "outer step", "validation accuracy");
-            for &m in &self.checked.methods() {
+            for &m in &self.checked.methods {
                 if let Some(c) = find(m, k) {
                     let points = if c.curve.len() == 1 {
-                        (1..=self.checked.outer_steps())
+                        (1..=self.checked.outer_steps)
                             .map(|t| (t as f64, c.curve[0]))
                             .collect()
                     } else {
@@ -711,12 +694,7 @@ impl Command<'_> {
             let one = OneSeed {
                 rows: cells.iter().map(CellJson::from).collect(),
             };
-            let mut out = serde_json::to_value(Outcome::One(one))?;
-            if let Some(mpi) = mpi {
-                out["mpi"] = mpi;
-            }
-            println!("{}", serde_json::to_string(&out)?);
-            return Ok(());
+            return print_json(&Outcome::One(one), mpi);
         }
         println!("{description}");
         println!(

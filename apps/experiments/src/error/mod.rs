@@ -8,16 +8,18 @@ mod run;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use hgp_hypergrad::Eta;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
 use strum::VariantArray;
 
 use crate::setup::{
-    AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, EstimatorKind, EtaArg, Extensions,
-    FIG1_MILESTONES, InnerKind, NetworkConfig, at_least_one, positive, refuse_unused, resolve_step,
+    AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, DataSpec, EstimatorKind, EtaArg,
+    Extensions, FIG1_MILESTONES, FRACTION, InnerKind, L2Weights, NetworkConfig, NetworkSpec,
+    at_least_one, positive, refuse_unused, resolve_step,
 };
 
-pub use run::{Problem, prepare_and_run, run};
+pub use run::{Problem, run};
 
 crate::choice! {
     /// Which of the two panels of Fig. 1 to run.
@@ -145,10 +147,9 @@ impl Default for Config {
     }
 }
 
-/// A config whose options are in range and fit together, with its resolved sizes.
+/// A config whose options are in range and fit together, resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
-    config: Config,
     /// Runs per setting.
     pub seeds: usize,
     /// Neumann terms M.
@@ -157,8 +158,34 @@ pub struct Checked {
     pub gamma: f64,
     /// The Push-Sum steps S of the curves (0: an averager without steps).
     pub steps: Vec<usize>,
+    /// The clients' data.
+    pub data: DataSpec,
+    /// λ: a file's weights, or [`L2_LAMBDA`](crate::setup::L2_LAMBDA) everywhere.
+    pub lambda: L2Weights,
+    /// The network, resolved.
+    pub network: NetworkSpec,
+    /// How HGP averages (its steps S set per curve).
+    pub averager: AveragerConfig,
+    /// The central averager's participation fraction C.
+    pub fraction: f64,
+    /// HGP's Neumann step η as given (`auto`: the power iteration's).
+    pub eta: EtaArg,
+    /// The step the estimators take: η, or 1 for paper 004's (which step by γ).
+    pub step: Eta,
+    /// The panels' batches, with their labels.
+    pub batches: Vec<(String, BatchSize)>,
+    /// The inner solve.
+    pub inner: InnerKind,
+    /// Whose error.
+    pub estimator: EstimatorKind,
+    /// Whether an unconverged inner solve is refused.
+    pub convergence: ConvergenceConfig,
+    /// Seed of the data, the network's link probabilities and the inner solve.
+    pub seed: u64,
     /// A user's averager and estimator in place of the library's (none by default).
     pub extensions: Extensions,
+    /// The config as given, which the outcome's settings repeat (nothing reads it).
+    given: Config,
 }
 
 impl Checked {
@@ -167,13 +194,31 @@ impl Checked {
         self.extensions = extensions.clone();
         self
     }
-}
 
-impl std::ops::Deref for Checked {
-    type Target = Config;
+    /// The averager options of the curve of S steps (0: an averager without steps).
+    fn averager_for(&self, s: usize) -> AveragerConfig {
+        AveragerConfig {
+            push_steps: (s > 0).then_some(s),
+            ..self.averager.clone()
+        }
+    }
 
-    fn deref(&self) -> &Config {
-        &self.config
+    /// The name of the curve of S steps (0: an averager without steps).
+    pub fn series_label(&self, s: usize) -> String {
+        match self.estimator {
+            EstimatorKind::PdboHgp => return "HGP of paper 004".to_string(),
+            EstimatorKind::Srb => return "SRB".to_string(),
+            EstimatorKind::PdboHgpUnweighted => {
+                return "HGP of paper 004 without eq. 12's reweighting".to_string();
+            }
+            EstimatorKind::SrbReceiving => return "SRB along receiving edges".to_string(),
+            _ => {}
+        }
+        match self.averager.kind() {
+            _ if s > 0 => format!("S = {s}"),
+            AveragerKind::Central => "central server".to_string(),
+            _ => "exact average".to_string(),
+        }
     }
 }
 
@@ -189,8 +234,8 @@ impl Config {
         let m_max = self.neumann_terms.unwrap_or(TERMS[quick]);
         at_least_one(&[("--neumann-terms", m_max)])?;
         crate::setup::check_seed_range(self.seed, seeds as u64)?;
-        self.data.validate()?;
-        self.network.validate()?;
+        let data = self.data.check()?;
+        let network = self.network.check()?;
         if !self.estimator.iterative() {
             let iterative: Vec<&str> = <EstimatorKind as VariantArray>::VARIANTS
                 .iter()
@@ -261,17 +306,31 @@ impl Config {
             "--batch sets the mini-batch panel (Fig. 1b); --panels full has none".to_string()
         })?;
         at_least_one(&[("--batch", self.batch.unwrap_or(BATCH))])?;
-        if !pdbo {
-            // Checked now; the registry resolves the same step when it builds HGP.
-            resolve_step(self.eta, ETA, self.power_iterations)?;
-        }
+        // Fig. 1's η = 1 unless given; paper 004's estimators step by γ instead.
+        let step = if pdbo {
+            Eta::Fixed(1.0)
+        } else {
+            resolve_step(self.eta, ETA, self.power_iterations)?
+        };
         Ok(Checked {
-            config: self.clone(),
             seeds,
             m_max,
             gamma,
             steps,
+            data,
+            lambda: L2Weights::of(self.lambda.as_deref()),
+            network,
+            averager: self.averager_config(None),
+            fraction: self.fraction.unwrap_or(FRACTION),
+            eta: self.eta.unwrap_or(ETA),
+            step,
+            batches: self.batches(),
+            inner: self.inner,
+            estimator: self.estimator,
+            convergence: self.convergence.clone(),
+            seed: self.seed,
             extensions: Extensions::default(),
+            given: self.clone(),
         })
     }
 
@@ -282,24 +341,6 @@ impl Config {
             push_steps: steps,
             keep_omega: self.keep_omega,
             fraction: self.fraction,
-        }
-    }
-
-    /// The name of the curve of S steps (0: an averager without steps).
-    pub fn series_label(&self, s: usize) -> String {
-        match self.estimator {
-            EstimatorKind::PdboHgp => return "HGP of paper 004".to_string(),
-            EstimatorKind::Srb => return "SRB".to_string(),
-            EstimatorKind::PdboHgpUnweighted => {
-                return "HGP of paper 004 without eq. 12's reweighting".to_string();
-            }
-            EstimatorKind::SrbReceiving => return "SRB along receiving edges".to_string(),
-            _ => {}
-        }
-        match self.averager.unwrap_or(AveragerKind::PushSum) {
-            _ if s > 0 => format!("S = {s}"),
-            AveragerKind::Central => "central server".to_string(),
-            _ => "exact average".to_string(),
         }
     }
 

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use hgp_averaging::{ClientBuffer, Placement, PushSumProtocol};
 use hgp_graphs::rng;
-use hgp_hypergrad::{EXACT_MAX_SIZE, Eta, Exact, HyperGradient, OnProgress, PdboExact};
+use hgp_hypergrad::{EXACT_MAX_SIZE, Exact, HyperGradient, OnProgress, PdboExact};
 use hgp_inner_solvers::{
     ConvergenceTest, InnerSolution, InnerSolver, LrSchedule, NEWTON_MAX_DIM, SgpOrder,
 };
@@ -12,16 +12,13 @@ use hgp_models::{BatchSize, InnerCost, L2Logistic, PerClient};
 use rayon::prelude::*;
 
 use super::protocol::{Curve, error_curve, error_of_mean, rms_error};
-use super::{
-    BATCH, Checked, Curves, ETA, Outcome, Panel, Panels, Row, Settings, batch_name, plotted,
-    report_at,
-};
+use super::{Checked, Curves, ETA, Outcome, Panel, Row, Settings, batch_name, plotted, report_at};
 use crate::memory::MemoryPlan;
 use crate::numbers::sci;
 use crate::observe::Observer;
 use crate::setup::{
-    Built, Defaults, EstimatorConfig, FIG1_MILESTONES, FIG1_STEPS, FRACTION, InnerKind, InnerParts,
-    Parts, SolveContext, check_batch, derive, domain, l2_lambda, resolve_step, train_sizes,
+    Built, Defaults, EstimatorConfig, FIG1_MILESTONES, FIG1_STEPS, InnerKind, InnerParts, Parts,
+    SolveContext, check_batch, derive, domain, train_sizes,
 };
 
 /// The loaded problem: the clients, λ and the data's description.
@@ -46,11 +43,7 @@ impl Checked {
     fn memory_plan(&self) -> MemoryPlan {
         use crate::memory::F64;
         let shape = self.data.shape();
-        let panels = if self.panels == Panels::Both {
-            2.0
-        } else {
-            1.0
-        };
+        let panels = self.batches.len() as f64;
         let (seeds, m_max) = (self.seeds, self.m_max);
         let runs = panels * self.steps.len() as f64 * seeds as f64;
         let (n, d) = (shape.clients as f64, shape.dim as f64);
@@ -106,11 +99,12 @@ impl Checked {
                 "--inner exact solves a dense d × d system; d = {d} is above {NEWTON_MAX_DIM}: use --inner sgp"
             );
         }
-        if self.panels != Panels::Full {
-            let b = BatchSize::Size(self.batch.unwrap_or(BATCH));
-            check_batch("--batch", b, train_sizes(&clients), observer)?;
+        for &(_, b) in &self.batches {
+            if b != BatchSize::Full {
+                check_batch("--batch", b, train_sizes(&clients), observer)?;
+            }
         }
-        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
+        let lambda = self.lambda.load(n, d)?;
         placement.check_clients(n)?;
         Ok(Problem {
             clients,
@@ -204,9 +198,9 @@ pub fn run(
     observer.line(&format!("data: {description}"));
     let pdbo = checked.estimator.pdbo();
     let setups: Vec<PanelSetup> = checked
-        .batches()
-        .into_iter()
-        .map(|(label, batch)| {
+        .batches
+        .iter()
+        .map(|&(ref label, batch)| {
             let solution = checked.inner_solve((&clients, &lambda), batch, placement, observer)?;
             let exact = if pdbo {
                 // Expectations depend on the links' probabilities, not on the realization of
@@ -226,7 +220,7 @@ pub fn run(
                 );
             }
             Ok(PanelSetup {
-                label,
+                label: label.clone(),
                 batch,
                 solution,
                 exact,
@@ -247,12 +241,7 @@ pub fn run(
         "terms",
     );
     let keep = |m: usize| pdbo && plotted(m, m_max);
-    // Fig. 1's η = 1 unless given; paper 004's estimators step by γ instead.
-    let eta = if pdbo {
-        Eta::Fixed(1.0)
-    } else {
-        resolve_step(checked.eta, ETA, checked.power_iterations)?
-    };
+    let eta = checked.step;
     let seed = checked.seed;
     let run = |&(p, s, k): &(usize, usize, u64)| -> Result<Curve> {
         let setup = &setups[p];
@@ -262,7 +251,7 @@ pub fn run(
         // The one registry builds it: M = m_max, the panel's batch, each repetition k its own
         // estimator stream, network and averager.
         let averager = || {
-            let options = checked.averager_config((s > 0).then_some(s));
+            let options = checked.averager_for(s);
             let stream = rng::key(seed, domain::AVERAGER, k);
             checked
                 .extensions
@@ -275,7 +264,7 @@ pub fn run(
             network: &net,
             eta,
             gamma,
-            fraction: checked.fraction.unwrap_or(FRACTION),
+            fraction: checked.fraction,
             stream: rng::key(seed, domain::ESTIMATOR, k),
             placement,
         };
@@ -397,7 +386,7 @@ pub fn run(
     Ok(Outcome {
         settings: Settings {
             command: "error".to_string(),
-            options: (**checked).clone(),
+            options: checked.given.clone(),
             seeds,
             neumann_terms: m_max,
             gamma: pdbo.then_some(gamma),
@@ -405,18 +394,4 @@ pub fn run(
         panels,
         curves,
     })
-}
-
-/// [`Checked::prepare`] then [`run`]: the whole experiment on `placement`.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] (the data, the memory plan) and of [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-) -> Result<Outcome> {
-    let problem = crate::ranks::agree(placement, checked.prepare(placement, observer))?;
-    run(checked, problem, placement, observer)
 }

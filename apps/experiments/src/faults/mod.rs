@@ -21,10 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::MemoryPlan;
 use crate::observe::Observer;
-use crate::ranks::agree;
 use crate::setup::{
-    BuiltNetwork, DataConfig, LR_DECAY, NetworkConfig, Shape, at_least_one, derive, domain,
-    l2_lambda, positive, scaled_milestones,
+    BuiltNetwork, DataConfig, DataSpec, L2Weights, LR_DECAY, NetworkConfig, NetworkSpec, Shape,
+    at_least_one, derive, domain, positive, scaled_milestones,
 };
 
 pub use protocol::{Problem, Reference, Row, Settings, exchange_name, run_row};
@@ -104,24 +103,42 @@ pub struct Config {
     pub seed: u64,
 }
 
-/// A config whose options are in range and fit together, with its resolved sizes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Checked {
-    config: Config,
-    data: DataConfig,
-    sgp_steps: usize,
-    neumann_terms: usize,
-    push_steps: usize,
-    losses: Vec<f64>,
-    crash_at: u64,
+/// The client that crashes in the rows with a crash.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CrashClient {
+    /// The last one (the clients are known once the data are read).
+    Last,
+    /// This one.
+    Client(usize),
 }
 
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
-    }
+/// A config whose options are in range and fit together, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// The clients' data.
+    pub data: DataSpec,
+    /// λ: a file's weights, or [`L2_LAMBDA`](crate::setup::L2_LAMBDA) everywhere.
+    pub lambda: L2Weights,
+    /// The network, resolved.
+    pub network: NetworkSpec,
+    /// The message loss probabilities p of the rows.
+    pub losses: Vec<f64>,
+    /// The client that crashes.
+    pub crash_client: CrashClient,
+    /// The SGP step at which it crashes.
+    pub crash_at: u64,
+    /// SGP steps.
+    pub sgp_steps: usize,
+    /// SGP's learning rate before decay.
+    pub lr: f64,
+    /// Push-Sum steps S per HGP average.
+    pub push_steps: usize,
+    /// Neumann terms M.
+    pub neumann_terms: usize,
+    /// HGP's Neumann step η.
+    pub eta: f64,
+    /// Seed of the data, the network, the lost messages.
+    pub seed: u64,
 }
 
 impl Config {
@@ -136,13 +153,13 @@ impl Config {
         let neumann_terms = self.neumann_terms.unwrap_or(TERMS[q]);
         let push_steps = self.push_steps.unwrap_or(PUSH_STEPS);
         let losses = self.loss.clone().unwrap_or_else(|| LOSSES.to_vec());
-        let mut data = DataConfig {
+        let data = DataConfig {
             data: self.data.clone(),
             clients: self.clients,
             bias: self.bias,
-        };
-        data.validate()?;
-        self.network.validate()?;
+        }
+        .check_with(CLIENTS)?;
+        let network = self.network.check()?;
         at_least_one(&[
             ("--sgp-steps", sgp_steps),
             ("--neumann-terms", neumann_terms),
@@ -159,27 +176,29 @@ impl Config {
             }
             bail!("--loss {p} is not a probability: each must be in [0, 1)");
         }
-        positive(&[
-            ("--lr", self.lr.unwrap_or(LR)),
-            ("--eta", self.eta.unwrap_or(ETA)),
-        ])?;
+        let (lr, eta) = (self.lr.unwrap_or(LR), self.eta.unwrap_or(ETA));
+        positive(&[("--lr", lr), ("--eta", eta)])?;
         let crash_at = self.crash_at.unwrap_or((sgp_steps as u64 / 2).max(1));
         if crash_at == 0 || crash_at > sgp_steps as u64 {
             bail!(
                 "--crash-at {crash_at} must be a step of SGP, between 1 and --sgp-steps {sgp_steps}"
             );
         }
-        if data.data.is_none() {
-            data.clients.get_or_insert(CLIENTS);
-        }
         Ok(Checked {
-            config: self.clone(),
             data,
-            sgp_steps,
-            neumann_terms,
-            push_steps,
+            lambda: L2Weights::of(self.lambda.as_deref()),
+            network,
             losses,
+            crash_client: self
+                .crash_client
+                .map_or(CrashClient::Last, CrashClient::Client),
             crash_at,
+            sgp_steps,
+            lr,
+            push_steps,
+            neumann_terms,
+            eta,
+            seed: self.seed,
         })
     }
 }
@@ -223,7 +242,7 @@ impl Checked {
     pub fn prepare(&self, placement: &Placement, _observer: &dyn Observer) -> Result<Loaded> {
         // The clients are known from the options or the directory's files, before any work.
         let shape = self.data.shape();
-        if let Some(c) = self.crash_client
+        if let CrashClient::Client(c) = self.crash_client
             && shape.clients > 0
             && c >= shape.clients
         {
@@ -237,13 +256,16 @@ impl Checked {
         let clients: Vec<L2Logistic<f64>> = data
             .iter()
             .enumerate()
-            .map(|(i, c)| L2Logistic::new(c, self.bias).with_context(|| format!("client {i}")))
+            .map(|(i, c)| L2Logistic::new(c, self.data.bias).with_context(|| format!("client {i}")))
             .collect::<Result<_>>()?;
         let n = clients.len();
         if n < 2 {
             bail!("faults need at least 2 clients (got {n}): a crash would leave no one");
         }
-        let crash_client = self.crash_client.unwrap_or(n - 1);
+        let crash_client = match self.crash_client {
+            CrashClient::Last => n - 1,
+            CrashClient::Client(c) => c,
+        };
         if crash_client >= n {
             bail!(
                 "--crash-client {crash_client} does not exist: the clients are 0 to {}",
@@ -251,21 +273,18 @@ impl Checked {
             );
         }
         let d = clients[0].dim_x();
-        let lambda = l2_lambda(self.lambda.as_deref(), n, d)?;
+        let lambda = self.lambda.load(n, d)?;
         let network = self
             .network
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
-        let schedule = LrSchedule::multi_step(
-            self.lr.unwrap_or(LR),
-            scaled_milestones(self.sgp_steps),
-            LR_DECAY,
-        )?;
+        let schedule =
+            LrSchedule::multi_step(self.lr, scaled_milestones(self.sgp_steps), LR_DECAY)?;
         let settings = Settings {
             sgp_steps: self.sgp_steps,
             schedule,
             push_steps: self.push_steps,
             neumann_terms: self.neumann_terms,
-            eta: self.eta.unwrap_or(ETA),
+            eta: self.eta,
             crash_client,
             crash_at: self.crash_at,
             fault_seed: rng::key(self.seed, rng::domain::RUN_FAULTS, 0),
@@ -394,18 +413,4 @@ pub fn run(
             crash_at: settings.crash_at,
         },
     })
-}
-
-/// [`Checked::prepare`] then [`run`], the ranks agreeing on the preparation.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] and [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-) -> Result<Outcome> {
-    let loaded = agree(placement, checked.prepare(placement, observer))?;
-    run(checked, loaded, placement, observer)
 }

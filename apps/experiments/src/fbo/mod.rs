@@ -16,7 +16,6 @@ use strum::VariantArray;
 use crate::cells::{CellSink, put_row};
 use crate::memory::MemoryPlan;
 use crate::observe::Observer;
-use crate::ranks::agree;
 use crate::setup::{
     Device, ImageData, approx, at_least_one, check_image_counts, fraction, l2_step,
     load_image_experiment, num, positive, refuse_unused,
@@ -217,19 +216,33 @@ impl Default for Config {
     }
 }
 
-/// A config whose options are in range and fit together, with the runs' settings.
+/// A config whose options are in range and fit together, resolved: the runs' settings and
+/// what they run on.
 #[derive(Clone, Debug)]
 pub struct Checked {
-    config: Config,
-    settings: Settings,
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
-    }
+    /// The runs' settings (steps, rounds, the model, the seed).
+    pub settings: Settings,
+    /// The methods compared.
+    pub methods: Vec<Method>,
+    /// The splits.
+    pub split: Vec<Split>,
+    /// The local upper steps τ compared.
+    pub taus: Vec<usize>,
+    /// The network.
+    pub model: ModelKind,
+    /// The images: data set, files (`None`: the embedded digits), images used (`None`:
+    /// all), and the counts below.
+    pub data: ImageData,
+    /// Clients.
+    pub clients: usize,
+    /// Images held out as the test set.
+    pub test_images: usize,
+    /// Grey pixels' scale S (x ↦ (x − mean) / S).
+    pub pixel_std: f64,
+    /// Grey pixels' mean.
+    pub pixel_mean: f64,
+    /// The paper's figures this run draws.
+    pub figures: &'static str,
 }
 
 impl Config {
@@ -462,8 +475,23 @@ impl Config {
             fresh_participants: self.fresh_participants,
         };
         Ok(Checked {
-            config: self.clone(),
             settings,
+            methods: self.methods.clone(),
+            split: self.split.clone(),
+            taus: self.taus(),
+            model: self.model,
+            // The counts resolved here too, so the group says what `clients` and
+            // `test_images` say.
+            data: ImageData {
+                clients: Some(self.clients()),
+                test_images: Some(self.test_images()),
+                ..self.data.clone()
+            },
+            clients: self.clients(),
+            test_images: self.test_images(),
+            pixel_std: self.pixel_std,
+            pixel_mean: self.pixel_mean,
+            figures: self.figures(),
         })
     }
 
@@ -517,11 +545,6 @@ pub enum Prepared {
 }
 
 impl Checked {
-    /// The runs' settings.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// What a run holds, checked before any client is built: the images, every client's
     /// head y and representation λ with the estimator's vectors (AggITD's and FedNest's
     /// copies of both: at most 8 of each, counted on the large side), and the clients
@@ -532,19 +555,21 @@ impl Checked {
             Model::Mlp(c) => {
                 let (h, k) = (c.hidden as f64, c.classes as f64);
                 // Activations, their gradients and the products' directions: 8 per unit.
-                let graph = 8.0 * self.batch as f64 * (h + k) * 4.0;
+                let graph = 8.0 * self.settings.batch as f64 * (h + k) * 4.0;
                 ("MLP", (pixels + 1.0) * h + (h + 1.0) * k, graph)
             }
             Model::Net(c) => {
                 let (grad, hvp) = hgp_nn::graph_bytes(
                     &c.arch,
                     c.device,
-                    self.batch.min(hgp_nn::part_instances(&c.arch, c.device)),
+                    self.settings
+                        .batch
+                        .min(hgp_nn::part_instances(&c.arch, c.device)),
                 );
                 ("LeNet-5", c.arch.dim() as f64, grad.max(hvp))
             }
         };
-        let threads = rayon::current_num_threads().min(self.clients());
+        let threads = rayon::current_num_threads().min(self.clients);
         // Every run's curve is kept to the end: a point (rounds, accuracy) and the rounds of
         // each outer iteration, 32 B an iteration.
         let iterations: f64 = self
@@ -553,13 +578,13 @@ impl Checked {
             .filter_map(|&m| self.settings.iterations(m).ok())
             .map(|(_, k)| k as f64)
             .sum();
-        let runs = (self.split.len() * self.taus().len()) as f64;
+        let runs = (self.split.len() * self.taus.len()) as f64;
         MemoryPlan::new()
             .add(
                 format!("the {} images", images.len() + test.len()),
                 (images.images.len() + test.images.len()) as f64 * 4.0,
             )
-            .models(name, (self.clients(), params, 8), (threads, graph))
+            .models(name, (self.clients, params, 8), (threads, graph))
             .add(
                 format!(
                     "the curves of every run ({runs} splits × τ values of {iterations:.0} outer iterations over the methods, --rounds {})",
@@ -574,8 +599,8 @@ impl Checked {
         let (mut rest, mut test, source, found) = load_image_experiment(
             (self.data.dataset, self.data.data_dir.as_deref()),
             self.data.images,
-            self.test_images(),
-            self.seed,
+            self.test_images,
+            self.settings.seed,
         )?;
         // Colour images come standardized per channel; grey ones are scaled as the papers'.
         if rest.channels == 1 {
@@ -601,7 +626,7 @@ impl Checked {
         }
         let description = format!(
             "{} clients, {} images from {source} ({} held out for testing)",
-            self.clients(),
+            self.clients,
             rest.len() + test.len(),
             test.len()
         );
@@ -616,7 +641,7 @@ impl Checked {
     /// More clients than the ranks can place, the data's errors, a run too large for the
     /// memory, a split that leaves a client without images.
     pub fn prepare(&self, placement: &Placement, _observer: &dyn Observer) -> Result<Prepared> {
-        placement.check_clients(self.clients())?;
+        placement.check_clients(self.clients)?;
         Ok(match self.model {
             ModelKind::Mlp => Prepared::Mlp(self.load(placement)?),
             ModelKind::Lenet => Prepared::Lenet(self.load(placement)?),
@@ -631,7 +656,7 @@ impl Checked {
             .iter()
             .map(|&s| {
                 self.settings
-                    .federation::<C>(&images, &test, self.clients(), s, placement)
+                    .federation::<C>(&images, &test, self.clients, s, placement)
             })
             .collect::<Result<Vec<_>>>()?;
         // Rounds per iteration depend on the method only.
@@ -667,21 +692,6 @@ pub fn run(
     }
 }
 
-/// [`Checked::prepare`] then [`run`], the ranks agreeing on the preparation.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] and [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-    rows: &dyn CellSink<Run>,
-) -> Result<Outcome> {
-    let prepared = agree(placement, checked.prepare(placement, observer))?;
-    run(checked, prepared, placement, observer, rows)
-}
-
 fn run_on<C: RepClient>(
     checked: &Checked,
     loaded: Loaded<C>,
@@ -696,11 +706,11 @@ fn run_on<C: RepClient>(
         budget,
     } = loaded;
     observer.line(&format!("data: {description}"));
-    let taus = checked.taus();
+    let taus = &checked.taus;
     let mut todo = Vec::new();
     for f in &federations {
         for &(m, (per, iterations)) in &budget {
-            for &tau in &taus {
+            for &tau in taus {
                 todo.push((f, m, tau, iterations, per * iterations));
             }
         }
@@ -750,8 +760,8 @@ fn run_on<C: RepClient>(
     let rows = runs
         .iter()
         .map(|r| Row {
-            method: r.method.name().to_string(),
-            split: r.split.name().to_string(),
+            method: r.method,
+            split: r.split,
             tau: r.tau,
             rounds_to_target: r.rounds_to_target(settings.target),
             final_accuracy: r.final_accuracy(),

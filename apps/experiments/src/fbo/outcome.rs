@@ -3,15 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Run;
+use super::{Method, Run, Split};
 
 /// One run as `hgp fbo --json` gives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// The method's name.
-    pub method: String,
-    /// The split's name.
-    pub split: String,
+    /// The method.
+    pub method: Method,
+    /// The split.
+    pub split: Split,
     /// Local upper steps τ.
     pub tau: usize,
     /// Communication rounds to the target (`None` if never reached).

@@ -41,13 +41,7 @@ crate::choice! {
 impl Method {
     /// The name on the command line and in the outputs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::FboAggitd => "fbo-aggitd",
-            Self::FboAggitdSgd => "fbo-aggitd-sgd",
-            Self::Fednest => "fednest",
-            Self::FednestSgd => "fednest-sgd",
-            Self::Lfednest => "lfednest",
-        }
+        self.into()
     }
 
     /// Communication rounds of one outer iteration with N lower rounds and T' Neumann terms,
@@ -87,6 +81,8 @@ impl Method {
     }
 }
 
+ordered_by_name!(Method, Split);
+
 impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -106,10 +102,7 @@ crate::choice! {
 impl Split {
     /// The name on the command line and in the outputs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Iid => "iid",
-            Self::Noniid => "noniid",
-        }
+        self.into()
     }
 
     fn fed_split(self) -> FedSplit {

@@ -4,26 +4,26 @@
 use anyhow::{Result, bail};
 use hgp_data::images::ImageSet;
 
-use super::Config;
+use super::Checked;
 use super::protocol::Pool;
 use crate::memory::MemoryPlan;
 use crate::setup::load_image_experiment;
 
 /// The validation images of `--tune-server-rates`: as many as the test images, held out of
 /// the training pool (never the test set), drawn from the seed's own stream.
-pub(super) fn validation(config: &Config, rest: ImageSet) -> Result<(ImageSet, ImageSet)> {
+pub(super) fn validation(config: &Checked, rest: ImageSet) -> Result<(ImageSet, ImageSet)> {
     let (rest, val) = hgp_data::images::hold_out(
         &rest,
-        config.test_images(),
+        config.test_images,
         crate::setup::derive(config.seed, crate::setup::domain::VALIDATION),
     )
     .map_err(|e| anyhow::anyhow!("--tune-server-rates: validation images: {e}"))?;
-    if rest.len() < config.clients() {
+    if rest.len() < config.clients {
         bail!(
             "--tune-server-rates holds {} validation images out of the training pool, leaving {} for {} clients: give more --images or fewer --test-images",
             val.len(),
             rest.len(),
-            config.clients()
+            config.clients
         );
     }
     Ok((rest, val))
@@ -31,11 +31,11 @@ pub(super) fn validation(config: &Config, rest: ImageSet) -> Result<(ImageSet, I
 
 /// The images (standardized by the clients' pixel mean and deviation, per channel for
 /// colour images), the held-out test set and a description.
-pub(super) fn images(config: &Config) -> Result<(ImageSet, ImageSet, String, usize)> {
+pub(super) fn images(config: &Checked) -> Result<(ImageSet, ImageSet, String, usize)> {
     let (mut rest, mut test, source, classes) = load_image_experiment(
         (config.data.dataset, config.data.data_dir.as_deref()),
         config.data.images,
-        config.test_images(),
+        config.test_images,
         config.seed,
     )?;
     let wanted = config.arch(10).inputs();
@@ -48,11 +48,11 @@ pub(super) fn images(config: &Config) -> Result<(ImageSet, ImageSet, String, usi
             rest.channels
         );
     }
-    if rest.len() < config.clients() {
+    if rest.len() < config.clients {
         bail!(
             "{} images for {} clients: every client needs at least one (use fewer --clients or more --images)",
             rest.len(),
-            config.clients()
+            config.clients
         );
     }
     if rest.channels > 1 {
@@ -79,18 +79,18 @@ pub(super) fn images(config: &Config) -> Result<(ImageSet, ImageSet, String, usi
 /// one's first windows), each training on the windows of its first 80 % of lines (train
 /// and validation of paper 004's split, in order); the test windows of the last 20 %,
 /// pooled over the clients and evenly thinned to `--test-images`.
-pub(super) fn text(config: &Config) -> Result<(Pool, ImageSet, String)> {
-    let corpus = crate::setup::load_text(config.data.data_dir.as_deref(), config.seq())?;
+pub(super) fn text(config: &Checked) -> Result<(Pool, ImageSet, String)> {
+    let corpus = crate::setup::load_text(config.data.data_dir.as_deref(), config.seq)?;
     let source = corpus.description.clone();
     let (chosen, how) = corpus.choose(
-        (config.clients(), "--clients"),
+        (config.clients, "--clients"),
         config.quick,
         config.batch,
         crate::setup::derive(config.seed, crate::setup::domain::DATA),
     )?;
     let mut parts = Vec::with_capacity(chosen.len());
     let mut test = ImageSet {
-        cols: config.seq(),
+        cols: config.seq,
         rows: 1,
         ..ImageSet::default()
     };
@@ -105,18 +105,18 @@ pub(super) fn text(config: &Config) -> Result<(Pool, ImageSet, String)> {
         test.labels.extend(t.labels);
     }
     let pooled = test.len();
-    if pooled > config.test_images() {
+    if pooled > config.test_images {
         // Evenly spaced: every client's held-out lines keep their share.
-        let keep: Vec<usize> = (0..config.test_images())
-            .map(|k| k * pooled / config.test_images())
+        let keep: Vec<usize> = (0..config.test_images)
+            .map(|k| k * pooled / config.test_images)
             .collect();
         test = test.subset(&keep);
     }
     let windows: usize = parts.iter().map(ImageSet::len).sum();
     let description = format!(
         "{} clients ({} drawn per round), speaking characters of {source}: {how}; {windows} training windows, {} test windows (of {pooled} held out)",
-        config.clients(),
-        config.per_round(),
+        config.clients,
+        config.per_round,
         test.len()
     );
     Ok((Pool::PerClient(parts), test, description))
@@ -127,7 +127,7 @@ pub(super) fn text(config: &Config) -> Result<(Pool, ImageSet, String)> {
 /// 6 copies, on the large side) and the clients trained at once (the network's buffers on
 /// a `--batch`).
 pub(super) fn memory_plan(
-    config: &Config,
+    config: &Checked,
     pool: &Pool,
     test: &ImageSet,
     classes: usize,
@@ -143,29 +143,29 @@ pub(super) fn memory_plan(
         Pool::Pooled(images) => images.images.len(),
         Pool::PerClient(sets) => sets.iter().map(|s| s.images.len()).sum(),
     } + test.images.len();
-    let threads = rayon::current_num_threads().min(config.clients());
+    let threads = rayon::current_num_threads().min(config.clients);
     // Every run's rounds are kept to the end (the table and curves read them).
-    let runs = config.seeds as f64 * config.splits().len() as f64 * config.methods.len() as f64;
+    let runs = config.seeds as f64 * config.splits.len() as f64 * config.methods.len() as f64;
     MemoryPlan::new()
         .add("the images (or windows)", values as f64 * 4.0)
         .models(
             &arch.name(),
-            (config.clients(), arch.dim() as f64, 6),
+            (config.clients, arch.dim() as f64, 6),
             (threads, grad.max(hvp)),
         )
         .add(
             format!(
                 "the rounds of every run ({runs} runs × --rounds {})",
-                config.rounds()
+                config.rounds
             ),
-            runs * config.rounds() as f64
+            runs * config.rounds as f64
                 * std::mem::size_of::<super::protocol::RoundRecord>() as f64,
         )
 }
 
 /// The images with their description and the data set's classes.
 fn describe_images(
-    config: &Config,
+    config: &Checked,
     rest: ImageSet,
     test: ImageSet,
     source: &str,
@@ -173,8 +173,8 @@ fn describe_images(
 ) -> (ImageSet, ImageSet, String, usize) {
     let description = format!(
         "{} clients ({} drawn per round), {} images from {source} ({} held out for testing, {} classes)",
-        config.clients(),
-        config.per_round(),
+        config.clients,
+        config.per_round,
         rest.len() + test.len(),
         test.len(),
         classes

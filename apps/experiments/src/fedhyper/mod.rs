@@ -3,6 +3,7 @@
 //! and FedAdagrad on federated image classification with iid and Dirichlet label splits, or
 //! next-character prediction on Shakespeare's speaking characters.
 
+mod checked;
 mod data;
 mod protocol;
 mod resume;
@@ -17,12 +18,14 @@ use strum::VariantArray;
 use crate::numbers::{mean, std_dev};
 use crate::setup::{
     Dataset, Device, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
-    check_seed_range, fraction, l2_step, num, positive, refuse_unused, text_lstm, text_seq,
+    check_seed_range, fraction, l2_step, num, positive, refuse_unused, text_seq,
 };
 
+pub use checked::Checked;
+use checked::arch_of;
 pub use protocol::{Federation, Method, Pool, RoundRecord, Run, SchedulerParams, Settings, Split};
 pub use resume::RoundRow;
-pub use run::{Prepared, prepare_and_run, run};
+pub use run::{Prepared, run};
 
 /// Clients by default (paper 001).
 pub const CLIENTS: usize = 100;
@@ -223,21 +226,6 @@ impl Default for Config {
     }
 }
 
-/// A config whose options are in range and fit together, with the schedulers' parameters.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Checked {
-    config: Config,
-    schedulers: SchedulerParams,
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
-    }
-}
-
 impl Config {
     fn dataset(&self) -> Dataset {
         self.data.dataset
@@ -256,12 +244,13 @@ impl Config {
 
     /// The network for `classes` classes.
     pub fn arch(&self, classes: usize) -> Architecture {
-        match (self.model(), self.dataset().colour()) {
-            (Model::Lstm, _) => text_lstm(self.seq(), self.quick),
-            (Model::Cnn, false) => Architecture::SmallCnn { classes },
-            (Model::Cnn, true) => Architecture::CifarCnn { classes },
-            (Model::Mlp, _) => Architecture::Mlp { classes },
-        }
+        arch_of(
+            self.model(),
+            self.dataset(),
+            self.seq(),
+            self.quick,
+            classes,
+        )
     }
 
     /// The target test accuracy.
@@ -429,8 +418,33 @@ impl Config {
             );
         }
         Ok(Checked {
-            config: self.clone(),
+            methods: self.methods.clone(),
+            splits: self.splits(),
+            seeds: self.seeds,
+            seed: self.seed,
+            tune_server_rates: self.tune_server_rates,
             schedulers,
+            // The counts resolved here too, so the group says what `clients` and
+            // `test_images` say.
+            data: ImageData {
+                clients: Some(self.clients()),
+                test_images: Some(self.test_images()),
+                ..self.data.clone()
+            },
+            model: self.model(),
+            quick: self.quick,
+            seq: self.seq(),
+            rounds: self.rounds(),
+            clients: self.clients(),
+            fraction: self.fraction(),
+            per_round: self.per_round(),
+            lr: self.lr(),
+            l2: self.l2,
+            local_steps: self.local_steps,
+            batch: self.batch,
+            target,
+            test_images: self.test_images(),
+            device: self.device,
         })
     }
 
@@ -511,8 +525,8 @@ impl Config {
 /// A method on a split, over the seeds: a row of paper 001's Tables 1–2.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// The method's name.
-    pub method: String,
+    /// The method.
+    pub method: Method,
     /// The split's name.
     pub split: String,
     /// Seeds run.
@@ -616,7 +630,7 @@ pub fn summarize(
             )
             .unwrap_or(0.0);
             out.push(Summary {
-                method: method.name().to_string(),
+                method,
                 split: split.name(),
                 seeds: mine.len(),
                 final_accuracy: mean(&finals),
@@ -662,7 +676,7 @@ pub struct Outcome {
     /// A row per method and split (paper 001's Tables 1–2).
     pub rows: Vec<Summary>,
     /// Each method's global rate α^t at every round (paper 001's Fig. 6).
-    pub learning_rates: std::collections::BTreeMap<String, Vec<f64>>,
+    pub learning_rates: std::collections::BTreeMap<Method, Vec<f64>>,
     /// The split of `learning_rates`.
     pub learning_rates_split: String,
     /// The seed of `learning_rates`.

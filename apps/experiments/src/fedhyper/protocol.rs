@@ -79,21 +79,11 @@ impl Method {
 
     /// The name on the command line and in the outputs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Fedavg => "fedavg",
-            Self::Decay => "decay",
-            Self::Fedexp => "fedexp",
-            Self::Fedadam => "fedadam",
-            Self::Fedadagrad => "fedadagrad",
-            Self::FedhyperG => "fedhyper-g",
-            Self::FedhyperSl => "fedhyper-sl",
-            Self::FedhyperCl => "fedhyper-cl",
-            Self::FedhyperGCl => "fedhyper-g+cl",
-            Self::FedhyperGm => "fedhyper-gm",
-            Self::FedhyperClCode => "fedhyper-cl-code",
-        }
+        self.into()
     }
 }
+
+ordered_by_name!(Method);
 
 impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

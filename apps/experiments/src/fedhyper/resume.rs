@@ -12,7 +12,8 @@ use super::protocol::{Method, RoundRecord, Run, Split};
 /// One round of one run (a row of rounds.csv, the names its header); read back on resume.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RoundRow {
-    /// The method's name.
+    /// The method's name, as the file holds it (checked against the run's methods on
+    /// `--resume`, naming a row whose method the run does not have).
     pub method: String,
     /// The split's name.
     pub split: String,
@@ -99,7 +100,7 @@ pub(super) fn resumed(
 ) -> Result<Resumed> {
     {
         let seeds = checked.seed..checked.seed + checked.seeds;
-        let splits = checked.splits();
+        let splits = &checked.splits;
         let mut runs: Vec<Run> = Vec::new();
         let mut partial = 0;
         let mut open: Option<Run> = None;

@@ -31,15 +31,15 @@ impl Checked {
     fn settings(&self, classes: usize) -> Settings {
         Settings {
             arch: self.arch(classes),
-            clients: self.clients(),
-            fraction: self.fraction(),
-            rounds: self.rounds(),
+            clients: self.clients,
+            fraction: self.fraction,
+            rounds: self.rounds,
             local_steps: self.local_steps,
             batch: self.batch,
-            lr: self.lr(),
+            lr: self.lr,
             l2: self.l2,
             schedulers: self.schedulers,
-            target: self.target(),
+            target: self.target,
             device: self.device.net(),
         }
     }
@@ -51,7 +51,7 @@ impl Checked {
     /// More clients than the ranks can place, the data's errors, a run too large for the
     /// memory, a split that leaves a client without images.
     pub fn prepare(&self, placement: &Placement, _observer: &dyn Observer) -> Result<Prepared> {
-        placement.check_clients(self.clients())?;
+        placement.check_clients(self.clients)?;
         let (images, test, description, classes) = if self.data.dataset.text() {
             let (images, test, description) = text(self)?;
             (images, test, description, hgp_data::text::VOCABULARY_SIZE)
@@ -74,7 +74,7 @@ impl Checked {
         let settings = self.settings(classes);
         // The first seed's splits are built first, so a bad split is reported before any run.
         let first = self
-            .splits()
+            .splits
             .iter()
             .map(|&split| {
                 settings
@@ -126,8 +126,8 @@ pub fn run(
     placement: &Placement,
     observer: &dyn Observer,
     rows: &dyn CellSink<RoundRow>,
-    resume: bool,
 ) -> Result<Outcome> {
+    let resume = rows.resumes();
     let Prepared {
         images,
         test,
@@ -136,7 +136,7 @@ pub fn run(
         settings,
         mut first,
     } = prepared;
-    let splits = checked.splits();
+    let splits = &checked.splits;
     // Seeds K, K+1, …, K+N−1 (checked to fit), never held as a list.
     let seeds = || checked.seed..=checked.seed + (checked.seeds - 1);
     // The finished runs of an interrupted run, on every rank; rank 0 keeps only their rows.
@@ -297,11 +297,11 @@ pub fn run(
 
 /// The table and the learning rates of `runs`.
 fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: String) -> Outcome {
-    let splits = checked.splits();
+    let splits = &checked.splits;
     let rows = summarize(
         &runs,
         &checked.methods,
-        &splits,
+        splits,
         settings.target,
         settings.arch.outputs(),
     );
@@ -311,12 +311,7 @@ fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: S
     let learning_rates = runs
         .iter()
         .filter(|r| r.split == shown && r.seed == checked.seed)
-        .map(|r| {
-            (
-                r.method.name().to_string(),
-                r.records.iter().map(|k| k.global_rate).collect(),
-            )
-        })
+        .map(|r| (r.method, r.records.iter().map(|k| k.global_rate).collect()))
         .collect();
     Outcome {
         rows,
@@ -338,20 +333,4 @@ fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: S
             shown,
         }),
     }
-}
-
-/// [`Checked::prepare`] then [`run`] (a fresh run, not resumed): the whole experiment on
-/// `placement`, each run's rounds put in `rows`.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] (the data, the memory plan) and of [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-    rows: &dyn CellSink<RoundRow>,
-) -> Result<Outcome> {
-    let prepared = agree(placement, checked.prepare(placement, observer))?;
-    run(checked, prepared, placement, observer, rows, false)
 }

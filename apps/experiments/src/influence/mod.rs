@@ -20,12 +20,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Comm;
 use crate::setup::{
-    DataConfig, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline, PipelineConfig, num,
-    refuse_unused,
+    DataConfig, DataSpec, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline,
+    PipelineConfig, num, refuse_unused,
 };
 
 pub use protocol::{Fit, Removal, f1_lowers, fit, rank_instances};
-pub use run::{Problem, prepare_and_run, run};
+pub use run::{Problem, run};
 
 crate::choice! {
     /// The model whose instances are scored.
@@ -131,28 +131,81 @@ impl Default for Config {
     }
 }
 
-/// A config whose options are in range and fit together ([`Config::check`]).
+/// The model and its data, resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checked(Config, Extensions);
+pub enum ModelData {
+    /// Logistic regression on the clients' data.
+    Logistic(DataSpec),
+    /// The CNN on digits split over the clients.
+    Cnn {
+        /// MNIST-format IDX files; `None`: the embedded 10,000-digit subset.
+        data_dir: Option<PathBuf>,
+        /// Images split over the clients.
+        images: usize,
+        /// Clients.
+        clients: usize,
+    },
+}
+
+impl ModelData {
+    /// The model.
+    pub fn model(&self) -> ModelKind {
+        match self {
+            Self::Logistic(_) => ModelKind::Logistic,
+            Self::Cnn { .. } => ModelKind::Cnn,
+        }
+    }
+}
+
+/// A config whose options are in range and fit together ([`Config::check`]), resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// The model and what it learns from.
+    pub data: ModelData,
+    /// The fixed L2 weight γ of eq. (12).
+    pub gamma: f64,
+    /// Instances removed and retrained.
+    pub top: usize,
+    /// The defaults of the pipeline's options left out, for this model and size.
+    pub defaults: Defaults,
+    /// Network, averager, inner solver, estimator (checked against `defaults`).
+    pub pipeline: PipelineConfig,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Where the CNN runs.
+    pub device: Device,
+    /// A user's averager and estimator in place of the library's (none by default).
+    pub extensions: Extensions,
+}
 
 impl Checked {
     /// The same run with `extensions`' averager and estimator in place of the library's.
     pub fn with_extensions(mut self, extensions: &Extensions) -> Self {
-        self.1 = extensions.clone();
+        self.extensions = extensions.clone();
         self
     }
 
-    /// The config's pipeline with the run's extensions.
+    /// The pipeline over `placement`, with the run's extensions.
     fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
-        self.0.pipeline(placement).with_extensions(&self.1)
+        pipeline_of(&self.pipeline, self.seed, self.data.model(), placement)
+            .with_extensions(&self.extensions)
     }
 }
 
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.0
+/// The pipeline of `model` over `placement`; a network's solves are judged by their
+/// progress only (its loss is not convex).
+fn pipeline_of<'a>(
+    config: &'a PipelineConfig,
+    seed: u64,
+    model: ModelKind,
+    placement: &Placement,
+) -> Pipeline<'a> {
+    let pipeline = Pipeline::new(config, seed).with_placement(placement.clone());
+    match model {
+        ModelKind::Logistic => pipeline,
+        ModelKind::Cnn => {
+            pipeline.with_convergence_test(ConvergenceTest::default().without_newton_step())
+        }
     }
 }
 
@@ -173,18 +226,6 @@ impl Config {
             (ModelKind::Logistic, true) => TOP[1],
             (ModelKind::Cnn, true) => TOP[2],
         })
-    }
-
-    /// The pipeline over `placement`; a network's solves are judged by their progress
-    /// only (its loss is not convex).
-    fn pipeline(&self, placement: &Placement) -> Pipeline<'_> {
-        let pipeline = Pipeline::new(&self.pipeline, self.seed).with_placement(placement.clone());
-        match self.model {
-            ModelKind::Logistic => pipeline,
-            ModelKind::Cnn => {
-                pipeline.with_convergence_test(ConvergenceTest::default().without_newton_step())
-            }
-        }
     }
 
     /// Checks every option (nothing is read yet).
@@ -215,9 +256,9 @@ impl Config {
         if self.model == ModelKind::Cnn {
             crate::setup::options_in_f32(self)?;
         }
-        match self.model {
+        let data = match self.model {
             ModelKind::Logistic => {
-                self.data.validate()?;
+                let data = self.data.check()?;
                 for (flag, given) in [
                     ("--data-dir", self.data_dir.is_some()),
                     ("--images", self.images.is_some()),
@@ -228,6 +269,7 @@ impl Config {
                         )
                     })?;
                 }
+                ModelData::Logistic(data)
             }
             ModelKind::Cnn => {
                 for (flag, given) in [
@@ -263,17 +305,31 @@ impl Config {
                         )
                     })?;
                 }
+                ModelData::Cnn {
+                    data_dir: self.data_dir.clone(),
+                    images: self.images.unwrap_or(IMAGES[usize::from(self.quick)]),
+                    clients: self.data.clients.unwrap_or(CNN_CLIENTS),
+                }
             }
-        }
+        };
         if self.pipeline.estimator.estimator.federated() {
             bail!(
                 "--estimator {} runs its own lower level over a server, but influence retrains with the inner solver: use --estimator hgp, exact or local",
                 self.pipeline.estimator.estimator.name()
             );
         }
-        self.pipeline(&Placement::local())
+        pipeline_of(&self.pipeline, self.seed, self.model, &Placement::local())
             .validate(&self.defaults())?;
-        Ok(Checked(self.clone(), Extensions::default()))
+        Ok(Checked {
+            data,
+            gamma: self.gamma,
+            top: self.top(),
+            defaults: self.defaults(),
+            pipeline: self.pipeline.clone(),
+            seed: self.seed,
+            device: self.device,
+            extensions: Extensions::default(),
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! estimator, remove the top instances one at a time, retrain, compare.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use hgp_averaging::{ClientBuffer, Placement, Scalar};
@@ -12,12 +13,11 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
 use super::protocol::{Removal, f1_lowers, fit, rank_instances, remove_and_retrain};
-use super::{CNN_CLIENTS, Checked, Details, IMAGES, ModelKind, Outcome};
+use super::{Checked, Details, ModelData, Outcome};
 use crate::cells::{CellSink, finished_rows, put_row};
 use crate::observe::Observer;
 use crate::outcome::Comm;
-use crate::ranks::agree;
-use crate::setup::{Solved, derive, domain, split_images, total_outer_loss_on};
+use crate::setup::{DataSpec, Solved, derive, domain, split_images, total_outer_loss_on};
 
 /// One model's clients, their starting point and the data's description.
 pub struct Loaded<T, C> {
@@ -46,22 +46,26 @@ impl Checked {
     pub fn prepare(&self, placement: &Placement, observer: &dyn Observer) -> Result<Problem> {
         let pipeline = self.pipeline(placement);
         pipeline.validate_engine()?;
-        let defaults = self.defaults();
-        Ok(match self.model {
-            ModelKind::Logistic => {
+        let defaults = self.defaults;
+        Ok(match &self.data {
+            ModelData::Logistic(data) => {
                 // The retrainings run in parallel, each with its own solver and network.
-                let shape = self.data.shape();
+                let shape = data.shape();
                 let threads = rayon::current_num_threads();
                 self.pipeline(&Placement::local())
                     .memory_plan(shape)
                     .networks(shape.clients, threads)
                     .check()?;
-                let loaded = self.logistic(placement)?;
+                let loaded = self.logistic(data, placement)?;
                 pipeline.validate_clients::<f64, _>(&loaded.clients, &defaults, observer)?;
                 Problem::Logistic(loaded)
             }
-            ModelKind::Cnn => {
-                let loaded = self.cnn(placement)?;
+            &ModelData::Cnn {
+                ref data_dir,
+                images,
+                clients,
+            } => {
+                let loaded = self.cnn(data_dir.as_deref(), images, clients, placement)?;
                 pipeline.validate_clients::<f32, _>(&loaded.clients, &defaults, observer)?;
                 Problem::Cnn(loaded)
             }
@@ -69,14 +73,18 @@ impl Checked {
     }
 
     /// Eq. (12) with logistic regression (HGP Sec. 5.2 settings: γ = 1e-3, HGP M = 500).
-    fn logistic(&self, placement: &Placement) -> Result<Loaded<f64, WeightedLogistic<f64>>> {
-        let (data, description) = self.data.load(self.seed)?;
+    fn logistic(
+        &self,
+        spec: &DataSpec,
+        placement: &Placement,
+    ) -> Result<Loaded<f64, WeightedLogistic<f64>>> {
+        let (data, description) = spec.load(self.seed)?;
         placement.check_clients(data.len())?;
         let clients: Vec<WeightedLogistic<f64>> = data
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                WeightedLogistic::new(c, self.gamma, self.data.bias)
+                WeightedLogistic::new(c, self.gamma, spec.bias)
                     .with_context(|| format!("client {i}"))
             })
             .collect::<Result<_>>()?;
@@ -92,8 +100,14 @@ impl Checked {
     /// App. A.3 (App. A.2 settings: L2 1e-3, HGP M = 1000, S = 100). Under MPI every rank
     /// splits the whole set and builds only its own clients (the others' images are
     /// dropped; their stand-ins have the sizes).
-    fn cnn(&self, placement: &Placement) -> Result<Loaded<f32, NetClient<f32>>> {
-        let (all, source) = match &self.data_dir {
+    fn cnn(
+        &self,
+        data_dir: Option<&Path>,
+        wanted: usize,
+        clients: usize,
+        placement: &Placement,
+    ) -> Result<Loaded<f32, NetClient<f32>>> {
+        let (all, source) = match data_dir {
             Some(dir) => (load_idx_dir(dir)?, dir.display().to_string()),
             None => (embedded_mnist()?, "the embedded MNIST subset".to_string()),
         };
@@ -101,10 +115,8 @@ impl Checked {
         if digits.is_empty() {
             bail!("{source} has no digit images (labels 0-9)");
         }
-        let wanted = self.images.unwrap_or(IMAGES[usize::from(self.quick)]);
         let take: Vec<usize> = (0..wanted.min(digits.len())).collect();
         let subset = digits.subset(&take);
-        let clients = self.data.clients.unwrap_or(CNN_CLIENTS);
         let config = SplitConfig {
             clients,
             clusters: SplitConfig::default().clusters.min(clients),
@@ -192,22 +204,6 @@ pub fn run(
     }
 }
 
-/// [`Checked::prepare`] then [`run`], the ranks agreeing on the preparation: an influence
-/// run from code in one call.
-///
-/// # Errors
-///
-/// Those of [`Checked::prepare`] and [`run`].
-pub fn prepare_and_run(
-    checked: &Checked,
-    placement: &Placement,
-    observer: &dyn Observer,
-    rows: &dyn CellSink<Removal>,
-) -> Result<Outcome> {
-    let problem = agree(placement, checked.prepare(placement, observer))?;
-    run(checked, problem, placement, observer, rows)
-}
-
 fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
     checked: &Checked,
     problem: Loaded<T, C>,
@@ -220,7 +216,7 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
         x0,
         description,
     } = problem;
-    let defaults = checked.defaults();
+    let defaults = checked.defaults;
     let n = clients.len();
     let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
     let total: usize = sizes.iter().sum();
@@ -250,7 +246,7 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
     let f0 = total_outer_loss_on(placement, &clients, &solution.x, &lambda);
 
     let mut candidates = rank_instances(&estimate.v);
-    let wanted = checked.top();
+    let wanted = checked.top;
     let top = wanted.min(total);
     if top < wanted {
         observer.note(&format!(

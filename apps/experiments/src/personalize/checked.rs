@@ -1,18 +1,55 @@
-//! A personalization config once checked: its resolved step, the flags only some cells use,
-//! and the extensions a run from code carries.
+//! A personalization config once checked: every size and rate resolved, the flags only
+//! some cells use, and the extensions a run from code carries.
 
-use super::Config;
-use crate::setup::Extensions;
+use anyhow::{Result, bail};
 
-/// A config whose options are in range and fit together, with HGP's step resolved.
+use super::{Cell, Config, InnerProcedure, Method, PersonalizeEstimator, Rates};
+use crate::setup::{Extensions, NetworkKind};
+
+/// A config whose options are in range and fit together, resolved.
 #[derive(Clone, Debug)]
 pub struct Checked {
-    pub(super) config: Config,
-    pub(super) eta: hgp_hypergrad::Eta,
+    /// The methods of the table.
+    pub methods: Vec<Method>,
+    /// The networks of the table.
+    pub networks: Vec<NetworkKind>,
+    /// Seeds: `seed`, `seed` + 1, ….
+    pub seeds: usize,
+    /// The first seed.
+    pub seed: u64,
+    /// Outer steps of the λ-tuning methods.
+    pub outer_steps: usize,
+    /// Neumann terms of HGP.
+    pub neumann_terms: usize,
+    /// The rates of the table (HGP's Tables 6–7 or paper 004's).
+    pub rates: Rates,
+    /// Push-Sum steps S per average.
+    pub push_steps: usize,
+    /// Whose hyper-gradient the λ-tuning methods take.
+    pub estimator: PersonalizeEstimator,
+    /// The inner procedure.
+    pub inner: InnerProcedure,
+    /// Communication rounds of the federated baselines.
+    pub rounds: usize,
+    /// FedEM's components.
+    pub components: usize,
+    /// Clustered-FL's (ε₁, ε₂).
+    pub cfl_tolerances: (f64, f64),
+    /// A procedure learning rate given for every cell (`None`: each cell's from the table).
+    pub procedure_lr: Option<f64>,
+    /// A hyper-learning rate given for every cell (`None`: each cell's from the table).
+    pub hyper_lr: Option<f64>,
+    /// Whether the baselines' rates are tuned on validation accuracy.
+    pub tune_rates: bool,
+    /// HGP's Neumann step.
+    pub eta: hgp_hypergrad::Eta,
     /// The flags given that only some cells use, with their counts.
     pub(super) partly: Vec<String>,
     /// A user's averager and estimator in place of the library's (none by default).
     pub extensions: Extensions,
+    /// The config as given: the data options the split reads (`data.rs`) and the settings
+    /// an outcome repeats.
+    pub(super) given: Config,
 }
 
 impl Checked {
@@ -34,12 +71,28 @@ impl Checked {
             )
         })
     }
-}
 
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
+    /// A resumed file may only hold rows this run would compute (`source` names it).
+    pub(super) fn check_resumed(&self, cells: &[Cell], source: &str) -> Result<()> {
+        for c in cells {
+            if !self.methods.contains(&c.method) || !self.networks.contains(&c.network) {
+                bail!(
+                    "--resume: {source} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
+                    c.method.name(),
+                    c.network.name()
+                );
+            }
+            let expected = if c.method.tunes_lambda() {
+                self.outer_steps
+            } else {
+                1
+            };
+            if c.curve.len() != expected {
+                bail!(
+                    "--resume: {source} was written with a different number of outer steps (remove it, or run without --resume)"
+                );
+            }
+        }
+        Ok(())
     }
 }

@@ -51,6 +51,8 @@ crate::choice! {
     }
 }
 
+ordered_by_name!(Method);
+
 impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -60,20 +62,7 @@ impl std::fmt::Display for Method {
 impl Method {
     /// The name in configs, on the command line and in the outputs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::HgpPl => "hgp-pl",
-            Self::HgpMtl => "hgp-mtl",
-            Self::PdboMtlLocal => "pdbo-mtl-local",
-            Self::Sgp => "sgp",
-            Self::Local => "local",
-            Self::FedProx => "fedprox",
-            Self::FedAvgPlus => "fedavg+",
-            Self::ClusteredFl => "clustered-fl",
-            Self::PFedMe => "pfedme",
-            Self::ProxPersonal => "prox-personal",
-            Self::FedEm => "fedem",
-            Self::DFedEm => "d-fedem",
-        }
+        self.into()
     }
 
     /// Whether this is one of the comparison methods that run on Marfoq et al.'s procedure
@@ -189,6 +178,16 @@ impl Method {
             (PersonalizeEstimator::Pdbo, Self::HgpMtl) => "pdbo-mtl",
             _ => self.name(),
         }
+    }
+
+    /// The method a table labels `label` under either estimator ([`Method::label`]).
+    pub fn of_label(label: &str) -> Option<Self> {
+        use strum::VariantArray;
+        Self::VARIANTS.iter().copied().find(|m| {
+            [PersonalizeEstimator::Hgp, PersonalizeEstimator::Pdbo]
+                .iter()
+                .any(|&e| m.label(e) == label)
+        })
     }
 }
 

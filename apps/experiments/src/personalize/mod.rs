@@ -399,10 +399,26 @@ impl Config {
         }
         check_seed_range(self.seed, self.seeds() as u64)?;
         Ok(Checked {
-            config: self.clone(),
+            methods: self.methods(),
+            networks: self.networks(),
+            seeds: self.seeds(),
+            seed: self.seed,
+            outer_steps: self.outer_steps(),
+            neumann_terms: self.neumann_terms(),
+            rates: self.rates(),
+            push_steps: self.push_steps,
+            estimator: self.estimator,
+            inner: self.inner(),
+            rounds: self.rounds(),
+            components: self.components,
+            cfl_tolerances: self.cfl_tolerances(),
+            procedure_lr: self.procedure_lr,
+            hyper_lr: self.hyper_lr,
+            tune_rates: self.tune_rates,
             eta,
             partly,
             extensions: Extensions::default(),
+            given: self.clone(),
         })
     }
 
@@ -528,34 +544,10 @@ impl Config {
         Ok(partly)
     }
 
-    /// A resumed file may only hold rows this run would compute (`source` names it).
     /// Clustered-FL's (ε₁, ε₂): the flags', else Sattler et al.'s.
     pub fn cfl_tolerances(&self) -> (f64, f64) {
         let (eps1, eps2) = ClusteredFl::TOLERANCES;
         (self.cfl_eps1.unwrap_or(eps1), self.cfl_eps2.unwrap_or(eps2))
-    }
-
-    fn check_resumed(&self, cells: &[Cell], source: &str) -> Result<()> {
-        for c in cells {
-            if !self.methods().contains(&c.method) || !self.networks().contains(&c.network) {
-                bail!(
-                    "--resume: {source} has a row for {} on {}, which this run does not compute: it was written with other settings (remove it, or run without --resume)",
-                    c.method.name(),
-                    c.network.name()
-                );
-            }
-            let expected = if c.method.tunes_lambda() {
-                self.outer_steps()
-            } else {
-                1
-            };
-            if c.curve.len() != expected {
-                bail!(
-                    "--resume: {source} was written with a different number of outer steps (remove it, or run without --resume)"
-                );
-            }
-        }
-        Ok(())
     }
 }
 
@@ -593,7 +585,7 @@ pub fn prepare_seed(
 ) -> Result<SeedData> {
     let (split, setting, description) = agree(
         placement,
-        data::data(checked, checked.eta, seed, placement, observer),
+        data::data(&checked.given, checked.eta, seed, placement, observer),
     )?;
     Ok(SeedData {
         seed,
@@ -613,7 +605,7 @@ pub fn prepare_seed(
 ///
 /// Those of [`run_seed`], for the first seed that fails.
 pub fn run(checked: &Checked, placement: &Placement, observer: &dyn Observer) -> Result<Outcome> {
-    let seeds = checked.seeds();
+    let seeds = checked.seeds;
     let mut runs = Vec::with_capacity(seeds);
     for k in 0..seeds as u64 {
         let seed = checked.seed + k;
@@ -669,17 +661,17 @@ pub fn run_prepared_seed(
     } = data;
     let protocol = Protocol {
         setting,
-        outer_steps: checked.outer_steps(),
-        neumann_terms: checked.neumann_terms(),
-        rates: checked.rates(),
+        outer_steps: checked.outer_steps,
+        neumann_terms: checked.neumann_terms,
+        rates: checked.rates,
         push_steps: checked.push_steps,
         seed,
         estimator: checked.estimator,
         placement: placement.clone(),
-        inner: checked.inner(),
-        rounds: checked.rounds(),
+        inner: checked.inner,
+        rounds: checked.rounds,
         components: checked.components,
-        cfl_tolerances: checked.cfl_tolerances(),
+        cfl_tolerances: checked.cfl_tolerances,
         procedure_lr: checked.procedure_lr,
         hyper_lr: checked.hyper_lr,
         tune_rates: checked.tune_rates,
@@ -689,11 +681,11 @@ pub fn run_prepared_seed(
     let mut cells: Vec<Cell> = finished_rows(placement, rows)?;
     agree(placement, checked.check_resumed(&cells, &rows.source()))?;
     observer.line(&format!("data: {description}"));
-    let methods = checked.methods();
+    let methods = &checked.methods;
     let todo: Vec<(Method, NetworkKind)> = checked
-        .networks()
-        .into_iter()
-        .flat_map(|k| methods.iter().map(move |&m| (m, k)))
+        .networks
+        .iter()
+        .flat_map(|&k| methods.iter().map(move |&m| (m, k)))
         .filter(|&(m, k)| m.applies(k).is_ok())
         .filter(|&(m, k)| !cells.iter().any(|c| c.method == m && c.network == k))
         .collect();
@@ -709,13 +701,13 @@ pub fn run_prepared_seed(
     let steps = todo
         .iter()
         .try_fold(0u64, |total, &(m, k)| {
-            let solves = m.solves(checked.outer_steps())?;
+            let solves = m.solves(checked.outer_steps)?;
             total.checked_add(solves.checked_mul(protocol.units(m, k, &split)?)?)
         })
         .with_context(|| {
             format!(
                 "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer --outer-steps or --rounds",
-                checked.outer_steps(),
+                checked.outer_steps,
                 protocol.setting.steps,
                 protocol.rounds
             )
@@ -753,8 +745,8 @@ pub fn run_prepared_seed(
     stage.finish("");
     // Table order, whatever order the rows were computed in.
     let mut ordered = Vec::new();
-    for k in checked.networks() {
-        for &m in &methods {
+    for &k in &checked.networks {
+        for &m in methods {
             if let Some(c) = cells.iter().find(|c| c.method == m && c.network == k) {
                 ordered.push(c.clone());
             }

@@ -4,17 +4,17 @@
 use serde::{Deserialize, Serialize};
 
 use super::protocol::{Cell, Training};
-use super::{Config, Method};
+use super::{Checked, Method};
 use crate::numbers::{mean, std_dev};
 use crate::setup::NetworkKind;
 
 /// One cell of one seed's table, as `hgp personalize --json` gives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellJson {
-    /// The method's name.
-    pub method: String,
-    /// The network's name.
-    pub network: String,
+    /// The method.
+    pub method: Method,
+    /// The network.
+    pub network: NetworkKind,
     /// Test accuracy averaged over clients, weighted by their test sizes.
     pub average: f64,
     /// 10th percentile of the clients' test accuracies.
@@ -45,8 +45,8 @@ pub struct CellJson {
 impl From<&Cell> for CellJson {
     fn from(c: &Cell) -> Self {
         Self {
-            method: c.method.name().to_string(),
-            network: c.network.name().to_string(),
+            method: c.method,
+            network: c.network,
             average: c.average,
             bottom10: c.bottom10,
             chosen_step: c.chosen,
@@ -67,8 +67,8 @@ impl From<&Cell> for CellJson {
 pub struct SeedRow {
     /// The method's name as the table labels it.
     pub method: String,
-    /// The network's name.
-    pub network: String,
+    /// The network.
+    pub network: NetworkKind,
     /// Seeds with this cell.
     pub seeds: usize,
     /// Mean test accuracy.
@@ -113,7 +113,7 @@ pub enum Outcome {
 
 /// The means over seeds of each cell (`runs`: each seed's cells), in the table's order;
 /// methods that do not apply on a network have no row.
-pub fn over_seeds(config: &Config, runs: &[Vec<Cell>]) -> Seeds {
+pub fn over_seeds(config: &Checked, runs: &[Vec<Cell>]) -> Seeds {
     let of = |m: Method, k: NetworkKind| -> Vec<&Cell> {
         runs.iter()
             .filter_map(|cells| cells.iter().find(|c| c.method == m && c.network == k))
@@ -125,8 +125,8 @@ pub fn over_seeds(config: &Config, runs: &[Vec<Cell>]) -> Seeds {
     };
     let training = |c: &Cell, f: fn(&Training) -> f64| c.training.as_ref().map(f);
     let mut rows = Vec::new();
-    for &m in &config.methods() {
-        for &k in &config.networks() {
+    for &m in &config.methods {
+        for &k in &config.networks {
             if m.applies(k).is_err() {
                 continue;
             }
@@ -134,7 +134,7 @@ pub fn over_seeds(config: &Config, runs: &[Vec<Cell>]) -> Seeds {
             let (average, average_std) = stat(&cells, &|c| Some(c.average));
             rows.push(SeedRow {
                 method: m.label(config.estimator).to_string(),
-                network: k.name().to_string(),
+                network: k,
                 seeds: cells.len(),
                 average,
                 average_std,

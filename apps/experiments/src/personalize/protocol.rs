@@ -21,7 +21,7 @@ use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
     AveragerConfig, AveragerKind, Built, Defaults, EstimatorConfig, EstimatorKind, Extensions,
-    FRACTION, InnerKind, InnerParts, NetworkConfig, NetworkKind, Parts, derive, domain,
+    FRACTION, InnerKind, InnerParts, NetworkKind, NetworkSpec, Parts, derive, domain,
     total_outer_loss_on,
 };
 
@@ -269,7 +269,7 @@ impl Protocol {
                 NetworkKind::Fc => Aggregation::Server,
                 NetworkKind::Fixu => {
                     let stream = derive(self.seed, domain::INNER);
-                    let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
+                    let net = NetworkSpec::of(network).build(n, self.seed, stream)?;
                     let Some(graph) = &net.fixed else {
                         bail!("FixU has no fixed graph");
                     };
@@ -413,7 +413,7 @@ impl Protocol {
         }
         let lr = self.rates.inner_lr(self.ensemble(method));
         let stream = derive(self.seed, domain::INNER);
-        let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
+        let net = NetworkSpec::of(network).build(n, self.seed, stream)?;
         let (kind, order) = if method == Method::Local {
             (InnerKind::Local, SgpOrder::StepThenMix)
         } else if self.estimator == PersonalizeEstimator::Pdbo {
@@ -454,7 +454,7 @@ impl Protocol {
             (_, PersonalizeEstimator::Hgp) => EstimatorKind::Hgp,
         };
         let stream = derive(self.seed, domain::ESTIMATOR);
-        let net = NetworkConfig::of(network).build(n, self.seed, stream)?;
+        let net = NetworkSpec::of(network).build(n, self.seed, stream)?;
         let averager_kind = if net.fixed.is_some() {
             AveragerKind::Gossip
         } else {

@@ -15,14 +15,16 @@ use super::verdict::Test;
 use crate::ExperimentOutcome;
 use crate::error::{Outcome as ErrorOutcome, Panel};
 use crate::numbers::{mean, std_dev};
-use crate::personalize::Outcome as PersonalizeOutcome;
+use crate::personalize::{Method, Outcome as PersonalizeOutcome};
+use crate::reproduce::plan::JobId;
+use crate::setup::NetworkKind;
 
 /// One seed's outputs: each experiment's outcome, by experiment.
 pub struct SeedRun<'a> {
     /// The seed.
     pub seed: u64,
     /// The outcome of each experiment with this seed.
-    pub outputs: BTreeMap<&'static str, &'a ExperimentOutcome>,
+    pub outputs: BTreeMap<JobId, &'a ExperimentOutcome>,
 }
 
 /// The typed outcome of one kind of experiment in a seed's outputs.
@@ -31,8 +33,8 @@ macro_rules! outcome_of {
         impl SeedRun<'_> {
             $(
                 /// The outcome of `job` with this seed, of its kind.
-                pub(crate) fn $fn(&self, job: &str) -> Result<&$ty> {
-                    match self.outputs.get(job) {
+                pub(crate) fn $fn(&self, job: JobId) -> Result<&$ty> {
+                    match self.outputs.get(&job) {
                         Some(ExperimentOutcome::$variant(o)) => Ok(o),
                         Some(other) => Err(anyhow!(
                             "{job} is an experiment of `hgp {}`, not of `hgp {}`",
@@ -82,7 +84,7 @@ pub struct Claim {
     /// What is tested, in words (the tests' own lines give the numbers).
     pub test: &'static str,
     /// The experiments it reads.
-    pub jobs: &'static [&'static str],
+    pub jobs: &'static [JobId],
     /// Whether the claim is tested on whichever of its experiments ran (at least one), not
     /// only when all did.
     pub any_job: bool,
@@ -166,7 +168,7 @@ pub(crate) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
                     let first = r.validation.first().copied().unwrap_or(f64::NAN);
                     let last = r.validation.last().copied().unwrap_or(f64::NAN);
                     out.insert(
-                        (r.method.clone(), r.network.clone()),
+                        (r.method, r.network),
                         CellValues {
                             average: r.average,
                             bottom10: r.bottom10,
@@ -179,9 +181,12 @@ pub(crate) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
         }
         PersonalizeOutcome::Seeds(over) => {
             for r in &over.rows {
+                // The table labels a method by its estimator's name (`pdbo-pl`).
+                let method = Method::of_label(&r.method)
+                    .ok_or_else(|| anyhow!("no method labelled {}", r.method))?;
                 if let (Some(a), Some(b)) = (r.average, r.bottom10) {
                     out.insert(
-                        (r.method.clone(), r.network.clone()),
+                        (method, r.network),
                         CellValues {
                             average: a,
                             bottom10: b,
@@ -200,26 +205,31 @@ pub(crate) fn cells(v: &PersonalizeOutcome) -> Result<Cells> {
 }
 
 /// One seed's personalization cells (see [`cells`]).
-pub(crate) type Cells = BTreeMap<(String, String), CellValues>;
+pub(crate) type Cells = BTreeMap<(Method, NetworkKind), CellValues>;
 
 /// Every seed's personalization cells of experiment `job`.
-pub(crate) fn seed_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<Cells>> {
+pub(crate) fn seed_cells(seeds: &[SeedRun<'_>], job: JobId) -> Result<Vec<Cells>> {
     seeds.iter().map(|s| cells(s.personalize(job)?)).collect()
 }
 
 /// A cell over seeds: its average test accuracy, or (`bottom`) its 10th-percentile
 /// client's; NaN in a seed without the cell.
-pub(crate) fn column(all: &[Cells], method: &str, network: &str, bottom: bool) -> Vec<f64> {
+pub(crate) fn column(
+    all: &[Cells],
+    method: Method,
+    network: NetworkKind,
+    bottom: bool,
+) -> Vec<f64> {
     all.iter()
         .map(|c| {
-            c.get(&(method.to_string(), network.to_string()))
+            c.get(&(method, network))
                 .map_or(f64::NAN, |x| if bottom { x.bottom10 } else { x.average })
         })
         .collect()
 }
 
 #[cfg(test)]
-pub(crate) fn one_run<'a>(seed: u64, job: &'static str, v: &'a ExperimentOutcome) -> SeedRun<'a> {
+pub(crate) fn one_run<'a>(seed: u64, job: JobId, v: &'a ExperimentOutcome) -> SeedRun<'a> {
     SeedRun {
         seed,
         outputs: BTreeMap::from([(job, v)]),

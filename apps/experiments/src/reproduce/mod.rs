@@ -11,6 +11,7 @@
 //! [`verdict`]; the report is this experiment's [`Outcome`].
 
 pub mod claim;
+mod job_id;
 pub mod paper;
 pub mod papers;
 pub mod plan;
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::ExperimentOutcome;
 use claim::{Claim, SeedRun};
 pub use paper::{Paper, Preset};
-use plan::{DataDirs, Job, command_line};
+use plan::{DataDirs, Job, JobId, command_line};
 use settings::Setting;
 use verdict::{TestResult, Verdict, combine};
 
@@ -130,7 +131,8 @@ pub const MAX_SEEDS: usize = crate::setup::MAX_SEEDS as usize;
 
 /// The checked plan: the claims to report and the experiments to run.
 pub struct Checked {
-    config: Config,
+    /// The sizes.
+    pub preset: Preset,
     /// The papers reported, in order.
     pub papers: Vec<Paper>,
     /// Their claims.
@@ -139,16 +141,8 @@ pub struct Checked {
     pub jobs: Vec<Job>,
     /// The seeds of every experiment.
     pub seeds: Vec<u64>,
-    /// The MPI launcher's words, if any.
+    /// The MPI launcher's words (`None`: every experiment in one process).
     pub launcher: Option<Vec<String>>,
-}
-
-impl std::ops::Deref for Checked {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
-    }
 }
 
 impl Config {
@@ -362,7 +356,7 @@ impl Config {
         // Read once the plan says who reads them.
         self.check_data()?;
         Ok(Checked {
-            config: self.clone(),
+            preset: self.preset,
             papers,
             claims,
             jobs,
@@ -381,6 +375,9 @@ fn mentions(value: &serde_json::Value, dir: &std::path::Path) -> bool {
         _ => false,
     }
 }
+
+/// Every seed's results, by experiment.
+pub type Results = BTreeMap<JobId, Vec<SeedResult>>;
 
 /// One experiment seed's result: its outcome, or why it failed, and its time.
 pub struct SeedResult {
@@ -505,11 +502,7 @@ pub const SMOKE_WARNING: &str = "This is a --preset smoke run: every experiment 
 /// Every claim's result and every experiment's record, from each job's seeds' results
 /// (`runs_of`: by job id, in the seeds' order), as the report of a run that took
 /// `wall_seconds`.
-pub fn assess(
-    checked: &Checked,
-    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
-    wall_seconds: f64,
-) -> Outcome {
+pub fn assess(checked: &Checked, runs_of: &Results, wall_seconds: f64) -> Outcome {
     Outcome {
         preset: checked.preset.name().to_string(),
         warning: (checked.preset == Preset::Smoke).then(|| SMOKE_WARNING.to_string()),
@@ -532,12 +525,8 @@ pub fn assess(
 }
 
 /// One claim's result from the seeds' results of its experiments.
-fn assess_claim(
-    checked: &Checked,
-    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
-    c: &Claim,
-) -> ClaimResult {
-    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
+fn assess_claim(checked: &Checked, runs_of: &Results, c: &Claim) -> ClaimResult {
+    let job = |id: JobId| checked.jobs.iter().find(|j| j.id == id);
     let mut result = unassessed(checked, runs_of, c);
     // The experiments this claim can read: all of them, or (for a claim over whichever
     // ran) those that ran.
@@ -546,15 +535,15 @@ fn assess_claim(
     let missing: Vec<String> = c
         .jobs
         .iter()
-        .filter_map(|id| {
+        .filter_map(|&id| {
             let j = job(id)?;
             j.missing.clone().or_else(|| {
-                (!runs_of.contains_key(id))
+                (!runs_of.contains_key(&id))
                     .then(|| format!("{id} did not run (no seed of it finished)"))
             })
         })
         .collect();
-    let usable: Vec<&str> = c
+    let usable: Vec<JobId> = c
         .jobs
         .iter()
         .copied()
@@ -619,7 +608,7 @@ fn assess_claim(
             // runs at its data set, model and clients.
             let at_scale = usable
                 .iter()
-                .all(|id| job(id).is_some_and(|j| j.at_paper_scale()));
+                .all(|&id| job(id).is_some_and(|j| j.at_paper_scale()));
             result.tests = verdict::Test::decide_family(&a.tests, at_scale);
             let minutes: BTreeMap<String, f64> = usable
                 .iter()
@@ -659,27 +648,23 @@ fn assess_claim(
 
 /// A claim's result before its seeds are read: its words, the settings of its experiments
 /// that differ from the paper's and the figures of the first seed that finished.
-fn unassessed(
-    checked: &Checked,
-    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
-    c: &Claim,
-) -> ClaimResult {
-    let job = |id: &str| checked.jobs.iter().find(|j| j.id == id);
+fn unassessed(checked: &Checked, runs_of: &Results, c: &Claim) -> ClaimResult {
+    let job = |id: JobId| checked.jobs.iter().find(|j| j.id == id);
     let figures: Vec<String> = c
         .jobs
         .iter()
-        .filter_map(|id| {
+        .filter_map(|&id| {
             let j = job(id)?;
             let f = j.figure?;
             let seed = checked.seeds[0];
-            runs_of.get(id)?.first()?.output.as_ref().ok()?;
+            runs_of.get(&id)?.first()?.output.as_ref().ok()?;
             Some(format!("runs/{id}/seed-{seed}/{f}"))
         })
         .collect();
     let mut settings: Vec<Setting> = c
         .jobs
         .iter()
-        .filter_map(|id| job(id))
+        .filter_map(|&id| job(id))
         .flat_map(|j| j.settings())
         .collect();
     settings.sort();
@@ -728,15 +713,12 @@ fn why_line(mut why: String, missing: &[String], failures: &[String]) -> String 
 
 /// Every experiment's record: its command line, each seed's seconds, and why it did not
 /// run or which seeds failed.
-fn job_records(
-    checked: &Checked,
-    runs_of: &BTreeMap<&'static str, Vec<SeedResult>>,
-) -> Vec<JobRecord> {
+fn job_records(checked: &Checked, runs_of: &Results) -> Vec<JobRecord> {
     checked
         .jobs
         .iter()
         .map(|j| {
-            let seeds = runs_of.get(j.id);
+            let seeds = runs_of.get(&j.id);
             let failed: Vec<String> = seeds
                 .into_iter()
                 .flatten()

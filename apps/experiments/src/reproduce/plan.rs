@@ -9,6 +9,8 @@ use super::settings::{self as set, PaperValue};
 use crate::ExperimentConfig;
 use crate::setup::Dataset;
 
+pub use super::job_id::JobId;
+
 /// The data sets the reproduction does not hold itself, as its config gives them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DataDirs {
@@ -33,7 +35,7 @@ pub struct DataDirs {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     /// Its folder under `runs/`, and its name in the claims.
-    pub id: &'static str,
+    pub id: JobId,
     /// The experiment (its seed set per run).
     pub config: ExperimentConfig,
     /// Minutes a seed takes on 2 cores at this preset (measured at `preset: cpu`; an
@@ -50,7 +52,7 @@ pub struct Job {
 }
 
 impl Job {
-    pub(crate) fn new(id: &'static str, config: impl Into<ExperimentConfig>, minutes: f64) -> Self {
+    pub(crate) fn new(id: JobId, config: impl Into<ExperimentConfig>, minutes: f64) -> Self {
         Self {
             id,
             config: config.into(),

@@ -5,7 +5,6 @@
 //! folder (a crash stays outside the report, an MPI launcher starts the ranks, and
 //! `--resume` keeps the seeds an earlier run finished).
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -13,6 +12,9 @@ use anyhow::Result;
 use super::plan::Job;
 use super::{Checked, Outcome, SeedResult, assess};
 use crate::RunContext;
+use crate::observe::Observer;
+use crate::setup::Extensions;
+use hgp_averaging::Placement;
 
 /// Runs one experiment seed of a reproduction.
 pub trait SeedRunner {
@@ -52,8 +54,35 @@ impl SeedRunner for InProcess<'_, '_> {
     }
 }
 
-/// Every seed's results, by experiment.
-pub type Results = BTreeMap<&'static str, Vec<SeedResult>>;
+/// The whole reproduction in this process ([`InProcess`], the library's averagers and
+/// estimators): every experiment seed of the plan one after another (an experiment whose
+/// data are not given is left out, as its claims say), then the report. A seed that fails
+/// is a result (the report says why), as in the `hgp` program.
+///
+/// # Errors
+///
+/// A plan with an MPI launcher (it starts programs: `hgp reproduce --mpirun` runs it).
+pub fn run_here(
+    checked: &Checked,
+    placement: &Placement,
+    observer: &dyn Observer,
+) -> Result<Outcome> {
+    if checked.launcher.is_some() {
+        anyhow::bail!("{LAUNCHER_REFUSED}");
+    }
+    let context = RunContext {
+        placement: placement.clone(),
+        observer,
+        extensions: Extensions::default(),
+    };
+    run_plan(checked, &InProcess(&context), &mut |_, _, _| {}).map(|(outcome, _)| outcome)
+}
+
+/// Why a plan with an MPI launcher does not run from code.
+pub const LAUNCHER_REFUSED: &str =
+    "an MPI launcher starts programs: `hgp reproduce --mpirun` runs it";
+
+pub use super::Results;
 
 /// Runs every seed of every experiment of the plan whose data are given, in plan order,
 /// through `runner` (`after` hears each seed as it ends, with whether it was kept), then

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::job_id::JobId;
 use crate::ExperimentConfig;
 use crate::numbers::num;
 use crate::setup::Dataset;
@@ -211,7 +212,7 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
 
 /// The settings of `config` (experiment `id`) that differ from the paper's `values` (a
 /// setting the config does not fix is left out).
-pub fn differing(id: &str, values: &[PaperValue], config: &ExperimentConfig) -> Vec<Setting> {
+pub fn differing(id: JobId, values: &[PaperValue], config: &ExperimentConfig) -> Vec<Setting> {
     let ours = ours(config);
     values
         .iter()
@@ -347,7 +348,7 @@ mod tests {
             paper(DATA, "MNIST", "paper 003 Sec. 5"),
             paper(PUSH_STEPS, "10", "none"),
         ];
-        let d = differing("fbo", &values, &config);
+        let d = differing(JobId::Fbo, &values, &config);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].setting, DATA);
         assert_eq!(d[0].ours, "MNIST (the embedded 10,000 digits)");

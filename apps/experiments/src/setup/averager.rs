@@ -320,9 +320,7 @@ mod tests {
     /// than run without it.
     #[test]
     fn only_push_sum_takes_faults() {
-        let net = NetworkConfig::of(NetworkKind::Randd)
-            .build(5, 1, 2)
-            .unwrap();
+        let net = NetworkSpec::of(NetworkKind::Randd).build(5, 1, 2).unwrap();
         let faults = Arc::new(Faults::new(0.2, 3).unwrap());
         for kind in [
             AveragerKind::PushSum,

@@ -32,28 +32,50 @@ pub struct DataConfig {
 /// The L2 weight of every coordinate of λ by default (logistic model, eq. 11).
 pub const L2_LAMBDA: f64 = 0.01;
 
-/// λ of the logistic model for `n` clients with `d` coordinates: read from `path` (one row
-/// per client, comma separated) or [`L2_LAMBDA`] everywhere. The weights must be finite and
-/// ≥ 0: a negative weight makes g_i non-convex, and SGP would diverge with a misleading
-/// message.
-pub fn l2_lambda(path: Option<&Path>, n: usize, d: usize) -> Result<PerClient<f64>> {
-    let Some(path) = path else {
-        return Ok(PerClient::filled(&vec![d; n], L2_LAMBDA));
-    };
-    let rows = load_lambda_csv(path, &vec![d; n])?;
-    for (i, row) in rows.iter().enumerate() {
-        for (k, &v) in row.iter().enumerate() {
-            if !(v.is_finite() && v >= 0.0) {
-                bail!(
-                    "{}, line {}, column {}: λ = {v}; the L2 weights of eq. (11) must be finite and ≥ 0",
-                    path.display(),
-                    i + 1,
-                    k + 1
-                );
+/// λ of the logistic model, resolved: a file of weights, one row per client, or one weight
+/// everywhere ([`L2_LAMBDA`] when no file is given).
+#[derive(Clone, Debug, PartialEq)]
+pub enum L2Weights {
+    /// The same weight on every coordinate of every client.
+    Everywhere(f64),
+    /// One row per client, comma separated.
+    File(PathBuf),
+}
+
+impl L2Weights {
+    /// The weights of an optional `--lambda` file.
+    pub fn of(file: Option<&Path>) -> Self {
+        file.map_or(Self::Everywhere(L2_LAMBDA), |f| Self::File(f.to_path_buf()))
+    }
+
+    /// λ of the logistic model (eq. 11) for `n` clients with `d` coordinates. A file's
+    /// weights must be finite and ≥ 0: a negative weight makes g_i non-convex, and SGP would
+    /// diverge with a misleading message.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read, has other sizes, or holds a weight that is not finite and
+    /// ≥ 0 (naming its line and column).
+    pub fn load(&self, n: usize, d: usize) -> Result<PerClient<f64>> {
+        let path = match self {
+            Self::Everywhere(w) => return Ok(PerClient::filled(&vec![d; n], *w)),
+            Self::File(path) => path,
+        };
+        let rows = load_lambda_csv(path, &vec![d; n])?;
+        for (i, row) in rows.iter().enumerate() {
+            for (k, &v) in row.iter().enumerate() {
+                if !(v.is_finite() && v >= 0.0) {
+                    bail!(
+                        "{}, line {}, column {}: λ = {v}; the L2 weights of eq. (11) must be finite and ≥ 0",
+                        path.display(),
+                        i + 1,
+                        k + 1
+                    );
+                }
             }
         }
+        Ok(PerClient::from_rows(rows))
     }
-    Ok(PerClient::from_rows(rows))
 }
 
 /// The outer loss F = Σ_k f_k(x_k, λ_k) of the clients at `x` (one row each), in f64, each
@@ -84,16 +106,74 @@ pub struct Shape {
     pub data_bytes: f64,
 }
 
+/// Where the logistic clients' data come from, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// A directory of `client_<i>_train.csv` and `client_<i>_val.csv`.
+    Files(PathBuf),
+    /// The synthetic data of the HGP paper's Fig. 1 for this many clients, drawn from the
+    /// seed.
+    Synthetic {
+        /// Clients n.
+        clients: usize,
+    },
+}
+
+/// The clients' data, resolved ([`DataConfig::check`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataSpec {
+    /// Where they come from.
+    pub source: DataSource,
+    /// Whether x has an intercept (an extra, last coordinate).
+    pub bias: bool,
+}
+
 impl DataConfig {
+    /// Checks the options (before any work) and resolves them, the synthetic data with
+    /// [`SYNTHETIC_CLIENTS`] clients unless given.
+    ///
+    /// # Errors
+    ///
+    /// `clients` beside `data`, or 0 clients.
+    pub fn check(&self) -> Result<DataSpec> {
+        self.check_with(SYNTHETIC_CLIENTS)
+    }
+
+    /// [`DataConfig::check`] with a command's own default number of synthetic clients.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`DataConfig::check`].
+    pub fn check_with(&self, synthetic_clients: usize) -> Result<DataSpec> {
+        refuse_unused(self.data.is_some() && self.clients.is_some(), || {
+            "--clients sets the number of clients of the generated data; with --data the \
+             clients are the directory's files"
+                .to_string()
+        })?;
+        if self.clients == Some(0) {
+            bail!("--clients must be at least 1");
+        }
+        Ok(DataSpec {
+            source: match &self.data {
+                Some(dir) => DataSource::Files(dir.clone()),
+                None => DataSource::Synthetic {
+                    clients: self.clients.unwrap_or(synthetic_clients),
+                },
+            },
+            bias: self.bias,
+        })
+    }
+}
+
+impl DataSpec {
     /// The problem's sizes without reading or generating the data: from the options for the
     /// synthetic data, from the directory's files (their count, sizes and first line) for
     /// --data. Files that do not fit the contract are reported by the loader afterwards.
     pub fn shape(&self) -> Shape {
         let bias = usize::from(self.bias);
-        match &self.data {
-            None => {
+        match &self.source {
+            &DataSource::Synthetic { clients } => {
                 let c = SyntheticConfig::default();
-                let clients = self.clients.unwrap_or(SYNTHETIC_CLIENTS);
                 let rows = (c.train_per_client + c.val_per_client) as f64;
                 Shape {
                     clients,
@@ -106,7 +186,7 @@ impl DataConfig {
                         * crate::memory::F64,
                 }
             }
-            Some(dir) => {
+            DataSource::Files(dir) => {
                 // Unreadable directories are reported by the loader, after this estimate.
                 let (clients, features) = peek_client_dir(dir).unwrap_or((0, 0));
                 Shape {
@@ -118,23 +198,10 @@ impl DataConfig {
         }
     }
 
-    /// Checks the options (before any work).
-    pub fn validate(&self) -> Result<()> {
-        refuse_unused(self.data.is_some() && self.clients.is_some(), || {
-            "--clients sets the number of clients of the generated data; with --data the \
-             clients are the directory's files"
-                .to_string()
-        })?;
-        if self.clients == Some(0) {
-            bail!("--clients must be at least 1");
-        }
-        Ok(())
-    }
-
     /// Loads or generates the clients' data, with a one-line description.
     pub fn load(&self, seed: u64) -> Result<(Vec<ClientData>, String)> {
-        match &self.data {
-            Some(dir) => {
+        match &self.source {
+            DataSource::Files(dir) => {
                 let data = load_client_dir(dir)?;
                 let desc = format!(
                     "{} clients, {} features, from {}",
@@ -144,9 +211,9 @@ impl DataConfig {
                 );
                 Ok((data, desc))
             }
-            None => {
+            &DataSource::Synthetic { clients } => {
                 let config = SyntheticConfig {
-                    clients: self.clients.unwrap_or(SYNTHETIC_CLIENTS),
+                    clients,
                     ..SyntheticConfig::default()
                 };
                 let data = generate_synthetic(&config, derive(seed, domain::DATA))?;

@@ -36,6 +36,8 @@ crate::choice! {
     }
 }
 
+ordered_by_name!(NetworkKind);
+
 impl std::fmt::Display for NetworkKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -48,13 +50,7 @@ impl NetworkKind {
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Fc => "fc",
-            Self::Fixu => "fixu",
-            Self::Randu => "randu",
-            Self::Randd => "randd",
-            Self::Exp => "exp",
-        }
+        self.into()
     }
 
     fn random(self) -> bool {
@@ -68,7 +64,7 @@ impl NetworkKind {
 }
 
 /// The communication network. An option left out (`None`) takes its default; one given for
-/// a network that does not read it is refused by [`NetworkConfig::validate`].
+/// a network that does not read it is refused by [`NetworkConfig::check`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct NetworkConfig {
@@ -90,6 +86,79 @@ impl Default for NetworkConfig {
     /// RandD with every default (the papers' time-varying directed network).
     fn default() -> Self {
         Self::of(NetworkKind::Randd)
+    }
+}
+
+/// A network with every option resolved ([`NetworkConfig::check`]): what it builds from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NetworkSpec {
+    /// Fully connected.
+    Fc,
+    /// A static undirected Erdős–Rényi graph with edge probability `edge_p`.
+    Fixu {
+        /// The edge probability.
+        edge_p: f64,
+    },
+    /// Random undirected links over a base graph.
+    Randu(RandomEdges),
+    /// Random directed links over a base graph.
+    Randd(RandomEdges),
+    /// The exponential one-peer graph.
+    Exp,
+}
+
+impl NetworkSpec {
+    /// The network `kind` with every default.
+    pub fn of(kind: NetworkKind) -> Self {
+        let edges = RandomEdges {
+            base_p: BASE_P,
+            low: RHO_LOW,
+            high: RHO_HIGH,
+        };
+        match kind {
+            NetworkKind::Fc => Self::Fc,
+            NetworkKind::Fixu => Self::Fixu { edge_p: EDGE_P },
+            NetworkKind::Randu => Self::Randu(edges),
+            NetworkKind::Randd => Self::Randd(edges),
+            NetworkKind::Exp => Self::Exp,
+        }
+    }
+
+    /// Which network.
+    pub fn kind(&self) -> NetworkKind {
+        match self {
+            Self::Fc => NetworkKind::Fc,
+            Self::Fixu { .. } => NetworkKind::Fixu,
+            Self::Randu(_) => NetworkKind::Randu,
+            Self::Randd(_) => NetworkKind::Randd,
+            Self::Exp => NetworkKind::Exp,
+        }
+    }
+
+    /// Builds the network for `n` clients; `step_seed` selects the realization of its steps.
+    ///
+    /// # Errors
+    ///
+    /// A network the graphs crate refuses for `n` clients.
+    pub fn build(&self, n: usize, seed: u64, step_seed: u64) -> Result<BuiltNetwork> {
+        let build_seed = derive(seed, domain::NETWORK);
+        let mut fixed = None;
+        let network: Arc<dyn Network> = match *self {
+            Self::Fc => Arc::new(FullyConnected::new(n)?),
+            Self::Fixu { edge_p } => {
+                let g = StaticUndirected::erdos_renyi(n, edge_p, build_seed)?;
+                fixed = Some(g.clone());
+                Arc::new(g)
+            }
+            Self::Randu(edges) => {
+                Arc::new(RandomUndirected::new(n, edges, build_seed)?.with_step_seed(step_seed))
+            }
+            Self::Randd(edges) => {
+                Arc::new(RandomDirected::new(n, edges, build_seed)?.with_step_seed(step_seed))
+            }
+            Self::Exp => Arc::new(ExponentialOnePeer::new(n)?),
+        };
+        Ok(BuiltNetwork { network, fixed })
     }
 }
 
@@ -121,8 +190,13 @@ impl NetworkConfig {
         }
     }
 
-    /// Checks the options (before any work).
-    pub fn validate(&self) -> Result<()> {
+    /// Checks the options (before any work) and resolves them.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option out of range, or given for a network that does not read
+    /// it.
+    pub fn check(&self) -> Result<NetworkSpec> {
         let name = self.network.name();
         for (flag, given) in [
             ("--rho-low", self.rho_low.is_some()),
@@ -162,30 +236,14 @@ impl NetworkConfig {
                 "--rho-high 0: every link's probability is drawn from U[--rho-low, --rho-high] = 0, so no link ever appears and the network never connects: give --rho-high above 0"
             );
         }
-        Ok(())
-    }
-
-    /// Builds the network for `n` clients; `step_seed` selects the realization of its steps.
-    pub fn build(&self, n: usize, seed: u64, step_seed: u64) -> Result<BuiltNetwork> {
-        let edges = self.edges();
-        let build_seed = derive(seed, domain::NETWORK);
-        let mut fixed = None;
-        let network: Arc<dyn Network> = match self.network {
-            NetworkKind::Fc => Arc::new(FullyConnected::new(n)?),
-            NetworkKind::Fixu => {
-                let g =
-                    StaticUndirected::erdos_renyi(n, self.edge_p.unwrap_or(EDGE_P), build_seed)?;
-                fixed = Some(g.clone());
-                Arc::new(g)
-            }
-            NetworkKind::Randu => {
-                Arc::new(RandomUndirected::new(n, edges, build_seed)?.with_step_seed(step_seed))
-            }
-            NetworkKind::Randd => {
-                Arc::new(RandomDirected::new(n, edges, build_seed)?.with_step_seed(step_seed))
-            }
-            NetworkKind::Exp => Arc::new(ExponentialOnePeer::new(n)?),
-        };
-        Ok(BuiltNetwork { network, fixed })
+        Ok(match self.network {
+            NetworkKind::Fc => NetworkSpec::Fc,
+            NetworkKind::Fixu => NetworkSpec::Fixu {
+                edge_p: self.edge_p.unwrap_or(EDGE_P),
+            },
+            NetworkKind::Randu => NetworkSpec::Randu(e),
+            NetworkKind::Randd => NetworkSpec::Randd(e),
+            NetworkKind::Exp => NetworkSpec::Exp,
+        })
     }
 }

@@ -117,7 +117,7 @@ impl<'a> Pipeline<'a> {
     }
     /// Checks every option group (before any work).
     pub fn validate(&self, defaults: &Defaults) -> Result<()> {
-        self.network.validate()?;
+        self.network.check()?;
         self.estimator.validate(defaults)?;
         let kind = self.estimator.estimator;
         if kind.federated() {
@@ -211,6 +211,7 @@ impl<'a> Pipeline<'a> {
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
         let net = self
             .network
+            .check()?
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
         self.inner.build_with::<T, C>(
             &net,
@@ -226,9 +227,10 @@ impl<'a> Pipeline<'a> {
         n: usize,
         defaults: &Defaults,
     ) -> Result<Built<T, C>> {
-        let net = self
-            .network
-            .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+        let net =
+            self.network
+                .check()?
+                .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager = || {
             self.extensions
                 .averager((&self.averager, &net, self.seed, &self.placement), || {

@@ -16,17 +16,18 @@ use anyhow::{Context, Result, bail};
 use hgp_experiments::reproduce::plan::Job;
 use hgp_experiments::reproduce::verdict::Verdict;
 use hgp_experiments::reproduce::{
-    Checked, ClaimResult, Config, Outcome, Paper, Preset, SeedResult, UNREADABLE, assess,
+    Checked, ClaimResult, Config, Outcome, Paper, Preset, UNREADABLE, assess,
 };
 
+use crate::adapter::{Adapter, Cli};
 use crate::cli::{base_config, choice, flags, with_default};
 use crate::engine::{Engine, EngineKind};
-use crate::lifecycle::{Experiment, Output, execute};
+use crate::lifecycle::{Experiment, Output};
 use crate::progress::{ReportArgs, Reporter, clock};
 use crate::report::{Table, prepare_out, write_whole};
 
 mod seed;
-use hgp_experiments::reproduce::runner::run_plan;
+use hgp_experiments::reproduce::runner::{Results, run_plan};
 use seed::ChildProcess;
 
 /// The folder of the experiments' runs, in `--out`.
@@ -137,30 +138,16 @@ pub fn after_help() -> String {
         .to_string()
 }
 
-impl Reproduce {
-    /// The experiment's config: `--config`'s, or the defaults, with the flags given.
-    pub fn config(&self) -> Result<Config> {
+impl Cli for Reproduce {
+    type Config = Config;
+
+    /// `--config`'s plan, or the defaults, with the flags given (a reproduction has no
+    /// `--seed` of its own: its experiments' seeds are `--seeds`).
+    fn config(&self) -> Result<Config> {
         let mut config: Config = base_config(self.config.as_deref(), "reproduce")?;
         self.flags.apply(&mut config);
         Ok(config)
     }
-
-    /// Runs the command.
-    pub fn run(&self) -> Result<()> {
-        let config = self.config()?;
-        execute(&Command {
-            flags: self,
-            checked: config.check()?,
-            config,
-        })
-    }
-}
-
-/// The checked plan with the flags that say where it writes.
-struct Command<'a> {
-    flags: &'a Reproduce,
-    config: Config,
-    checked: Checked,
 }
 
 /// What the runner needs beside the checked plan: the program that runs the experiments.
@@ -170,12 +157,12 @@ struct Plan<'a> {
 }
 
 /// The report and every seed's result.
-struct Ran {
+pub struct Ran {
     outcome: Outcome,
-    results: BTreeMap<&'static str, Vec<SeedResult>>,
+    results: Results,
 }
 
-impl Experiment for Command<'_> {
+impl Experiment for Adapter<'_, Reproduce> {
     type Setup = PathBuf;
     type Outcome = Ran;
 

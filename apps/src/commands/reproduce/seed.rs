@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use hgp_experiments::reproduce::SeedResult;
-use hgp_experiments::reproduce::plan::Job;
+use hgp_experiments::reproduce::plan::{Job, JobId};
 use hgp_experiments::reproduce::runner::SeedRunner;
 use hgp_experiments::{ExperimentConfig, ExperimentOutcome};
 use serde::{Deserialize, Serialize};
@@ -63,8 +63,8 @@ fn follow(log: &Path, f: &mut Follow, who: &str, reporter: &Reporter, stage: &St
 }
 
 /// The folder of one experiment seed.
-fn seed_folder(out: &Path, job: &str, seed: u64) -> PathBuf {
-    out.join(RUNS).join(job).join(format!("seed-{seed}"))
+fn seed_folder(out: &Path, job: JobId, seed: u64) -> PathBuf {
+    out.join(RUNS).join(job.name()).join(format!("seed-{seed}"))
 }
 
 /// A finished seed's record as `result.json` keeps it.

@@ -7,7 +7,7 @@ mod assess;
 use crate::fbo;
 use crate::reproduce::claim::Claim;
 use crate::reproduce::paper::{Paper, Preset};
-use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::plan::{self, DataDirs, Job, JobId};
 use crate::reproduce::settings::{self as set, paper};
 use crate::setup::Dataset;
 use assess::{
@@ -54,7 +54,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "The right plot compares the performance among fully local hypergradient estimator (i.e., using only local information), AID-based FHE and AggITD in federeated hyper-representation learning in the presence of data heterogeneity.",
             paper_value: "no number (figure): AggITD above the AID-based estimator above the fully local one",
             test: "non-i.i.d., τ = 1, C = 0.1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD (AggITD) above FedNest's (AID-based) above LFedNest's (fully local), paired over seeds",
-            jobs: &["fbo-fig3-4"],
+            jobs: &[JobId::FboFig34],
             any_job: false,
             assess: fbo_fig1,
             untestable: None,
@@ -66,7 +66,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "Comm_rounds/Outer_itr: FedNest 2N + T′ + 3, FBO-AggITD 2N + 3",
             paper_value: "2N + 3 = 13 and 2N + T′ + 3 = 18 at N = 5 lower rounds and T′ = 5 Neumann terms",
             test: "the communication rounds each run counted per outer iteration within 0.5 of 2N + 3 (FBO-AggITD) and 2N + T′ + 3 (FedNest) at the runs' N and T′",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_rounds,
             untestable: Some(
@@ -80,7 +80,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "In Table 2, it can be seen that to achieve an accuracy of 90%, our FBO-AggITD uses more than 2-3 times fewer communication rounds than FedNest, in both the i.i.d. and non-i.i.d. cases (fewer rounds)",
             paper_value: "1630 → 530 rounds (i.i.d., τ = 1), 760 → 305 (non-i.i.d., τ = 5)",
             test: "in every split and τ, FedNest's rounds to 90 % test accuracy minus FBO-AggITD's above 0, paired over seeds (a run that never reaches 90 % counts its whole budget; a seed where neither does is left out)",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_fewer,
             untestable: None,
@@ -92,7 +92,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "In Table 2, it can be seen that to achieve an accuracy of 90%, our FBO-AggITD uses more than 2-3 times fewer communication rounds than FedNest, in both the i.i.d. and non-i.i.d. cases",
             paper_value: "3.1× (i.i.d., τ = 1), 2.5× (non-i.i.d., τ = 5)",
             test: "in every split and τ, log10 of FedNest's rounds to 90 % over FBO-AggITD's above log10 2 (as for fbo-table2-fewer, a run that never reaches 90 % counts its budget)",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_factor,
             untestable: None,
@@ -104,7 +104,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "and in addition, for all four setups, FBO-AggITD achieves a higher final test accuracy than FedNest.",
             paper_value: "92.94 against 91.68 % (i.i.d., τ = 1), 93.88 against 92.87 % (non-i.i.d., τ = 5)",
             test: "in every split and τ, FBO-AggITD's final test accuracy (the mean of its last 10 evaluations) above FedNest's, paired over seeds",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_final,
             untestable: None,
@@ -116,7 +116,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "The last two plots in Figure 2 show that local updates are useful to improve communication efficiency and stabilize the training.",
             paper_value: "no number (figure); Table 2: FedNest 1,380 → 760 rounds to 90 % from τ = 1 to τ = 5 (non-i.i.d.)",
             test: "in each split, FBO-AggITD's rounds to 90 % with τ = 1 minus those with τ = 5 above 0, paired over seeds",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_tau,
             untestable: None,
@@ -128,7 +128,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "In the non-i.i.d. case also shows that FBO-AggITD is more stable with lower variance than FedNest.",
             paper_value: "no number (figure)",
             test: "non-i.i.d., each τ: FedNest's sd of the test accuracy over its last 10 evaluations above FBO-AggITD's, paired over seeds",
-            jobs: &["fbo"],
+            jobs: &[JobId::Fbo],
             any_job: false,
             assess: fbo_stable,
             untestable: None,
@@ -140,7 +140,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "It can be seen that FBO-AggITD outperforms the other two algorithms with higher communication efficiency and higher accuracy. Note that LFedNest has the largest variance and the lowest accuracy, and this validates the importance of federated hypergradient computation.",
             paper_value: "no number (figure; C = 0.1, non-i.i.d., τ = 1)",
             test: "non-i.i.d., τ = 1, C = 0.1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD above FedNest's and LFedNest's, FedNest's above LFedNest's, and LFedNest's sd over those evaluations above both others', paired over seeds",
-            jobs: &["fbo-fig3-4"],
+            jobs: &[JobId::FboFig34],
             any_job: false,
             assess: fbo_fig3,
             untestable: None,
@@ -152,7 +152,7 @@ pub(super) fn mlp_claims() -> Vec<Claim> {
             claim: "All above experiments use SVRG-type optimizer which outperforms the SGD-type optimizer, shown in Figure 4.",
             paper_value: "no number (figure)",
             test: "non-i.i.d., τ = 1: final test accuracy (mean of the last 10 evaluations) of FBO-AggITD above FBO-AggITD with SGD-type lower rounds, and FedNest's above FedNest's with SGD-type, paired over seeds",
-            jobs: &["fbo-fig3-4"],
+            jobs: &[JobId::FboFig34],
             any_job: false,
             assess: fbo_fig4,
             untestable: None,
@@ -170,7 +170,7 @@ pub(super) fn network_claims() -> Vec<Claim> {
             claim: "In the non-i.i.d. setting, it turns out that both FedNest and LFedNest failed to converge depsite of a grid search for stepsizes. [...] However, our method (which is defined as FBO-AggITD) can have the ability to converge in both non-i.i.d. and i.i.d. cases with high training accuracies.",
             paper_value: "FBO-AggITD 96.7 % training accuracy (non-i.i.d.) after 2,000 rounds; FedNest and LFedNest do not converge",
             test: "non-i.i.d.: FBO-AggITD's final test accuracy (mean of the last 10 evaluations) above 80 %, and 10 points or more above FedNest's and LFedNest's (a diverged run: 0), paired over seeds",
-            jobs: &["fbo-cnn"],
+            jobs: &[JobId::FboCnn],
             any_job: false,
             assess: fbo_cnn,
             untestable: None,
@@ -182,7 +182,7 @@ pub(super) fn network_claims() -> Vec<Claim> {
             claim: "The training accuracies after 2000 communication rounds in i.i.d. and non-i.i.d. cases are 97.6% and 96.7%, respectively.",
             paper_value: "97.6 % (i.i.d.) and 96.7 % (non-i.i.d.) training accuracy after 2,000 rounds",
             test: "i.i.d. and non-i.i.d.: FBO-AggITD's final test accuracy (mean of the last 10 evaluations) within 5 points of the paper's training accuracy or above it (test accuracy runs below training accuracy)",
-            jobs: &["fbo-cnn", "fbo-cnn-iid"],
+            jobs: &[JobId::FboCnn, JobId::FboCnnIid],
             any_job: false,
             assess: fbo_cnn_levels,
             untestable: None,
@@ -194,7 +194,7 @@ pub(super) fn network_claims() -> Vec<Claim> {
             claim: "We found that FedNest could not converge in this task after an extensive grid search on hyperparameters. However, our method can converge with both MLP and CNN backbones",
             paper_value: "no number (figure): FBO-AggITD's test accuracy rises with the MLP and the CNN",
             test: "CIFAR-10, i.i.d.: FBO-AggITD's final test accuracy (mean of the last 10 evaluations) with the MLP and with LeNet-5 above twice chance (20 %) and above FedNest's, paired over seeds",
-            jobs: &["fbo-cifar10-mlp", "fbo-cifar10-cnn"],
+            jobs: &[JobId::FboCifar10Mlp, JobId::FboCifar10Cnn],
             any_job: false,
             assess: fbo_cifar,
             untestable: None,
@@ -241,7 +241,7 @@ pub(super) fn mlp_jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         // real MNIST, whose clients hold six times the images (FedNest's control variate is
         // the full local gradient).
         Job::new(
-            "fbo",
+            JobId::Fbo,
             table2.clone(),
             if data.mnist.is_some() {
                 minutes(12.5, 12.5)
@@ -276,7 +276,7 @@ pub(super) fn mlp_jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     }
     jobs.push(
         Job::new(
-            "fbo-fig3-4",
+            JobId::FboFig34,
             fig34,
             if data.mnist.is_some() {
                 minutes(9.0, 9.0)
@@ -345,7 +345,7 @@ pub(super) fn network_jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         // Measured on 2 cores: 0.8 minutes a seed on the embedded digits, 3.6 on the real
         // MNIST; the non-i.i.d. job below 8.4 and about 17 (three methods, 600 rounds).
         Job::new(
-            "fbo-cnn-iid",
+            JobId::FboCnnIid,
             lenet_iid,
             minutes(if data.mnist.is_some() { 3.6 } else { 1.5 }, 20.0),
         )
@@ -357,7 +357,7 @@ pub(super) fn network_jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     );
     jobs.push(
         Job::new(
-            "fbo-cnn",
+            JobId::FboCnn,
             lenet,
             minutes(if data.mnist.is_some() { 17.0 } else { 8.4 }, 60.0),
         )
@@ -373,8 +373,8 @@ pub(super) fn network_jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     // 0.01, τ = 1), LeNet-5 at the steps that train it (`hgp fbo`'s LeNet defaults: the
     // paper's leave it near chance on grey digits).
     for (id, model, cpu) in [
-        ("fbo-cifar10-mlp", fbo::ModelKind::Mlp, 15.0),
-        ("fbo-cifar10-cnn", fbo::ModelKind::Lenet, 15.0),
+        (JobId::FboCifar10Mlp, fbo::ModelKind::Mlp, 15.0),
+        (JobId::FboCifar10Cnn, fbo::ModelKind::Lenet, 15.0),
     ] {
         let mut c = fbo::Config {
             model,

@@ -4,9 +4,10 @@
 mod assess;
 
 use crate::fedhyper;
+use crate::fedhyper::Method;
 use crate::reproduce::claim::Claim;
 use crate::reproduce::paper::{Paper, Preset};
-use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::plan::{self, DataDirs, Job, JobId};
 use crate::reproduce::settings::{self as set, paper};
 use crate::setup::Dataset;
 use assess::{
@@ -31,8 +32,14 @@ pub(super) fn claims() -> Vec<Claim> {
                     fedhyper_beats(
                         s,
                         j,
-                        "fedhyper-g",
-                        &["fedavg", "decay", "fedexp", "fedadam", "fedadagrad"],
+                        Method::FedhyperG,
+                        &[
+                            Method::Fedavg,
+                            Method::Decay,
+                            Method::Fedexp,
+                            Method::Fedadam,
+                            Method::Fedadagrad,
+                        ],
                     )
                 })
             },
@@ -47,7 +54,11 @@ pub(super) fn claims() -> Vec<Claim> {
             test: "final test accuracy (mean over the splits) of FedHyper-SL above FedAvg's (its constant local rate; the main text's local-rate schedulers are not in the appendix), paired over seeds",
             jobs: assess::JOBS,
             any_job: true,
-            assess: |s| on_each_data(s, |s, j| fedhyper_beats(s, j, "fedhyper-sl", &["fedavg"])),
+            assess: |s| {
+                on_each_data(s, |s, j| {
+                    fedhyper_beats(s, j, Method::FedhyperSl, &[Method::Fedavg])
+                })
+            },
             untestable: None,
         },
         Claim {
@@ -59,7 +70,11 @@ pub(super) fn claims() -> Vec<Claim> {
             test: "final test accuracy (mean over the splits) of FedHyper-CL above FedAvg's, paired over seeds",
             jobs: assess::JOBS,
             any_job: true,
-            assess: |s| on_each_data(s, |s, j| fedhyper_beats(s, j, "fedhyper-cl", &["fedavg"])),
+            assess: |s| {
+                on_each_data(s, |s, j| {
+                    fedhyper_beats(s, j, Method::FedhyperCl, &[Method::Fedavg])
+                })
+            },
             untestable: None,
         },
         Claim {
@@ -73,7 +88,12 @@ pub(super) fn claims() -> Vec<Claim> {
             any_job: true,
             assess: |s| {
                 on_each_data(s, |s, j| {
-                    fedhyper_beats(s, j, "fedhyper-g+cl", &["fedhyper-g", "fedhyper-cl"])
+                    fedhyper_beats(
+                        s,
+                        j,
+                        Method::FedhyperGCl,
+                        &[Method::FedhyperG, Method::FedhyperCl],
+                    )
                 })
             },
             untestable: None,
@@ -196,14 +216,14 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     jobs.push(
         // Measured on 2 cores: 4.9 minutes a seed at 100 rounds (the MLP, the grid of the
         // server rates), on either data set.
-        Job::new("fedhyper", schedulers, minutes(5.0, 150.0))
+        Job::new(JobId::Fedhyper, schedulers, minutes(5.0, 150.0))
             .figure("accuracy.svg")
             .paper(fedhyper_settings()),
     );
     // The same on MNIST's 70,000 digits, where given: a second grey data set of the
     // authors' code (its `mnist`), the claims' tests on both (one family each claim).
     jobs.push(
-        Job::new("fedhyper-mnist", on_mnist, minutes(5.0, 150.0))
+        Job::new(JobId::FedhyperMnist, on_mnist, minutes(5.0, 150.0))
             .figure("accuracy.svg")
             .needs(data.mnist.is_some(), "--mnist", "MNIST's 70,000 digits")
             .paper(fedhyper_settings()),

@@ -46,7 +46,7 @@ pub fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
 mod tests {
     use super::*;
     use crate::ExperimentConfig;
-    use crate::reproduce::plan::command_line;
+    use crate::reproduce::plan::{JobId, command_line};
 
     /// Every preset has the same experiments; without the data sets the colour and text
     /// ones say which option gives them, with them they read it.
@@ -61,7 +61,7 @@ mod tests {
         assert_eq!(ids(Preset::Cpu), ids(Preset::Paper));
         assert_eq!(ids(Preset::Cpu), ids(Preset::Smoke));
         let plain = jobs(Preset::Cpu, &DataDirs::default());
-        let cifar = plain.iter().find(|j| j.id == "pdbo-cifar10").unwrap();
+        let cifar = plain.iter().find(|j| j.id == JobId::PdboCifar10).unwrap();
         let why = cifar.missing.as_deref().unwrap();
         assert!(
             why.contains("--cifar10 DIR") && why.contains("--dataset cifar10"),
@@ -72,7 +72,7 @@ mod tests {
             ..DataDirs::default()
         };
         let with = jobs(Preset::Cpu, &given);
-        let cifar = with.iter().find(|j| j.id == "pdbo-cifar10").unwrap();
+        let cifar = with.iter().find(|j| j.id == JobId::PdboCifar10).unwrap();
         assert!(cifar.missing.is_none());
         assert!(
             command_line(&cifar.config).contains("--data-dir /data/cifar"),
@@ -86,13 +86,13 @@ mod tests {
     #[test]
     fn a_job_reads_as_its_command_line() {
         let plain = jobs(Preset::Cpu, &DataDirs::default());
-        let line = |id: &str| command_line(&plain.iter().find(|j| j.id == id).unwrap().config);
-        assert_eq!(line("error"), "hgp error");
+        let line = |id: JobId| command_line(&plain.iter().find(|j| j.id == id).unwrap().config);
+        assert_eq!(line(JobId::Error), "hgp error");
         assert_eq!(
-            line("personalize"),
+            line(JobId::Personalize),
             "hgp personalize --preset cpu --seeds 1"
         );
-        let fbo = line("fbo-cnn");
+        let fbo = line(JobId::FboCnn);
         assert!(
             fbo.starts_with("hgp fbo ")
                 && fbo.contains("--methods fbo-aggitd,fednest,lfednest")
@@ -100,7 +100,7 @@ mod tests {
                 && fbo.contains("--split noniid"),
             "{fbo}"
         );
-        assert!(line("influence-cnn").contains("--sgp-steps 1000"));
+        assert!(line(JobId::InfluenceCnn).contains("--sgp-steps 1000"));
     }
 
     /// Every job's config is valid at every preset with the data sets given.

@@ -3,10 +3,11 @@
 
 use anyhow::{Context, Result, anyhow};
 
+use crate::personalize::Method;
 use crate::reproduce::claim::Claim;
 use crate::reproduce::claim::{Assessment, SeedRun, column, panel, pm, seed_cells};
 use crate::reproduce::paper::{Paper, Preset};
-use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::plan::{self, DataDirs, Job, JobId};
 use crate::reproduce::settings::{self as set, PaperValue, paper};
 use crate::reproduce::verdict::Test;
 use crate::setup::{Dataset, EstimatorKind, NetworkKind};
@@ -19,7 +20,7 @@ use std::path::Path;
 /// Monte-Carlo scale (one draw's root-mean-square error / √draws), and that error. About 1
 /// for an unbiased estimator (its square has expectation 1); a bias b against a draw's
 /// spread σ gives about √(1 + draws · b²/σ²).
-fn bias_ratio(seeds: &[SeedRun<'_>], job: &str) -> Result<(Vec<f64>, Vec<f64>, f64)> {
+fn bias_ratio(seeds: &[SeedRun<'_>], job: JobId) -> Result<(Vec<f64>, Vec<f64>, f64)> {
     let (mut ratio, mut one) = (Vec::new(), Vec::new());
     let mut draws = 0.0;
     for s in seeds {
@@ -51,8 +52,8 @@ fn above_two(ratio: &[f64]) -> Vec<f64> {
 }
 
 pub(super) fn pdbo_directed(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let (ratio, one, draws) = bias_ratio(seeds, "pdbo-hgp")?;
-    let (control, _, _) = bias_ratio(seeds, "pdbo-hgp-unweighted")?;
+    let (ratio, one, draws) = bias_ratio(seeds, JobId::PdboHgp)?;
+    let (control, _, _) = bias_ratio(seeds, JobId::PdboHgpUnweighted)?;
     Ok(Assessment {
         measured: format!(
             "error of the mean of {draws} draws over its Monte-Carlo scale: Alg. 2 {} (one draw's root-mean-square error {}); without eq. 12's reweighting {}",
@@ -78,7 +79,7 @@ pub(super) fn pdbo_directed(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn pdbo_srb(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let (ratio, _, draws) = bias_ratio(seeds, "pdbo-srb-directed")?;
+    let (ratio, _, draws) = bias_ratio(seeds, JobId::PdboSrbDirected)?;
     Ok(Assessment {
         measured: format!(
             "SRB along receiving edges on RandD: error of the mean of {draws} draws {} × its Monte-Carlo scale",
@@ -98,23 +99,23 @@ pub(super) fn pdbo_srb(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 /// paper's margins (points) in that order; `emnist`: on a par with PDBO-MTL (local).
 pub(super) fn table1(
     seeds: &[SeedRun<'_>],
-    job: &str,
+    job: JobId,
     margins: [f64; 3],
     emnist: bool,
 ) -> Result<Assessment> {
     let all = seed_cells(seeds, job)?;
-    let get = |m: &str| column(&all, m, "randd", false);
+    let get = |m: Method| column(&all, m, NetworkKind::Randd, false);
     // `personalize --estimator pdbo` names PDBO-MTL by its hyper-gradient's method.
-    let mtl = get("hgp-mtl");
+    let mtl = get(Method::HgpMtl);
     let others = [
-        ("pdbo-mtl-local", "PDBO-MTL (local)"),
-        ("sgp", "SGP"),
-        ("local", "Local"),
+        (Method::PdboMtlLocal, "PDBO-MTL (local)"),
+        (Method::Sgp, "SGP"),
+        (Method::Local, "Local"),
     ];
     let mut tests = Vec::new();
     let mut parts = vec![format!("PDBO-MTL {}", pm(&mtl, 100.0, 1))];
     for (k, (m, name)) in others.iter().enumerate() {
-        let theirs = get(m);
+        let theirs = get(*m);
         parts.push(format!("{name} {}", pm(&theirs, 100.0, 1)));
         tests.push(if emnist && k == 0 {
             Test::on_par(format!("PDBO-MTL − {name}, points"), &mtl, &theirs, 0.01).scaled(100.0)
@@ -145,31 +146,31 @@ pub(super) fn table1(
 /// SGP's and Local's, in points.
 pub(super) fn table1_bottom(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let tasks = [
-        ("pdbo-emnist", "digits", [0.5, 1.7, 24.2]),
-        ("pdbo-cifar10", "CIFAR-10", [1.7, 1.7, 19.4]),
-        ("pdbo-cifar100", "CIFAR-100", [0.5, 3.1, 8.1]),
-        ("pdbo-shakespeare", "Shakespeare", [1.7, 11.9, 15.6]),
+        (JobId::PdboEmnist, "digits", [0.5, 1.7, 24.2]),
+        (JobId::PdboCifar10, "CIFAR-10", [1.7, 1.7, 19.4]),
+        (JobId::PdboCifar100, "CIFAR-100", [0.5, 3.1, 8.1]),
+        (JobId::PdboShakespeare, "Shakespeare", [1.7, 11.9, 15.6]),
     ];
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
     for (job, name, margins) in tasks {
-        if seeds.iter().any(|s| !s.outputs.contains_key(job)) {
+        if seeds.iter().any(|s| !s.outputs.contains_key(&job)) {
             continue;
         }
         let all = seed_cells(seeds, job)?;
-        let get = |m: &str| column(&all, m, "randd", true);
-        let mtl = get("hgp-mtl");
+        let get = |m: Method| column(&all, m, NetworkKind::Randd, true);
+        let mtl = get(Method::HgpMtl);
         parts.push(format!("{name}: PDBO-MTL {}", pm(&mtl, 100.0, 1)));
         for (k, (m, label)) in [
-            ("pdbo-mtl-local", "PDBO-MTL (local)"),
-            ("sgp", "SGP"),
-            ("local", "Local"),
+            (Method::PdboMtlLocal, "PDBO-MTL (local)"),
+            (Method::Sgp, "SGP"),
+            (Method::Local, "Local"),
         ]
         .iter()
         .enumerate()
         {
-            let theirs = get(m);
+            let theirs = get(*m);
             parts.push(format!("{label} {}", pm(&theirs, 100.0, 1)));
             // Table 1's margin over this baseline.
             let paper = Some(margins[k] / 100.0);
@@ -280,7 +281,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Alg. 2 is surely computable even on directed networks [...] each block has SRB's expectation (eq. 12: the receiving edges reweighted by their expected weights)",
             paper_value: "no number: unbiased for eq. 8",
             test: "on RandD, the error of the mean of the draws over its Monte-Carlo scale (one draw's root-mean-square error / √draws) below 2 at the last m (unbiased), and, the negative control, above 2 for the same draws without eq. 12's reweighting (biased); in log10",
-            jobs: &["pdbo-hgp", "pdbo-hgp-unweighted"],
+            jobs: &[JobId::PdboHgp, JobId::PdboHgpUnweighted],
             any_job: false,
             assess: pdbo_directed,
             untestable: None,
@@ -292,7 +293,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "the decentralized computation of SRB is available only when the communications are undirected",
             paper_value: "no number: SRB needs u from the clients a client sends to",
             test: "the negative control: SRB's step run with what a client receives on RandD (its in-neighbours' pushed weights) has an error of the mean above 2 × its Monte-Carlo scale (biased), in log10",
-            jobs: &["pdbo-srb-directed"],
+            jobs: &[JobId::PdboSrbDirected],
             any_job: false,
             assess: pdbo_srb,
             untestable: None,
@@ -304,9 +305,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Our PDBO-MTL outperformed the baselines over all tasks, except for EMNIST classification",
             paper_value: "EMNIST: PDBO-MTL 82.8 = PDBO-MTL (local) 82.8 > SGP 81.3 > Local 65.6",
             test: "grey digits: PDBO-MTL on a par with PDBO-MTL (local) within 1 point, above SGP and Local (paired over seeds)",
-            jobs: &["pdbo-emnist"],
+            jobs: &[JobId::PdboEmnist],
             any_job: false,
-            assess: |s| table1(s, "pdbo-emnist", [0.0, 1.5, 17.2], true),
+            assess: |s| table1(s, JobId::PdboEmnist, [0.0, 1.5, 17.2], true),
             untestable: None,
         },
         Claim {
@@ -316,9 +317,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Our PDBO-MTL outperformed the baselines over all tasks (CIFAR-10)",
             paper_value: "PDBO-MTL 73.5 > SGP 73.0, PDBO-MTL (local) 73.0, Local 67.2",
             test: "PDBO-MTL above PDBO-MTL (local), SGP and Local (paired over seeds)",
-            jobs: &["pdbo-cifar10"],
+            jobs: &[JobId::PdboCifar10],
             any_job: false,
-            assess: |s| table1(s, "pdbo-cifar10", [0.5, 0.5, 6.3], false),
+            assess: |s| table1(s, JobId::PdboCifar10, [0.5, 0.5, 6.3], false),
             untestable: None,
         },
         Claim {
@@ -328,9 +329,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Our PDBO-MTL outperformed the baselines over all tasks (CIFAR-100)",
             paper_value: "PDBO-MTL 44.1 > PDBO-MTL (local) 43.9, SGP 42.9, Local 39.1",
             test: "PDBO-MTL above PDBO-MTL (local), SGP and Local (paired over seeds)",
-            jobs: &["pdbo-cifar100"],
+            jobs: &[JobId::PdboCifar100],
             any_job: false,
-            assess: |s| table1(s, "pdbo-cifar100", [0.2, 1.2, 5.0], false),
+            assess: |s| table1(s, JobId::PdboCifar100, [0.2, 1.2, 5.0], false),
             untestable: None,
         },
         Claim {
@@ -340,9 +341,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Our PDBO-MTL outperformed the baselines over all tasks (Shakespeare)",
             paper_value: "PDBO-MTL 39.7 > PDBO-MTL (local) 38.9, SGP 28.8, Local 27.0",
             test: "PDBO-MTL above PDBO-MTL (local), SGP and Local (paired over seeds)",
-            jobs: &["pdbo-shakespeare"],
+            jobs: &[JobId::PdboShakespeare],
             any_job: false,
-            assess: |s| table1(s, "pdbo-shakespeare", [0.8, 10.9, 12.7], false),
+            assess: |s| table1(s, JobId::PdboShakespeare, [0.8, 10.9, 12.7], false),
             untestable: None,
         },
         Claim {
@@ -353,10 +354,10 @@ pub(super) fn claims() -> Vec<Claim> {
             paper_value: "75.2 / 65.9 / 38.7 / 36.5 against the best baseline's 74.7 / 64.2 / 38.2 / 34.8 (EMNIST / CIFAR-10 / CIFAR-100 / Shakespeare)",
             test: "on every task run, PDBO-MTL's 10th-percentile client above SGP's, Local's and PDBO-MTL (local)'s (paired over seeds)",
             jobs: &[
-                "pdbo-emnist",
-                "pdbo-cifar10",
-                "pdbo-cifar100",
-                "pdbo-shakespeare",
+                JobId::PdboEmnist,
+                JobId::PdboCifar10,
+                JobId::PdboCifar100,
+                JobId::PdboShakespeare,
             ],
             any_job: true,
             assess: table1_bottom,
@@ -384,13 +385,13 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         ..error::Config::default()
     };
     pdbo_hgp.network.network = NetworkKind::Randd;
-    jobs.push(Job::new("pdbo-hgp", pdbo_hgp.clone(), minutes(0.1, 0.1)).figure("error.svg"));
+    jobs.push(Job::new(JobId::PdboHgp, pdbo_hgp.clone(), minutes(0.1, 0.1)).figure("error.svg"));
     // The negative control: the same draws without eq. 12's reweighting of the received
     // vectors (each in-neighbour's share taken as if every edge were always there).
     let mut unweighted = pdbo_hgp.clone();
     unweighted.estimator = EstimatorKind::PdboHgpUnweighted;
     jobs.push(Job::new(
-        "pdbo-hgp-unweighted",
+        JobId::PdboHgpUnweighted,
         unweighted,
         minutes(0.1, 0.1),
     ));
@@ -398,32 +399,32 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     // directed network does not return: run on RandD with receiving edges only, it is biased.
     let mut srb = pdbo_hgp;
     srb.estimator = EstimatorKind::SrbReceiving;
-    jobs.push(Job::new("pdbo-srb-directed", srb, minutes(0.1, 0.1)));
+    jobs.push(Job::new(JobId::PdboSrbDirected, srb, minutes(0.1, 0.1)));
     // Paper 004 Table 1, one task a job.
     let task = pdbo_task(preset, grey, grey_dir.as_deref());
     jobs.push(
-        Job::new("pdbo-emnist", task, minutes(4.0, 1440.0))
+        Job::new(JobId::PdboEmnist, task, minutes(4.0, 1440.0))
             .figure("curves.svg")
             .resumable()
             .paper(pdbo_paper(Dataset::Emnist)),
     );
     for (id, dataset, dir, flag, what) in [
         (
-            "pdbo-cifar10",
+            JobId::PdboCifar10,
             Dataset::Cifar10,
             &data.cifar10,
             "--cifar10",
             "CIFAR-10",
         ),
         (
-            "pdbo-cifar100",
+            JobId::PdboCifar100,
             Dataset::Cifar100,
             &data.cifar100,
             "--cifar100",
             "CIFAR-100",
         ),
         (
-            "pdbo-shakespeare",
+            JobId::PdboShakespeare,
             Dataset::Shakespeare,
             &data.shakespeare,
             "--shakespeare",

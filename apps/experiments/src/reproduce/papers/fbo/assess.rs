@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use anyhow::{Result, anyhow};
 
 use crate::fbo::Outcome as FboOutcome;
+use crate::fbo::{Method, Split};
 use crate::reproduce::claim::{Assessment, SeedRun, pm};
+use crate::reproduce::plan::JobId;
 use crate::reproduce::verdict::{Claimed, Test};
 
 // ---------------------------------------------------------------- paper 003
@@ -32,7 +34,7 @@ impl FboCell {
 }
 
 /// A seed's fbo rows: (method, split, τ) → its run.
-type FboCells = BTreeMap<(String, String, u64), FboCell>;
+type FboCells = BTreeMap<(Method, Split, u64), FboCell>;
 
 /// A seed's cells. A run that diverged or collapsed failed, one way everywhere: its seed is
 /// kept, its accuracy and swing are what it reached, and it never reached the target
@@ -43,7 +45,7 @@ pub(super) fn fbo_cells(v: &FboOutcome) -> FboCells {
         .iter()
         .map(|r| {
             (
-                (r.method.clone(), r.split.clone(), r.tau as u64),
+                (r.method, r.split, r.tau as u64),
                 FboCell {
                     rounds_to_target: r.rounds_to_target.map(|k| k as f64),
                     accuracy: r
@@ -65,26 +67,23 @@ pub(super) fn fbo_cells(v: &FboOutcome) -> FboCells {
 }
 
 /// Every seed's cells of experiment `job`.
-fn all_cells(seeds: &[SeedRun<'_>], job: &str) -> Result<Vec<FboCells>> {
+fn all_cells(seeds: &[SeedRun<'_>], job: JobId) -> Result<Vec<FboCells>> {
     seeds.iter().map(|s| Ok(fbo_cells(s.fbo(job)?))).collect()
 }
 
 /// The (split, τ) cells that both methods ran in the first seed.
-fn setups(c: &FboCells, a: &str, b: &str) -> Vec<(String, u64)> {
+fn setups(c: &FboCells, a: Method, b: Method) -> Vec<(Split, u64)> {
     c.keys()
-        .filter(|(m, _, _)| m == a)
-        .map(|(_, s, t)| (s.clone(), *t))
-        .filter(|(s, t)| c.contains_key(&(b.to_string(), s.clone(), *t)))
+        .filter(|(m, _, _)| *m == a)
+        .map(|&(_, s, t)| (s, t))
+        .filter(|&(s, t)| c.contains_key(&(b, s, t)))
         .collect()
 }
 
 /// One run over seeds (None in a seed without it).
-fn get(all: &[FboCells], method: &str, split: &str, tau: u64) -> Vec<Option<FboCell>> {
+fn get(all: &[FboCells], method: Method, split: Split, tau: u64) -> Vec<Option<FboCell>> {
     all.iter()
-        .map(|c| {
-            c.get(&(method.to_string(), split.to_string(), tau))
-                .copied()
-        })
+        .map(|c| c.get(&(method, split, tau)).copied())
         .collect()
 }
 
@@ -113,11 +112,11 @@ fn spread(v: &[Option<FboCell>]) -> Vec<f64> {
 
 /// "`a` swings more than `b`" (the sd of the last evaluations, points) on the non-i.i.d.
 /// τ = `tau` runs, paired over seeds.
-fn swings_more(all: &[FboCells], a: &str, b: &str, tau: u64) -> Test {
+fn swings_more(all: &[FboCells], a: Method, b: Method, tau: u64) -> Test {
     Test::beats(
         format!("{a} − {b}: sd of the test accuracy over the last 10 evaluations, non-i.i.d. τ = {tau}, points"),
-        &spread(&get(all, a, "noniid", tau)),
-        &spread(&get(all, b, "noniid", tau)),
+        &spread(&get(all, a, Split::Noniid, tau)),
+        &spread(&get(all, b, Split::Noniid, tau)),
         None,
     )
     .scaled(100.0)
@@ -145,10 +144,10 @@ pub(super) fn rounds_text(v: &[Option<FboCell>]) -> String {
 
 /// Table 2's margin of FBO-AggITD over FedNest in (rounds to 90 %, final accuracy in
 /// points), where the table gives both methods' numbers.
-fn table2_margin(split: &str, tau: u64) -> Option<(f64, f64)> {
+fn table2_margin(split: Split, tau: u64) -> Option<(f64, f64)> {
     match (split, tau) {
-        ("iid", 1) => Some((1630.0 - 530.0, 92.94 - 91.68)),
-        ("noniid", 5) => Some((760.0 - 305.0, 93.88 - 92.87)),
+        (Split::Iid, 1) => Some((1630.0 - 530.0, 92.94 - 91.68)),
+        (Split::Noniid, 5) => Some((760.0 - 305.0, 93.88 - 92.87)),
         _ => None,
     }
 }
@@ -168,23 +167,23 @@ fn fewer_rounds(f: &[Option<FboCell>], n: &[Option<FboCell>]) -> Vec<f64> {
 }
 
 /// The test of one (split, τ) from FBO-AggITD's and FedNest's runs over the seeds.
-type SetupTest = fn(&str, u64, &[Option<FboCell>], &[Option<FboCell>]) -> Test;
+type SetupTest = fn(Split, u64, &[Option<FboCell>], &[Option<FboCell>]) -> Test;
 
 /// The FBO-AggITD/FedNest comparison of Table 2 in each (split, τ): `test` makes the tests
 /// of one setup.
 fn table2(seeds: &[SeedRun<'_>], test: SetupTest) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo")?;
-    let ran = setups(&all[0], "fbo-aggitd", "fednest");
+    let all = all_cells(seeds, JobId::Fbo)?;
+    let ran = setups(&all[0], Method::FboAggitd, Method::Fednest);
     if ran.is_empty() {
         return Err(anyhow!("the fbo output lacks FBO-AggITD or FedNest"));
     }
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for (split, tau) in &ran {
+    for &(split, tau) in &ran {
         let (f, n) = (
-            get(&all, "fbo-aggitd", split, *tau),
-            get(&all, "fednest", split, *tau),
+            get(&all, Method::FboAggitd, split, tau),
+            get(&all, Method::Fednest, split, tau),
         );
         parts.push(format!(
             "{split} τ = {tau}: rounds to 90 % FBO-AggITD {} against FedNest {}, final accuracy {} %{} against {} %{}",
@@ -195,7 +194,7 @@ fn table2(seeds: &[SeedRun<'_>], test: SetupTest) -> Result<Assessment> {
             pm(&accuracy(&n), 100.0, 1),
             failed_note(&n)
         ));
-        let t = test(split, *tau, &f, &n);
+        let t = test(split, tau, &f, &n);
         if values.is_empty() {
             values = t.values.clone();
         }
@@ -237,8 +236,8 @@ pub(super) fn fbo_factor(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
             format!("log10 (FedNest's rounds to 90 % / FBO-AggITD's) − log10 2, {split} τ = {tau}"),
             v,
             table2_margin(split, tau).and_then(|_| match (split, tau) {
-                ("iid", 1) => Some((1630.0f64 / 530.0 / 2.0).log10()),
-                ("noniid", 5) => Some((760.0f64 / 305.0 / 2.0).log10()),
+                (Split::Iid, 1) => Some((1630.0f64 / 530.0 / 2.0).log10()),
+                (Split::Noniid, 5) => Some((760.0f64 / 305.0 / 2.0).log10()),
                 _ => None,
             }),
         )
@@ -264,18 +263,18 @@ pub(super) fn fbo_rounds(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let first = seeds
         .first()
         .ok_or_else(|| anyhow!("no seed"))?
-        .fbo("fbo")?;
+        .fbo(JobId::Fbo)?;
     let (n, t) = (first.inner_steps as f64, first.neumann_terms as f64);
     for (method, formula, label) in [
-        ("fbo-aggitd", 2.0 * n + 3.0, "2N + 3"),
-        ("fednest", 2.0 * n + t + 3.0, "2N + T′ + 3"),
+        (Method::FboAggitd, 2.0 * n + 3.0, "2N + 3"),
+        (Method::Fednest, 2.0 * n + t + 3.0, "2N + T′ + 3"),
     ] {
         // Every run of the method in each seed: its rounds per outer iteration less the
         // formula's (the worst run of the seed).
         let per: Vec<f64> = seeds
             .iter()
             .map(|s| {
-                let v = s.fbo("fbo")?;
+                let v = s.fbo(JobId::Fbo)?;
                 Ok(v.rows
                     .iter()
                     .filter(|r| r.method == method && r.iterations > 0)
@@ -311,14 +310,14 @@ pub(super) fn fbo_rounds(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fbo_tau(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo")?;
+    let all = all_cells(seeds, JobId::Fbo)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for split in ["iid", "noniid"] {
+    for split in [Split::Iid, Split::Noniid] {
         let (one, five) = (
-            get(&all, "fbo-aggitd", split, 1),
-            get(&all, "fbo-aggitd", split, 5),
+            get(&all, Method::FboAggitd, split, 1),
+            get(&all, Method::FboAggitd, split, 5),
         );
         if one.iter().all(Option::is_none) || five.iter().all(Option::is_none) {
             continue;
@@ -352,22 +351,22 @@ pub(super) fn fbo_tau(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 /// "a beats b" in final accuracy (points) on `job`'s non-i.i.d. τ = `tau` runs.
-fn final_beats(all: &[FboCells], a: &str, b: &str, tau: u64) -> Test {
+fn final_beats(all: &[FboCells], a: Method, b: Method, tau: u64) -> Test {
     Test::beats(
         format!("{a} − {b} final test accuracy, non-i.i.d. τ = {tau}, points"),
-        &accuracy(&get(all, a, "noniid", tau)),
-        &accuracy(&get(all, b, "noniid", tau)),
+        &accuracy(&get(all, a, Split::Noniid, tau)),
+        &accuracy(&get(all, b, Split::Noniid, tau)),
         None,
     )
     .scaled(100.0)
 }
 
 /// The final accuracies of `methods` on `job`'s non-i.i.d. τ = `tau` runs, in words.
-fn finals(all: &[FboCells], methods: &[&str], tau: u64) -> String {
+fn finals(all: &[FboCells], methods: &[Method], tau: u64) -> String {
     methods
         .iter()
         .map(|m| {
-            let v = get(all, m, "noniid", tau);
+            let v = get(all, *m, Split::Noniid, tau);
             format!("{m} {} %{}", pm(&accuracy(&v), 100.0, 1), failed_note(&v))
         })
         .collect::<Vec<_>>()
@@ -375,24 +374,28 @@ fn finals(all: &[FboCells], methods: &[&str], tau: u64) -> String {
 }
 
 pub(super) fn fbo_fig3(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo-fig3-4")?;
+    let all = all_cells(seeds, JobId::FboFig34)?;
     let tests = vec![
-        final_beats(&all, "fbo-aggitd", "fednest", 1),
-        final_beats(&all, "fbo-aggitd", "lfednest", 1),
-        final_beats(&all, "fednest", "lfednest", 1),
-        swings_more(&all, "lfednest", "fbo-aggitd", 1),
-        swings_more(&all, "lfednest", "fednest", 1),
+        final_beats(&all, Method::FboAggitd, Method::Fednest, 1),
+        final_beats(&all, Method::FboAggitd, Method::Lfednest, 1),
+        final_beats(&all, Method::Fednest, Method::Lfednest, 1),
+        swings_more(&all, Method::Lfednest, Method::FboAggitd, 1),
+        swings_more(&all, Method::Lfednest, Method::Fednest, 1),
     ];
-    let sd = |m: &str| pm(&spread(&get(&all, m, "noniid", 1)), 100.0, 2);
+    let sd = |m: Method| pm(&spread(&get(&all, m, Split::Noniid, 1)), 100.0, 2);
     Ok(Assessment {
         measured: format!(
             "non-i.i.d., τ = 1, final test accuracy: {}; its sd over the last 10 evaluations: FBO-AggITD {}, FedNest {}, LFedNest {} points",
-            finals(&all, &["fbo-aggitd", "fednest", "lfednest"], 1),
-            sd("fbo-aggitd"),
-            sd("fednest"),
-            sd("lfednest")
+            finals(
+                &all,
+                &[Method::FboAggitd, Method::Fednest, Method::Lfednest],
+                1
+            ),
+            sd(Method::FboAggitd),
+            sd(Method::Fednest),
+            sd(Method::Lfednest)
         ),
-        values: accuracy(&get(&all, "fbo-aggitd", "noniid", 1)),
+        values: accuracy(&get(&all, Method::FboAggitd, Split::Noniid, 1)),
         tests,
         why: "a run's variance is the swing of its test accuracy over its last 10 evaluations"
             .to_string(),
@@ -400,10 +403,10 @@ pub(super) fn fbo_fig3(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fbo_stable(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo")?;
-    let taus: Vec<u64> = setups(&all[0], "fbo-aggitd", "fednest")
+    let all = all_cells(seeds, JobId::Fbo)?;
+    let taus: Vec<u64> = setups(&all[0], Method::FboAggitd, Method::Fednest)
         .into_iter()
-        .filter(|(s, _)| s == "noniid")
+        .filter(|(s, _)| *s == Split::Noniid)
         .map(|(_, t)| t)
         .collect();
     if taus.is_empty() {
@@ -416,17 +419,25 @@ pub(super) fn fbo_stable(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     for &tau in &taus {
         parts.push(format!(
             "τ = {tau}: FBO-AggITD {}, FedNest {}",
-            pm(&spread(&get(&all, "fbo-aggitd", "noniid", tau)), 100.0, 2),
-            pm(&spread(&get(&all, "fednest", "noniid", tau)), 100.0, 2)
+            pm(
+                &spread(&get(&all, Method::FboAggitd, Split::Noniid, tau)),
+                100.0,
+                2
+            ),
+            pm(
+                &spread(&get(&all, Method::Fednest, Split::Noniid, tau)),
+                100.0,
+                2
+            )
         ));
-        tests.push(swings_more(&all, "fednest", "fbo-aggitd", tau));
+        tests.push(swings_more(&all, Method::Fednest, Method::FboAggitd, tau));
     }
     Ok(Assessment {
         measured: format!(
             "non-i.i.d., sd of the test accuracy over the last 10 evaluations (points): {}",
             parts.join("; ")
         ),
-        values: spread(&get(&all, "fbo-aggitd", "noniid", taus[0])),
+        values: spread(&get(&all, Method::FboAggitd, Split::Noniid, taus[0])),
         tests,
         why: "a run's variance is the swing of its test accuracy over its last 10 evaluations"
             .to_string(),
@@ -434,60 +445,69 @@ pub(super) fn fbo_stable(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fbo_fig1(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo-fig3-4")?;
+    let all = all_cells(seeds, JobId::FboFig34)?;
     let tests = vec![
-        final_beats(&all, "fbo-aggitd", "fednest", 1),
-        final_beats(&all, "fednest", "lfednest", 1),
-    ];
-    Ok(Assessment {
-        measured: format!(
-            "non-i.i.d., τ = 1, final test accuracy: {}",
-            finals(&all, &["fbo-aggitd", "fednest", "lfednest"], 1)
-        ),
-        values: accuracy(&get(&all, "fbo-aggitd", "noniid", 1)),
-        tests,
-        why: String::new(),
-    })
-}
-
-pub(super) fn fbo_fig4(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo-fig3-4")?;
-    let tests = vec![
-        final_beats(&all, "fbo-aggitd", "fbo-aggitd-sgd", 1),
-        final_beats(&all, "fednest", "fednest-sgd", 1),
+        final_beats(&all, Method::FboAggitd, Method::Fednest, 1),
+        final_beats(&all, Method::Fednest, Method::Lfednest, 1),
     ];
     Ok(Assessment {
         measured: format!(
             "non-i.i.d., τ = 1, final test accuracy: {}",
             finals(
                 &all,
-                &["fbo-aggitd", "fbo-aggitd-sgd", "fednest", "fednest-sgd"],
+                &[Method::FboAggitd, Method::Fednest, Method::Lfednest],
                 1
             )
         ),
-        values: accuracy(&get(&all, "fbo-aggitd", "noniid", 1)),
+        values: accuracy(&get(&all, Method::FboAggitd, Split::Noniid, 1)),
+        tests,
+        why: String::new(),
+    })
+}
+
+pub(super) fn fbo_fig4(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
+    let all = all_cells(seeds, JobId::FboFig34)?;
+    let tests = vec![
+        final_beats(&all, Method::FboAggitd, Method::FboAggitdSgd, 1),
+        final_beats(&all, Method::Fednest, Method::FednestSgd, 1),
+    ];
+    Ok(Assessment {
+        measured: format!(
+            "non-i.i.d., τ = 1, final test accuracy: {}",
+            finals(
+                &all,
+                &[
+                    Method::FboAggitd,
+                    Method::FboAggitdSgd,
+                    Method::Fednest,
+                    Method::FednestSgd
+                ],
+                1
+            )
+        ),
+        values: accuracy(&get(&all, Method::FboAggitd, Split::Noniid, 1)),
         tests,
         why: String::new(),
     })
 }
 
 /// The non-i.i.d. runs of `method` in `job` (whatever τ), over seeds.
-fn noniid(all: &[FboCells], method: &str, split: &str) -> Vec<f64> {
+fn noniid(all: &[FboCells], method: Method, split: Split) -> Vec<f64> {
     all.iter()
         .map(|c| {
             c.iter()
-                .find(|((m, s, _), _)| m == method && s == split)
+                .find(|((m, s, _), _)| *m == method && *s == split)
                 .map_or(f64::NAN, |(_, v)| v.accuracy)
         })
         .collect()
 }
 
 pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = all_cells(seeds, "fbo-cnn")?;
+    let all = all_cells(seeds, JobId::FboCnn)?;
     let (f, n, l) = (
-        noniid(&all, "fbo-aggitd", "noniid"),
-        noniid(&all, "fednest", "noniid"),
-        noniid(&all, "lfednest", "noniid"),
+        noniid(&all, Method::FboAggitd, Split::Noniid),
+        noniid(&all, Method::Fednest, Split::Noniid),
+        noniid(&all, Method::Lfednest, Split::Noniid),
     );
     if f.iter().all(|x| x.is_nan()) {
         return Err(anyhow!(
@@ -500,12 +520,12 @@ pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
             .map(|(a, b)| (a - b - 0.1) * 100.0)
             .collect()
     };
-    let shown = |v: &[f64], method: &str| {
+    let shown = |v: &[f64], method: Method| {
         let cells: Vec<Option<FboCell>> = all
             .iter()
             .map(|c| {
                 c.iter()
-                    .find(|((m, s, _), _)| m == method && s == "noniid")
+                    .find(|((m, s, _), _)| *m == method && *s == Split::Noniid)
                     .map(|(_, v)| *v)
             })
             .collect();
@@ -514,9 +534,9 @@ pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     Ok(Assessment {
         measured: format!(
             "non-i.i.d., final test accuracy: FBO-AggITD {}, FedNest {}, LFedNest {}",
-            shown(&f, "fbo-aggitd"),
-            shown(&n, "fednest"),
-            shown(&l, "lfednest")
+            shown(&f, Method::FboAggitd),
+            shown(&n, Method::Fednest),
+            shown(&l, Method::Lfednest)
         ),
         values: f.clone(),
         tests: vec![
@@ -534,8 +554,16 @@ pub(super) fn fbo_cnn(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fbo_cnn_levels(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let non = noniid(&all_cells(seeds, "fbo-cnn")?, "fbo-aggitd", "noniid");
-    let iid = noniid(&all_cells(seeds, "fbo-cnn-iid")?, "fbo-aggitd", "iid");
+    let non = noniid(
+        &all_cells(seeds, JobId::FboCnn)?,
+        Method::FboAggitd,
+        Split::Noniid,
+    );
+    let iid = noniid(
+        &all_cells(seeds, JobId::FboCnnIid)?,
+        Method::FboAggitd,
+        Split::Iid,
+    );
     Ok(Assessment {
         measured: format!(
             "FBO-AggITD's final test accuracy: i.i.d. {} %, non-i.i.d. {} %",
@@ -563,11 +591,14 @@ pub(super) fn fbo_cifar(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for (job, name) in [("fbo-cifar10-mlp", "MLP"), ("fbo-cifar10-cnn", "LeNet-5")] {
+    for (job, name) in [
+        (JobId::FboCifar10Mlp, "MLP"),
+        (JobId::FboCifar10Cnn, "LeNet-5"),
+    ] {
         let all = all_cells(seeds, job)?;
         let (f, n) = (
-            noniid(&all, "fbo-aggitd", "iid"),
-            noniid(&all, "fednest", "iid"),
+            noniid(&all, Method::FboAggitd, Split::Iid),
+            noniid(&all, Method::Fednest, Split::Iid),
         );
         parts.push(format!(
             "{name}: FBO-AggITD {} %, FedNest {} %",
@@ -609,13 +640,13 @@ mod tests {
     use crate::reproduce::verdict::Verdict;
 
     /// One seed's fbo runs: (method, rounds to the target, final accuracy) on iid, τ = 1.
-    fn runs(rows: &[(&str, Option<usize>, f64)]) -> ExperimentOutcome {
+    fn runs(rows: &[(Method, Option<usize>, f64)]) -> ExperimentOutcome {
         ExperimentOutcome::Fbo(FboOutcome {
             rows: rows
                 .iter()
                 .map(|&(m, r, acc)| Row {
-                    method: m.to_string(),
-                    split: "iid".to_string(),
+                    method: m,
+                    split: Split::Iid,
                     tau: 1,
                     rounds_to_target: r,
                     final_accuracy: Some(acc),
@@ -624,7 +655,11 @@ mod tests {
                     reached_mean: Some(acc),
                     reached_spread: Some(0.01),
                     rounds: 3000,
-                    iterations: if m == "fednest" { 3000 / 18 } else { 3000 / 13 },
+                    iterations: if m == Method::Fednest {
+                        3000 / 18
+                    } else {
+                        3000 / 13
+                    },
                     diverged: None,
                     collapsed: None,
                 })
@@ -640,12 +675,22 @@ mod tests {
     #[test]
     fn never_counts_the_budget_and_neither_is_left_out() {
         let a = runs(&[
-            ("fbo-aggitd", Some(500), 0.93),
-            ("fednest", Some(1500), 0.91),
+            (Method::FboAggitd, Some(500), 0.93),
+            (Method::Fednest, Some(1500), 0.91),
         ]);
-        let b = runs(&[("fbo-aggitd", None, 0.85), ("fednest", None, 0.91)]);
-        let c = runs(&[("fbo-aggitd", Some(900), 0.92), ("fednest", None, 0.88)]);
-        let seeds = [run(0, "fbo", &a), run(1, "fbo", &b), run(2, "fbo", &c)];
+        let b = runs(&[
+            (Method::FboAggitd, None, 0.85),
+            (Method::Fednest, None, 0.91),
+        ]);
+        let c = runs(&[
+            (Method::FboAggitd, Some(900), 0.92),
+            (Method::Fednest, None, 0.88),
+        ]);
+        let seeds = [
+            run(0, JobId::Fbo, &a),
+            run(1, JobId::Fbo, &b),
+            run(2, JobId::Fbo, &c),
+        ];
         let fewer = fbo_fewer(&seeds).unwrap();
         assert_eq!(fewer.tests[0].values[0], 1000.0);
         assert!(fewer.tests[0].values[1].is_nan());
@@ -664,10 +709,10 @@ mod tests {
     #[test]
     fn rounds_per_iteration_follow_table1() {
         let a = runs(&[
-            ("fbo-aggitd", Some(500), 0.93),
-            ("fednest", Some(1500), 0.91),
+            (Method::FboAggitd, Some(500), 0.93),
+            (Method::Fednest, Some(1500), 0.91),
         ]);
-        let seeds = [run(0, "fbo", &a), run(1, "fbo", &a)];
+        let seeds = [run(0, JobId::Fbo, &a), run(1, JobId::Fbo, &a)];
         let r = fbo_rounds(&seeds).unwrap();
         let verdicts: Vec<_> = r.tests.iter().map(|t| t.decide().verdict).collect();
         assert_eq!(verdicts, [Verdict::Holds, Verdict::Holds], "{}", r.measured);

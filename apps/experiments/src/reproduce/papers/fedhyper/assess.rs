@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow};
 
+use crate::fedhyper::Method;
 use crate::fedhyper::Outcome as FedHyperOutcome;
 use crate::numbers::mean;
 use crate::reproduce::claim::{Assessment, SeedRun, pm};
+use crate::reproduce::plan::JobId;
 use crate::reproduce::verdict::Test;
 
 // ---------------------------------------------------------------- FedHyper
@@ -15,7 +17,7 @@ use crate::reproduce::verdict::Test;
 /// The experiments that run paper 001's schedulers, each on its data set: `fedhyper` (the
 /// paper's Fashion-MNIST where given, else the embedded digits) and `fedhyper-mnist`
 /// (MNIST's 70,000 digits, where given).
-pub(super) const JOBS: &[&str] = &["fedhyper", "fedhyper-mnist"];
+pub(super) const JOBS: &[JobId] = &[JobId::Fedhyper, JobId::FedhyperMnist];
 
 /// A claim assessed on every FedHyper experiment the seeds ran ([`JOBS`]): `assess` on
 /// each, the tests together (each named by its data set where there are several, one
@@ -26,9 +28,9 @@ pub(super) const JOBS: &[&str] = &["fedhyper", "fedhyper-mnist"];
 /// Where no FedHyper experiment ran, or `assess` fails on one.
 pub(super) fn on_each_data(
     seeds: &[SeedRun<'_>],
-    assess: impl Fn(&[SeedRun<'_>], &str) -> Result<Assessment>,
+    assess: impl Fn(&[SeedRun<'_>], JobId) -> Result<Assessment>,
 ) -> Result<Assessment> {
-    let ran: Vec<&str> = JOBS
+    let ran: Vec<JobId> = JOBS
         .iter()
         .copied()
         .filter(|job| seeds.iter().all(|s| s.outputs.contains_key(job)))
@@ -38,7 +40,7 @@ pub(super) fn on_each_data(
     }
     let first = seeds.first().context("no seeds")?;
     let mut parts: Vec<(String, Assessment)> = Vec::new();
-    for job in &ran {
+    for &job in &ran {
         let data = first.fedhyper(job)?.dataset.clone();
         let label = if data.is_empty() {
             job.to_string()
@@ -93,15 +95,15 @@ pub(super) fn on_each_data(
 /// A seed's final test accuracy (the mean of the last rounds) of each method on each
 /// split: method → split → accuracy. A run that diverged or collapsed failed, one way
 /// everywhere: its seed is kept with what it reached (a diverged run's before it failed).
-fn by_split(v: &FedHyperOutcome) -> BTreeMap<String, BTreeMap<String, f64>> {
-    let mut out = BTreeMap::<String, BTreeMap<String, f64>>::new();
+fn by_split(v: &FedHyperOutcome) -> BTreeMap<Method, BTreeMap<String, f64>> {
+    let mut out = BTreeMap::<Method, BTreeMap<String, f64>>::new();
     for r in &v.rows {
         let acc = r
             .reached
             .or(r.final_mean)
             .or(r.final_accuracy)
             .unwrap_or(f64::NAN);
-        out.entry(r.method.clone())
+        out.entry(r.method)
             .or_default()
             .insert(r.split.clone(), acc);
     }
@@ -109,7 +111,7 @@ fn by_split(v: &FedHyperOutcome) -> BTreeMap<String, BTreeMap<String, f64>> {
 }
 
 /// A seed's final test accuracy of each method, the mean over the splits.
-pub(super) fn fedhyper_accuracy(v: &FedHyperOutcome) -> BTreeMap<String, f64> {
+pub(super) fn fedhyper_accuracy(v: &FedHyperOutcome) -> BTreeMap<Method, f64> {
     by_split(v)
         .into_iter()
         .map(|(m, s)| {
@@ -121,13 +123,13 @@ pub(super) fn fedhyper_accuracy(v: &FedHyperOutcome) -> BTreeMap<String, f64> {
 
 /// Every seed's number of `method` from `of`, or the error naming what is missing.
 fn column<T>(
-    all: &[BTreeMap<String, T>],
-    method: &str,
+    all: &[BTreeMap<Method, T>],
+    method: Method,
     of: impl Fn(&T) -> f64,
 ) -> Result<Vec<f64>> {
     all.iter()
         .map(|a| {
-            a.get(method)
+            a.get(&method)
                 .map(&of)
                 .ok_or_else(|| anyhow!("no {method} in the fedhyper output"))
         })
@@ -136,9 +138,9 @@ fn column<T>(
 
 pub(super) fn fedhyper_beats(
     seeds: &[SeedRun<'_>],
-    job: &str,
-    method: &str,
-    baselines: &[&str],
+    job: JobId,
+    method: Method,
+    baselines: &[Method],
 ) -> Result<Assessment> {
     let all: Vec<_> = seeds
         .iter()
@@ -148,7 +150,7 @@ pub(super) fn fedhyper_beats(
     let mut tests = Vec::new();
     let mut parts = vec![format!("{method} {} %", pm(&mine, 100.0, 2))];
     for b in baselines {
-        let theirs = column(&all, b, |x| *x)?;
+        let theirs = column(&all, *b, |x| *x)?;
         parts.push(format!("{b} {} %", pm(&theirs, 100.0, 2)));
         tests.push(
             Test::beats(
@@ -168,17 +170,17 @@ pub(super) fn fedhyper_beats(
     })
 }
 
-pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
+pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>], job: JobId) -> Result<Assessment> {
     let all: Vec<_> = seeds
         .iter()
         .map(|s| Ok(by_split(s.fedhyper(job)?)))
         .collect::<Result<_>>()?;
     // Each seed's gain of FedHyper (G + CL) over FedAvg on a split, in points.
     let gain = |split: &str| -> Result<Vec<f64>> {
-        let ours = column(&all, "fedhyper-g+cl", |s| {
+        let ours = column(&all, Method::FedhyperGCl, |s| {
             s.get(split).copied().unwrap_or(f64::NAN)
         })?;
-        let avg = column(&all, "fedavg", |s| {
+        let avg = column(&all, Method::Fedavg, |s| {
             s.get(split).copied().unwrap_or(f64::NAN)
         })?;
         Ok(ours
@@ -231,21 +233,21 @@ pub(super) fn fedhyper_alpha(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessm
     })
 }
 
-pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
+pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>], job: JobId) -> Result<Assessment> {
     let mut ratio = Vec::new();
     let mut missing = 0;
     let mut target = f64::NAN;
     for s in seeds {
         let v = s.fedhyper(job)?;
         target = v.target;
-        let rounds = |m: &str| -> BTreeMap<String, f64> {
+        let rounds = |m: Method| -> BTreeMap<String, f64> {
             v.rows
                 .iter()
                 .filter(|r| r.method == m)
                 .filter_map(|r| Some((r.split.clone(), r.rounds_to_target?)))
                 .collect()
         };
-        let (avg, cl) = (rounds("fedavg"), rounds("fedhyper-cl"));
+        let (avg, cl) = (rounds(Method::Fedavg), rounds(Method::FedhyperCl));
         let logs: Vec<f64> = avg
             .iter()
             .filter_map(|(split, a)| Some((a / cl.get(split)?).log10()))
@@ -277,14 +279,14 @@ pub(super) fn fedhyper_convergence(seeds: &[SeedRun<'_>], job: &str) -> Result<A
 }
 
 /// Every seed's global-rate curve of `method` (the shown split).
-fn rates_of(seeds: &[SeedRun<'_>], job: &str, method: &str) -> Result<Vec<Vec<f64>>> {
+fn rates_of(seeds: &[SeedRun<'_>], job: JobId, method: Method) -> Result<Vec<Vec<f64>>> {
     seeds
         .iter()
         .map(|s| {
             let v = s.fedhyper(job)?;
             let r = v
                 .learning_rates
-                .get(method)
+                .get(&method)
                 .with_context(|| format!("no learning_rates of {method} in the output of {job}"))?
                 .clone();
             if r.is_empty() {
@@ -303,8 +305,8 @@ fn min(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
-    let curves = rates_of(seeds, job, "fedhyper-g")?;
+pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>], job: JobId) -> Result<Assessment> {
+    let curves = rates_of(seeds, job, Method::FedhyperG)?;
     let rounds = curves[0].len();
     let (mut rise, mut fall, mut first, mut second, mut peak, mut at) = (
         Vec::new(),
@@ -373,8 +375,8 @@ pub(super) fn fedhyper_rate(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessme
     })
 }
 
-pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
-    let curves = rates_of(seeds, job, "fedexp")?;
+pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>], job: JobId) -> Result<Assessment> {
+    let curves = rates_of(seeds, job, Method::Fedexp)?;
     let lo: Vec<f64> = curves.iter().map(|r| min(r)).collect();
     let hi: Vec<f64> = curves.iter().map(|r| max(r)).collect();
     Ok(Assessment {
@@ -401,12 +403,12 @@ pub(super) fn fedhyper_fedexp(seeds: &[SeedRun<'_>], job: &str) -> Result<Assess
     })
 }
 
-pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessment> {
+pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>], job: JobId) -> Result<Assessment> {
     let mut over = Vec::new();
     let mut null = Vec::new();
     for s in seeds {
         let v = s.fedhyper(job)?;
-        let of = |m: &str| {
+        let of = |m: Method| {
             let o: Vec<f64> = v
                 .rows
                 .iter()
@@ -415,8 +417,8 @@ pub(super) fn fedhyper_time(seeds: &[SeedRun<'_>], job: &str) -> Result<Assessme
                 .collect();
             mean(&o).unwrap_or(f64::NAN)
         };
-        over.push(of("fedhyper-cl"));
-        null.push(of("decay"));
+        over.push(of(Method::FedhyperCl));
+        null.push(of(Method::Decay));
     }
     Ok(Assessment {
         measured: format!(
@@ -445,7 +447,7 @@ mod tests {
     fn rates(rates: &[f64]) -> ExperimentOutcome {
         ExperimentOutcome::Fedhyper(FedHyperOutcome {
             rows: Vec::new(),
-            learning_rates: BTreeMap::from([("fedhyper-g".to_string(), rates.to_vec())]),
+            learning_rates: BTreeMap::from([(Method::FedhyperG, rates.to_vec())]),
             learning_rates_split: "0.25".to_string(),
             learning_rates_seed: 0,
             target: 0.9,
@@ -483,11 +485,11 @@ mod tests {
             .enumerate()
             .map(|(k, (a, b))| SeedRun {
                 seed: k as u64,
-                outputs: BTreeMap::from([("fedhyper", a), ("fedhyper-mnist", b)]),
+                outputs: BTreeMap::from([(JobId::Fedhyper, a), (JobId::FedhyperMnist, b)]),
             })
             .collect();
         // A reason every data set gives is said once; one only some give names them.
-        let why = |text: fn(&str) -> String| {
+        let why = |text: fn(JobId) -> String| {
             on_each_data(&both, move |s, j| {
                 let mut a = fedhyper_rate(s, j)?;
                 a.why = text(j);
@@ -498,7 +500,7 @@ mod tests {
         };
         assert_eq!(why(|_| "the same".to_string()), "the same");
         assert_eq!(
-            why(|j| if j == "fedhyper" {
+            why(|j| if j == JobId::Fedhyper {
                 "only here".to_string()
             } else {
                 String::new()
@@ -518,7 +520,7 @@ mod tests {
         let one: Vec<SeedRun<'_>> = outs
             .iter()
             .enumerate()
-            .map(|(k, (a, _))| run(k as u64, "fedhyper", a))
+            .map(|(k, (a, _))| run(k as u64, JobId::Fedhyper, a))
             .collect();
         let a = on_each_data(&one, fedhyper_rate).unwrap();
         assert_eq!(a.tests.len(), 4);
@@ -527,7 +529,7 @@ mod tests {
         let none: Vec<SeedRun<'_>> = outs
             .iter()
             .enumerate()
-            .map(|(k, (a, _))| run(k as u64, "fbo", a))
+            .map(|(k, (a, _))| run(k as u64, JobId::Fbo, a))
             .collect();
         assert!(on_each_data(&none, fedhyper_rate).is_err());
     }
@@ -546,18 +548,18 @@ mod tests {
         let runs: Vec<_> = goods
             .iter()
             .enumerate()
-            .map(|(k, o)| run(k as u64, "fedhyper", o))
+            .map(|(k, o)| run(k as u64, JobId::Fedhyper, o))
             .collect();
-        let a = fedhyper_rate(&runs, "fedhyper").unwrap();
+        let a = fedhyper_rate(&runs, JobId::Fedhyper).unwrap();
         let verdicts: Vec<_> = a.tests.iter().map(|t| t.decide().verdict).collect();
         assert_eq!(verdicts, [Verdict::Holds; 4]);
         let stay = seeds_of(&(0..4).map(|k| noisy(&stays, k)).collect::<Vec<_>>());
         let runs: Vec<_> = stay
             .iter()
             .enumerate()
-            .map(|(k, o)| run(k as u64, "fedhyper", o))
+            .map(|(k, o)| run(k as u64, JobId::Fedhyper, o))
             .collect();
-        let a = fedhyper_rate(&runs, "fedhyper").unwrap();
+        let a = fedhyper_rate(&runs, JobId::Fedhyper).unwrap();
         assert_eq!(a.tests[3].decide().verdict, Verdict::Contradicted);
     }
 }

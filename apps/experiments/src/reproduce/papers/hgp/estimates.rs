@@ -10,7 +10,7 @@ use crate::reproduce::claim::Claim;
 use crate::reproduce::claim::panel;
 use crate::reproduce::claim::{Assessment, SeedRun, pm, pm_sci};
 use crate::reproduce::paper::{Paper, Preset};
-use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::plan::{self, DataDirs, Job, JobId};
 use crate::reproduce::settings::{self as set, paper};
 use crate::reproduce::verdict::{Claimed, Test};
 use crate::{error, influence};
@@ -48,7 +48,7 @@ fn lg(x: f64) -> f64 {
 fn panels<'a>(seeds: &'a [SeedRun<'_>], full: bool) -> Result<Vec<&'a Panel>> {
     seeds
         .iter()
-        .map(|s| panel(s.error("error")?, full))
+        .map(|s| panel(s.error(JobId::Error)?, full))
         .collect()
 }
 
@@ -283,7 +283,7 @@ pub(super) fn theorem1_variance(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 
 pub(super) fn influence(
     seeds: &[SeedRun<'_>],
-    job: &str,
+    job: JobId,
     r2_min: f64,
     f1_min: f64,
 ) -> Result<Assessment> {
@@ -336,7 +336,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "These results consistently align with Theorem 1: the error reduces as M and S increases in both figures. [Footnote 4:] S = 1, 2 seem to be exceptions. This is because S needs to be larger than some constant in Theorem 1.",
             paper_value: "no number (figure): the error falls with M and with S; S = 1, 2 do not follow",
             test: "in both panels (Fig. 1a's full batch and Fig. 1b's mini-batches), S = 5, 10 and 100: the error at the last m below the error at m = 10 (falls with M), and at the last m S = 100 below S = 10 below S = 5 (falls with S); in log10",
-            jobs: &["error"],
+            jobs: &[JobId::Error],
             any_job: false,
             assess: fig1a,
             untestable: None,
@@ -348,7 +348,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "there is an irreducible error when the variance of Hessian and Jacobian matrices are non-zeros in Fig. 1b. The latter observations suggest that, when we use data mini-batch, the error tends to saturate and a small number of M and S would be sufficient.",
             paper_value: "no number (figure): a floor for every S",
             test: "mini-batches of 20, S = 100: the error at the last m 100 × the full batch's or more (a floor), and at m = 100 within a factor 2 of its last (saturated: a small M suffices); in log10",
-            jobs: &["error"],
+            jobs: &[JobId::Error],
             any_job: false,
             assess: fig1b,
             untestable: None,
@@ -360,7 +360,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "[the relative error is bounded by terms in τ^S and the variance, plus] exp(−O(M)) denotes the exponentially diminishing term.",
             paper_value: "no number: the error falls exponentially in M while the other terms are small",
             test: "full batch, S = 100: the slope of log10(error) against m, up to where it reaches 1e-12, is negative (decades per 100 terms)",
-            jobs: &["error"],
+            jobs: &[JobId::Error],
             any_job: false,
             assess: theorem1_m,
             untestable: None,
@@ -372,7 +372,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "[the bound holds] under the conditions 0 < α < 1/η, and S ≥ log(δ/(16√n) · ηα/(1 − ηα)) / log τ. [Footnote 4:] S = 1, 2 seem to be exceptions. This is because S needs to be larger than some constant in Theorem 1.",
             paper_value: "no number: below the threshold on S the error does not fall as above it",
             test: "full batch: S = 1 and S = 2 the exceptions of footnote 4 — their error falls with M (from m = 10 to the last m) by less than S = 5's, and at the last m it is above S = 5's; in log10",
-            jobs: &["error"],
+            jobs: &[JobId::Error],
             any_job: false,
             assess: theorem1_s,
             untestable: None,
@@ -384,7 +384,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Theorem 1 indicates estimation bias remains due to the variance from g_i and finite numbers of M and S.",
             paper_value: "no number: a floor from the variance of the mini-batch products",
             test: "at the last m, S = 5, 10 and 100: the mini-batch error above the full batch's, in log10",
-            jobs: &["error"],
+            jobs: &[JobId::Error],
             any_job: false,
             assess: theorem1_variance,
             untestable: None,
@@ -396,9 +396,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "HGP accurately predicted the change in validation loss (logistic regression, synthetic data)",
             paper_value: "R² 0.99, F1 1.00",
             test: "R² about y = x (the paper's R², of the predicted against the actual changes) at least 0.94 and F1 at least 0.95 (within 0.05 of the paper's), and a positive slope",
-            jobs: &["influence-logistic"],
+            jobs: &[JobId::InfluenceLogistic],
             any_job: false,
-            assess: |s| influence(s, "influence-logistic", 0.94, 0.95),
+            assess: |s| influence(s, JobId::InfluenceLogistic, 0.94, 0.95),
             untestable: None,
         },
         Claim {
@@ -408,9 +408,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "the predicted influences under non-convex settings present a mild yet positive correlation to the actual influences [...] the discriminatory capacity for negative influence instances is fairly accurate (CNN, full batch)",
             paper_value: "R² 0.53, F1 1.00",
             test: "R² about y = x at least 0.25, F1 at least 0.8, and a positive slope",
-            jobs: &["influence-cnn"],
+            jobs: &[JobId::InfluenceCnn],
             any_job: false,
-            assess: |s| influence(s, "influence-cnn", 0.25, 0.8),
+            assess: |s| influence(s, JobId::InfluenceCnn, 0.25, 0.8),
             untestable: None,
         },
         Claim {
@@ -420,9 +420,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "the same with mini-batch Jacobians (CNN)",
             paper_value: "R² 0.41, F1 0.91",
             test: "R² about y = x at least 0.25, F1 at least 0.8, and a positive slope",
-            jobs: &["influence-cnn-minibatch"],
+            jobs: &[JobId::InfluenceCnnMinibatch],
             any_job: false,
-            assess: |s| influence(s, "influence-cnn-minibatch", 0.25, 0.8),
+            assess: |s| influence(s, JobId::InfluenceCnnMinibatch, 0.25, 0.8),
             untestable: None,
         },
     ]
@@ -440,7 +440,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         ..error::Config::default()
     };
     jobs.push(
-        Job::new("error", error, minutes(0.02, 0.02))
+        Job::new(JobId::Error, error, minutes(0.02, 0.02))
             .figure("error.svg")
             .paper(vec![
                 paper(set::RUNS, 10, "HGP Sec. 5.1"),
@@ -453,7 +453,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         ..influence::Config::default()
     };
     jobs.push(
-        Job::new("influence-logistic", logistic, minutes(0.03, 0.03))
+        Job::new(JobId::InfluenceLogistic, logistic, minutes(0.03, 0.03))
             .figure("influence.svg")
             .resumable()
             .paper(vec![
@@ -501,7 +501,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
         ]
     };
     jobs.push(
-        Job::new("influence-cnn", cnn(None), minutes(2.0, 600.0))
+        Job::new(JobId::InfluenceCnn, cnn(None), minutes(2.0, 600.0))
             .figure("influence.svg")
             .resumable()
             .paper(cnn_paper("full")),
@@ -515,7 +515,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     };
     jobs.push(
         Job::new(
-            "influence-cnn-minibatch",
+            JobId::InfluenceCnnMinibatch,
             cnn(Some(batch)),
             minutes(2.0, 600.0),
         )
@@ -553,11 +553,11 @@ mod tests {
         let ok = scores(Some(0.99), Some(1.0), Some(1.1));
         let undefined = scores(Some(0.99), None, Some(1.1));
         let seeds = [
-            run(0, "influence-logistic", &ok),
-            run(1, "influence-logistic", &undefined),
-            run(2, "influence-logistic", &ok),
+            run(0, JobId::InfluenceLogistic, &ok),
+            run(1, JobId::InfluenceLogistic, &undefined),
+            run(2, JobId::InfluenceLogistic, &ok),
         ];
-        let a = influence(&seeds, "influence-logistic", 0.94, 0.95).unwrap();
+        let a = influence(&seeds, JobId::InfluenceLogistic, 0.94, 0.95).unwrap();
         assert_eq!(a.tests[1].decide().seeds, 2);
         assert!(a.why.contains("F1 is undefined in 1 seed"), "{}", a.why);
         assert!(

@@ -6,10 +6,11 @@ use anyhow::{Result, anyhow};
 
 use crate::numbers::mean;
 use crate::personalize;
+use crate::personalize::Method;
 use crate::reproduce::claim::Claim;
 use crate::reproduce::claim::{Assessment, Cells, SeedRun, column, pm, seed_cells};
 use crate::reproduce::paper::{Paper, Preset};
-use crate::reproduce::plan::{self, DataDirs, Job};
+use crate::reproduce::plan::{self, DataDirs, Job, JobId};
 use crate::reproduce::settings::{self as set, paper};
 use crate::reproduce::verdict::Test;
 use crate::setup::NetworkKind;
@@ -23,7 +24,7 @@ fn clustered_split(all: &[Cells]) -> Vec<String> {
         .filter_map(|net| {
             let runs: Vec<(usize, f64)> = all
                 .iter()
-                .filter_map(|c| c.get(&("clustered-fl".to_string(), net.to_string())))
+                .filter_map(|c| c.get(&(Method::ClusteredFl, *net)))
                 .filter_map(|v| v.clustering)
                 .collect();
             if runs.is_empty() {
@@ -34,7 +35,7 @@ fn clustered_split(all: &[Cells]) -> Vec<String> {
             let high = runs.iter().map(|r| r.1).fold(0.0, f64::max);
             Some(format!(
                 "Clustered-FL's split fired on {} in {split} of {} seeds (largest client update {low:.3} to {high:.3}{})",
-                label(net),
+                label(*net),
                 runs.len(),
                 if split == 0 {
                     ": without a split it is FedAvg on the procedure"
@@ -47,18 +48,17 @@ fn clustered_split(all: &[Cells]) -> Vec<String> {
 }
 
 /// Whether any seed ran `method` on `network`.
-fn ran(all: &[Cells], method: &str, network: &str) -> bool {
-    all.iter()
-        .any(|c| c.contains_key(&(method.to_string(), network.to_string())))
+fn ran(all: &[Cells], method: Method, network: NetworkKind) -> bool {
+    all.iter().any(|c| c.contains_key(&(method, network)))
 }
 
-const NETWORKS: [&str; 4] = ["fc", "fixu", "randu", "randd"];
+const NETWORKS: [NetworkKind; 4] = NetworkKind::TABLE2;
 
 /// The methods of HGP Table 2 (ours and the baselines), and Table 2's average and bottom-10 %
 /// accuracy of each on FC, FixU, RandU and RandD (None: n/a). FedEM's FixU column is D-FedEM.
-const TABLE2: [(&str, Row2); 10] = [
+const TABLE2: [(Method, Row2); 10] = [
     (
-        "sgp",
+        Method::Sgp,
         [
             Some((82.9, 74.5)),
             Some((83.8, 76.8)),
@@ -66,9 +66,9 @@ const TABLE2: [(&str, Row2); 10] = [
             Some((80.1, 72.4)),
         ],
     ),
-    ("fedprox", [Some((82.9, 74.5)), None, None, None]),
+    (Method::FedProx, [Some((82.9, 74.5)), None, None, None]),
     (
-        "local",
+        Method::Local,
         [
             Some((74.7, 63.0)),
             Some((74.7, 63.0)),
@@ -76,13 +76,13 @@ const TABLE2: [(&str, Row2); 10] = [
             Some((73.4, 64.0)),
         ],
     ),
-    ("fedavg+", [Some((83.2, 74.3)), None, None, None]),
-    ("clustered-fl", [Some((83.0, 74.6)), None, None, None]),
-    ("pfedme", [Some((85.1, 79.0)), None, None, None]),
-    ("fedem", [Some((84.0, 75.4)), None, None, None]),
-    ("d-fedem", [None, Some((83.9, 75.7)), None, None]),
+    (Method::FedAvgPlus, [Some((83.2, 74.3)), None, None, None]),
+    (Method::ClusteredFl, [Some((83.0, 74.6)), None, None, None]),
+    (Method::PFedMe, [Some((85.1, 79.0)), None, None, None]),
+    (Method::FedEm, [Some((84.0, 75.4)), None, None, None]),
+    (Method::DFedEm, [None, Some((83.9, 75.7)), None, None]),
     (
-        "hgp-mtl",
+        Method::HgpMtl,
         [
             Some((84.0, 76.1)),
             Some((84.0, 76.3)),
@@ -91,7 +91,7 @@ const TABLE2: [(&str, Row2); 10] = [
         ],
     ),
     (
-        "hgp-pl",
+        Method::HgpPl,
         [
             Some((88.1, 82.6)),
             Some((88.0, 82.2)),
@@ -105,32 +105,32 @@ const TABLE2: [(&str, Row2); 10] = [
 type Row2 = [Option<(f64, f64)>; 4];
 
 /// HGP's own methods in Table 2 (the rest are the baselines).
-const OURS: [&str; 2] = ["hgp-pl", "hgp-mtl"];
+const OURS: [Method; 2] = [Method::HgpPl, Method::HgpMtl];
 
 /// Table 2's (average, bottom 10 %) of `method` on `network`, in points.
-fn table2(method: &str, network: &str) -> Option<(f64, f64)> {
+fn table2(method: Method, network: NetworkKind) -> Option<(f64, f64)> {
     let k = NETWORKS.iter().position(|&n| n == network)?;
     TABLE2.iter().find(|(m, _)| *m == method)?.1[k]
 }
 
 /// The paper's margin of `a` over `b` on `network` (average or `bottom`), in points.
-fn margin(a: &str, b: &str, network: &str, bottom: bool) -> Option<f64> {
+fn margin(a: Method, b: Method, network: NetworkKind, bottom: bool) -> Option<f64> {
     let pick = |x: (f64, f64)| if bottom { x.1 } else { x.0 };
     Some(pick(table2(a, network)?) - pick(table2(b, network)?))
 }
 
-pub(super) fn label(network: &str) -> &str {
+pub(super) fn label(network: NetworkKind) -> &'static str {
     match network {
-        "fc" => "FC",
-        "fixu" => "FixU",
-        "randu" => "RandU",
-        "randd" => "RandD",
-        other => other,
+        NetworkKind::Fc => "FC",
+        NetworkKind::Fixu => "FixU",
+        NetworkKind::Randu => "RandU",
+        NetworkKind::Randd => "RandD",
+        other => other.name(),
     }
 }
 
 /// "`a` beats `b`" on `network` in points, paired over seeds, with Table 2's margin.
-fn beats_on(all: &[Cells], a: &str, b: &str, network: &str, bottom: bool) -> Test {
+fn beats_on(all: &[Cells], a: Method, b: Method, network: NetworkKind, bottom: bool) -> Test {
     let what = if bottom {
         "10th-percentile client"
     } else {
@@ -146,23 +146,23 @@ fn beats_on(all: &[Cells], a: &str, b: &str, network: &str, bottom: bool) -> Tes
 }
 
 pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = seed_cells(seeds, "personalize")?;
+    let all = seed_cells(seeds, JobId::Personalize)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
     for net in NETWORKS {
-        if !ran(&all, "hgp-pl", net) {
+        if !ran(&all, Method::HgpPl, net) {
             continue;
         }
-        let pl = column(&all, "hgp-pl", net, false);
-        let others: Vec<&str> = TABLE2
+        let pl = column(&all, Method::HgpPl, net, false);
+        let others: Vec<Method> = TABLE2
             .iter()
             .map(|(m, _)| *m)
-            .filter(|m| *m != "hgp-pl" && ran(&all, m, net))
+            .filter(|&m| m != Method::HgpPl && ran(&all, m, net))
             .collect();
         let best = others
             .iter()
-            .map(|m| (mean(&column(&all, m, net, false)).unwrap_or(f64::NAN), *m))
+            .map(|&m| (mean(&column(&all, m, net, false)).unwrap_or(f64::NAN), m))
             .max_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((_, m)) = best {
             parts.push(format!(
@@ -173,7 +173,7 @@ pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
             ));
         }
         for m in others {
-            tests.push(beats_on(&all, "hgp-pl", m, net, false));
+            tests.push(beats_on(&all, Method::HgpPl, m, net, false));
         }
         if values.is_empty() {
             values = pl;
@@ -192,16 +192,19 @@ pub(super) fn table2_best(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn table2_mtl(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = seed_cells(seeds, "personalize")?;
+    let all = seed_cells(seeds, JobId::Personalize)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for (net, other) in [("fc", "fedem"), ("fixu", "d-fedem")] {
-        if !ran(&all, "hgp-mtl", net) || !ran(&all, other, net) {
+    for (net, other) in [
+        (NetworkKind::Fc, Method::FedEm),
+        (NetworkKind::Fixu, Method::DFedEm),
+    ] {
+        if !ran(&all, Method::HgpMtl, net) || !ran(&all, other, net) {
             continue;
         }
         let (mtl, em) = (
-            column(&all, "hgp-mtl", net, false),
+            column(&all, Method::HgpMtl, net, false),
             column(&all, other, net, false),
         );
         parts.push(format!(
@@ -235,8 +238,8 @@ pub(super) fn table2_mtl(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
     })
 }
 
-pub(super) fn table2_bottom(seeds: &[SeedRun<'_>], ours: &str) -> Result<Assessment> {
-    let all = seed_cells(seeds, "personalize")?;
+pub(super) fn table2_bottom(seeds: &[SeedRun<'_>], ours: Method) -> Result<Assessment> {
+    let all = seed_cells(seeds, JobId::Personalize)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
@@ -245,10 +248,10 @@ pub(super) fn table2_bottom(seeds: &[SeedRun<'_>], ours: &str) -> Result<Assessm
             continue;
         }
         let mine = column(&all, ours, net, true);
-        let baselines: Vec<&str> = TABLE2
+        let baselines: Vec<Method> = TABLE2
             .iter()
             .map(|(m, _)| *m)
-            .filter(|m| !OURS.contains(m) && ran(&all, m, net))
+            .filter(|&m| !OURS.contains(&m) && ran(&all, m, net))
             .collect();
         parts.push(format!("{} {}", label(net), pm(&mine, 100.0, 1)));
         for b in baselines {
@@ -270,18 +273,18 @@ pub(super) fn table2_bottom(seeds: &[SeedRun<'_>], ours: &str) -> Result<Assessm
 }
 
 pub(super) fn table2_rand(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = seed_cells(seeds, "personalize")?;
+    let all = seed_cells(seeds, JobId::Personalize)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for net in ["randu", "randd"] {
+    for net in [NetworkKind::Randu, NetworkKind::Randd] {
         for ours in OURS {
             if !ran(&all, ours, net) {
                 continue;
             }
             let v = column(&all, ours, net, false);
             parts.push(format!("{ours} on {} {}", label(net), pm(&v, 100.0, 1)));
-            for b in ["sgp", "local"] {
+            for b in [Method::Sgp, Method::Local] {
                 if ran(&all, b, net) {
                     tests.push(beats_on(&all, ours, b, net, false));
                 }
@@ -290,7 +293,7 @@ pub(super) fn table2_rand(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
                 values = v;
             }
         }
-        for b in ["sgp", "local"] {
+        for b in [Method::Sgp, Method::Local] {
             if ran(&all, b, net) {
                 parts.push(format!(
                     "{b} on {} {}",
@@ -314,7 +317,7 @@ pub(super) fn table2_rand(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fig4_outer(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let all = seed_cells(seeds, "personalize")?;
+    let all = seed_cells(seeds, JobId::Personalize)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
@@ -325,7 +328,7 @@ pub(super) fn fig4_outer(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
             .map(|c| {
                 let r: Vec<f64> = NETWORKS
                     .iter()
-                    .filter_map(|n| c.get(&(ours.to_string(), n.to_string())))
+                    .filter_map(|&n| c.get(&(ours, n)))
                     .map(|v| v.validation.1 - v.validation.0)
                     .filter(|x| x.is_finite())
                     .collect();
@@ -360,12 +363,12 @@ pub(super) fn fig4_outer(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
 }
 
 pub(super) fn fig4_s1(seeds: &[SeedRun<'_>]) -> Result<Assessment> {
-    let ten = seed_cells(seeds, "personalize")?;
-    let one = seed_cells(seeds, "personalize-s1")?;
+    let ten = seed_cells(seeds, JobId::Personalize)?;
+    let one = seed_cells(seeds, JobId::PersonalizeS1)?;
     let mut tests = Vec::new();
     let mut parts = Vec::new();
     let mut values = Vec::new();
-    for net in ["randu", "randd"] {
+    for net in [NetworkKind::Randu, NetworkKind::Randd] {
         for ours in OURS {
             if !ran(&ten, ours, net) || !ran(&one, ours, net) {
                 continue;
@@ -416,7 +419,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Here, HGP-PL performed the best across all communication settings demonstrating the effectiveness of the estimated hyper-gradients.",
             paper_value: "HGP-PL 88.1 / 88.0 / 85.5 / 85.6 % on FC / FixU / RandU / RandD; the best other 85.1 (pFedMe) / 84.0 (HGP-MTL) / 82.6 / 81.8 (HGP-MTL)",
             test: "on every network, HGP-PL's average test accuracy above that of every other method of Table 2 that ran there (paired over seeds, in points)",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
             assess: table2_best,
             untestable: None,
@@ -428,7 +431,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "HGP-MTL attained similar improvements to FedEM reflecting the fact that both are the mixture of three CNNs.",
             paper_value: "HGP-MTL 84.0 / 84.0 against FedEM 84.0 / 83.9 on FC / FixU",
             test: "HGP-MTL on a par with FedEM on FC and with D-FedEM on FixU, within 2 points",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
             assess: table2_mtl,
             untestable: None,
@@ -440,9 +443,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "All our approaches improved accuracy at the 10% percentile from the baselines in all communication settings, confirming that the clients fairly benefited from our personalization. (HGP-PL)",
             paper_value: "HGP-PL 82.6 / 82.2 / 79.6 / 79.6 against the best baseline's 79.0 (pFedMe) / 76.8 (SGP) / 71.8 (SGP) / 72.4 (SGP)",
             test: "on every network, HGP-PL's 10th-percentile client above every baseline's (the methods of Table 2 that are not the paper's), paired over seeds",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
-            assess: |s| table2_bottom(s, "hgp-pl"),
+            assess: |s| table2_bottom(s, Method::HgpPl),
             untestable: None,
         },
         Claim {
@@ -452,9 +455,9 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "All our approaches improved accuracy at the 10% percentile from the baselines in all communication settings, confirming that the clients fairly benefited from our personalization. (HGP-MTL)",
             paper_value: "HGP-MTL 76.1 / 76.3 / 74.3 / 72.9: below pFedMe (79.0) on FC and SGP (76.8) on FixU in the paper's own table",
             test: "on every network, HGP-MTL's 10th-percentile client above every baseline's, paired over seeds",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
-            assess: |s| table2_bottom(s, "hgp-mtl"),
+            assess: |s| table2_bottom(s, Method::HgpMtl),
             untestable: None,
         },
         Claim {
@@ -464,7 +467,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "In terms of the available communication networks, our approaches with HGP are the only methods that are applicable to time-varying networks, and they attained superior performance compared to the currently available baselines, SGP and Local.",
             paper_value: "RandU: HGP-PL 85.5, HGP-MTL 82.6 against SGP 80.0, Local 73.4; RandD: 85.6, 81.8 against 80.1, 73.4",
             test: "on RandU and RandD, HGP-PL's and HGP-MTL's average test accuracy above SGP's and Local's, paired over seeds",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
             assess: table2_rand,
             untestable: None,
@@ -476,7 +479,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "Fig. 4 highlights the positive correlation between validation accuracy and the number of outer-steps, confirming that outer-optimizations properly worked and hyper-gradient estimations were sufficiently accurate.",
             paper_value: "no number (figure): validation accuracy rises with the outer steps",
             test: "HGP-PL's and HGP-MTL's validation accuracy after the last outer step above that after the first (mean over the networks), paired over seeds: the rise over the outer steps the figure plots (its first point is after the first step)",
-            jobs: &["personalize"],
+            jobs: &[JobId::Personalize],
             any_job: false,
             assess: fig4_outer,
             untestable: None,
@@ -488,7 +491,7 @@ pub(super) fn claims() -> Vec<Claim> {
             claim: "As mentioned in Section 5.3, we found the performance of outer-optimization with S = 10 and S = 1 to be nearly identical (Fig. 4b to 4d). [Footnote 5:] The results in our appendix indicate that S = 1 still produces comparable performance with the aforementioned modifications on HGP.",
             paper_value: "no number (figure)",
             test: "on RandU and RandD, HGP-PL's and HGP-MTL's average test accuracy with S = 1 on a par with S = 10, within 1 point",
-            jobs: &["personalize", "personalize-s1"],
+            jobs: &[JobId::Personalize, JobId::PersonalizeS1],
             any_job: false,
             assess: fig4_s1,
             untestable: None,
@@ -524,7 +527,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     }
     const HGP_A3: &str = "HGP App. A.3";
     jobs.push(
-        Job::new("personalize", table2.clone(), minutes(9.5, 1440.0))
+        Job::new(JobId::Personalize, table2.clone(), minutes(9.5, 1440.0))
             .figure("curves.svg")
             .resumable()
             .paper(vec![
@@ -553,7 +556,7 @@ pub(super) fn jobs(preset: Preset, data: &DataDirs) -> Vec<Job> {
     ]);
     one_push.push_steps = 1;
     jobs.push(
-        Job::new("personalize-s1", one_push, minutes(4.0, 720.0))
+        Job::new(JobId::PersonalizeS1, one_push, minutes(4.0, 720.0))
             .figure("curves.svg")
             .resumable()
             .paper(vec![
@@ -574,12 +577,12 @@ mod tests {
     use crate::reproduce::verdict::Verdict;
 
     /// One seed's personalization table of `cells` (method, network, average).
-    fn table(cells: &[(&str, &str, f64)]) -> ExperimentOutcome {
+    fn table(cells: &[(Method, NetworkKind, f64)]) -> ExperimentOutcome {
         let rows = cells
             .iter()
             .map(|&(m, n, a)| CellJson {
-                method: m.to_string(),
-                network: n.to_string(),
+                method: m,
+                network: n,
                 average: a,
                 bottom10: a - 0.1,
                 chosen_step: 0,
@@ -603,12 +606,12 @@ mod tests {
     fn best_compares_table2_methods_only_and_pairs_the_seeds() {
         let seed = |pl_randd: f64, local_randd: f64| {
             table(&[
-                ("hgp-pl", "fc", 0.9),
-                ("sgp", "fc", 0.8),
-                ("prox-personal", "fc", 0.95),
-                ("pdbo-mtl-local", "fc", 0.95),
-                ("hgp-pl", "randd", pl_randd),
-                ("local", "randd", local_randd),
+                (Method::HgpPl, NetworkKind::Fc, 0.9),
+                (Method::Sgp, NetworkKind::Fc, 0.8),
+                (Method::ProxPersonal, NetworkKind::Fc, 0.95),
+                (Method::PdboMtlLocal, NetworkKind::Fc, 0.95),
+                (Method::HgpPl, NetworkKind::Randd, pl_randd),
+                (Method::Local, NetworkKind::Randd, local_randd),
             ])
         };
         let outs = [
@@ -621,7 +624,7 @@ mod tests {
         let seeds: Vec<_> = outs
             .iter()
             .enumerate()
-            .map(|(k, o)| run(k as u64, "personalize", o))
+            .map(|(k, o)| run(k as u64, JobId::Personalize, o))
             .collect();
         let a = table2_best(&seeds).unwrap();
         let whats: Vec<&str> = a.tests.iter().map(|t| t.what.as_str()).collect();
@@ -649,9 +652,9 @@ mod tests {
     fn clustered_fl_splits_are_counted_over_the_seeds() {
         let seed = |clusters: usize, largest: f64| {
             let mut t = table(&[
-                ("hgp-pl", "fc", 0.9),
-                ("sgp", "fc", 0.8),
-                ("clustered-fl", "fc", 0.8),
+                (Method::HgpPl, NetworkKind::Fc, 0.9),
+                (Method::Sgp, NetworkKind::Fc, 0.8),
+                (Method::ClusteredFl, NetworkKind::Fc, 0.8),
             ]);
             if let ExperimentOutcome::Personalize(PersonalizeOutcome::One(one)) = &mut t {
                 one.rows[2].clusters = Some(clusters);
@@ -663,7 +666,7 @@ mod tests {
             let seeds: Vec<_> = outs
                 .iter()
                 .enumerate()
-                .map(|(k, o)| run(k as u64, "personalize", o))
+                .map(|(k, o)| run(k as u64, JobId::Personalize, o))
                 .collect();
             table2_best(&seeds).unwrap().measured
         };
@@ -684,13 +687,16 @@ mod tests {
     #[test]
     fn bottom10_is_split_by_method() {
         let t = table(&[
-            ("hgp-pl", "fc", 0.9),
-            ("hgp-mtl", "fc", 0.7),
-            ("sgp", "fc", 0.8),
+            (Method::HgpPl, NetworkKind::Fc, 0.9),
+            (Method::HgpMtl, NetworkKind::Fc, 0.7),
+            (Method::Sgp, NetworkKind::Fc, 0.8),
         ]);
-        let seeds = [run(0, "personalize", &t), run(1, "personalize", &t)];
-        let pl = table2_bottom(&seeds, "hgp-pl").unwrap();
-        let mtl = table2_bottom(&seeds, "hgp-mtl").unwrap();
+        let seeds = [
+            run(0, JobId::Personalize, &t),
+            run(1, JobId::Personalize, &t),
+        ];
+        let pl = table2_bottom(&seeds, Method::HgpPl).unwrap();
+        let mtl = table2_bottom(&seeds, Method::HgpMtl).unwrap();
         assert_eq!(pl.tests.len(), 1);
         assert_eq!(pl.tests[0].decide().verdict, Verdict::Holds);
         assert_eq!(mtl.tests[0].decide().verdict, Verdict::Contradicted);
