@@ -15,7 +15,7 @@ use crate::observe::Observer;
 use crate::outcome::{Comm, newton_step};
 use crate::setup::{
     DataConfig, DataSpec, Defaults, EstimatorKind, Extensions, L2Weights, Pipeline, PipelineConfig,
-    total_outer_loss_on,
+    PipelineSettings, total_outer_loss_on,
 };
 
 /// The defaults of every option left out (the logistic problem of the HGP paper, eq. 11,
@@ -64,8 +64,8 @@ pub struct Checked {
     pub data: DataSpec,
     /// λ: a file's weights, or [`L2_LAMBDA`](crate::setup::L2_LAMBDA) everywhere.
     pub lambda: L2Weights,
-    /// Network, averager, inner solver, estimator (checked against [`DEFAULTS`]).
-    pub pipeline: PipelineConfig,
+    /// Network, averager, inner solver, estimator, with [`DEFAULTS`] where left out.
+    pub pipeline: PipelineSettings,
     /// Seed of every random choice.
     pub seed: u64,
     /// A user's averager and estimator in place of the library's (none by default).
@@ -88,11 +88,11 @@ impl Config {
     /// One line naming the option out of range, or given where nothing reads it.
     pub fn check(&self) -> Result<Checked> {
         let data = self.data.check()?;
-        Pipeline::new(&self.pipeline, self.seed).validate(&DEFAULTS)?;
+        let pipeline = self.pipeline.check(&DEFAULTS)?;
         Ok(Checked {
             data,
             lambda: L2Weights::of(self.lambda.as_deref()),
-            pipeline: self.pipeline.clone(),
+            pipeline,
             seed: self.seed,
             extensions: Extensions::default(),
         })
@@ -134,7 +134,7 @@ impl Checked {
         let (n, d) = (clients.len(), clients[0].dim_x());
         let lambda = self.lambda.load(n, d)?;
         placement.check_clients(n)?;
-        pipeline.validate_clients::<f64, _>(&clients, &DEFAULTS, observer)?;
+        pipeline.validate_clients::<f64, _>(&clients, observer)?;
         Ok(Problem {
             description,
             clients,
@@ -168,8 +168,8 @@ pub struct Inner {
 /// this draw's estimate is from it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Central {
-    /// The participation fraction C, as given.
-    pub fraction: Option<f64>,
+    /// The participation fraction C (below 1).
+    pub fraction: f64,
     /// The mean over draws (HGP with the exact average), one row per client.
     pub mean: Vec<Vec<f64>>,
     /// This estimate's relative distance from the mean (`None` where not a number).
@@ -251,13 +251,10 @@ pub fn run(
         lambda,
     } = problem;
     let (n, d) = (clients.len(), clients[0].dim_x());
-    let solved = pipeline.solve_and_estimate(
-        (&clients, &lambda, &ClientBuffer::zeros(n, d)),
-        &DEFAULTS,
-        observer,
-    )?;
+    let solved =
+        pipeline.solve_and_estimate((&clients, &lambda, &ClientBuffer::zeros(n, d)), observer)?;
     let (x, eta) = (&solved.solution.x, solved.estimate.eta);
-    let central_mean = pipeline.central_mean((&clients, &lambda, x), eta, &DEFAULTS)?;
+    let central_mean = pipeline.central_mean((&clients, &lambda, x), eta)?;
     let outer_loss = total_outer_loss_on(placement, &clients, x, &lambda);
     let estimate = &solved.estimate;
     let (solution, convergence) = (&solved.solution, &solved.convergence);
@@ -271,7 +268,7 @@ pub fn run(
     });
     // An estimate that is identically 0 because the model's outer cost does not depend on
     // λ (the logistic model's f_i with --estimator local): correct, and useless.
-    let note = (checked.pipeline.estimator.estimator == EstimatorKind::Local
+    let note = (checked.pipeline.estimator.kind == EstimatorKind::Local
         && estimate.v.as_slice().iter().all(|&v| v == 0.0))
     .then(|| LOCAL_NOTE.to_string());
     // AggITD: how far this single-Q estimate is from its mean over Q (relative); None where

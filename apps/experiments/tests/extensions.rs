@@ -9,8 +9,8 @@ use hgp_averaging::{
 };
 use hgp_experiments::setup::AveragerFactory;
 use hgp_experiments::setup::{
-    AveragerConfig, AveragerKind, BuiltNetwork, Defaults, EstimatorFactory, EstimatorKind,
-    Extensions, Parts,
+    AveragerKind, AveragerSettings, BuiltNetwork, EstimatorFactory, EstimatorKind,
+    EstimatorSettings, Extensions, Parts,
 };
 use hgp_experiments::{ExperimentConfig, ExperimentError, ExperimentOutcome, RunContext};
 use hgp_hypergrad::{Exact, HyperGradEstimate, HyperGradient, HypergradError};
@@ -67,7 +67,7 @@ impl<T: Scalar> AveragerFactory<T> for MeanFactory {
 
     fn build(
         &self,
-        _: &AveragerConfig,
+        _: &AveragerSettings,
         network: &BuiltNetwork,
         _: u64,
         _: &Placement,
@@ -116,8 +116,8 @@ impl EstimatorFactory<f64, L2Logistic<f64>> for CountedFactory {
 
     fn build(
         &self,
+        _: &EstimatorSettings,
         _: &Parts<'_, f64>,
-        _: &Defaults,
     ) -> anyhow::Result<Box<dyn HyperGradient<f64, L2Logistic<f64>>>> {
         Ok(Box::new(Counted {
             inner: Exact::new(),

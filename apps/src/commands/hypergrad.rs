@@ -124,7 +124,7 @@ fn print_text(o: &Outcome, mpi: Option<&serde_json::Value>) {
     {
         println!(
             "            each average is over a random fraction C = {} of the clients: this estimate differs by {:.1} % (relative) from its mean over the draws (HGP with the exact average); it is unbiased, not precise",
-            Short(c.fraction.unwrap_or(1.0)),
+            Short(c.fraction),
             100.0 * spread
         );
     }

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use strum::VariantArray;
 
 use crate::setup::{
-    AveragerConfig, AveragerKind, ConvergenceConfig, DataConfig, DataSpec, EstimatorKind, EtaArg,
-    Extensions, FIG1_MILESTONES, FRACTION, InnerKind, L2Weights, NetworkConfig, NetworkSpec,
-    at_least_one, positive, refuse_unused, resolve_step,
+    AveragerConfig, AveragerKind, AveragerSettings, ConvergenceConfig, DataConfig, DataSpec,
+    EstimatorKind, EtaArg, Extensions, FIG1_MILESTONES, InnerKind, L2Weights, NetworkConfig,
+    NetworkSpec, at_least_one, positive, refuse_unused, resolve_step,
 };
 
 pub use run::{Problem, run};
@@ -164,10 +164,9 @@ pub struct Checked {
     pub lambda: L2Weights,
     /// The network, resolved.
     pub network: NetworkSpec,
-    /// How HGP averages (its steps S set per curve).
-    pub averager: AveragerConfig,
-    /// The central averager's participation fraction C.
-    pub fraction: f64,
+    /// How HGP averages (its steps S set per curve; with paper 004's estimators, which
+    /// exchange once per term, unread).
+    pub averager: AveragerSettings,
     /// HGP's Neumann step η as given (`auto`: the power iteration's).
     pub eta: EtaArg,
     /// The step the estimators take: η, or 1 for paper 004's (which step by γ).
@@ -195,11 +194,12 @@ impl Checked {
         self
     }
 
-    /// The averager options of the curve of S steps (0: an averager without steps).
-    fn averager_for(&self, s: usize) -> AveragerConfig {
-        AveragerConfig {
-            push_steps: (s > 0).then_some(s),
-            ..self.averager.clone()
+    /// The averager of the curve of S steps (0: an averager without steps).
+    fn averager_for(&self, s: usize) -> AveragerSettings {
+        if s > 0 {
+            self.averager.with_push_steps(s)
+        } else {
+            self.averager
         }
     }
 
@@ -214,7 +214,7 @@ impl Checked {
             EstimatorKind::SrbReceiving => return "SRB along receiving edges".to_string(),
             _ => {}
         }
-        match self.averager.kind() {
+        match self.averager.kind {
             _ if s > 0 => format!("S = {s}"),
             AveragerKind::Central => "central server".to_string(),
             _ => "exact average".to_string(),
@@ -255,8 +255,9 @@ impl Config {
             );
         }
         let pdbo = self.estimator.pdbo();
-        self.averager_config(None)
-            .validate(!pdbo, self.network.network, self.estimator.name())?;
+        let averager =
+            self.averager_config()
+                .check(!pdbo, self.network.network, self.estimator.name())?;
         refuse_unused(self.pdbo_lr.is_some() && !pdbo, || {
             "--pdbo-lr sets the SGP step of --estimator pdbo-hgp / srb".to_string()
         })?;
@@ -320,8 +321,7 @@ impl Config {
             data,
             lambda: L2Weights::of(self.lambda.as_deref()),
             network,
-            averager: self.averager_config(None),
-            fraction: self.fraction.unwrap_or(FRACTION),
+            averager,
             eta: self.eta.unwrap_or(ETA),
             step,
             batches: self.batches(),
@@ -334,11 +334,11 @@ impl Config {
         })
     }
 
-    /// The averager options for S steps.
-    fn averager_config(&self, steps: Option<usize>) -> AveragerConfig {
+    /// The averager options (S is set per curve).
+    fn averager_config(&self) -> AveragerConfig {
         AveragerConfig {
             averager: self.averager,
-            push_steps: steps,
+            push_steps: None,
             keep_omega: self.keep_omega,
             fraction: self.fraction,
         }

@@ -17,7 +17,7 @@ use crate::memory::MemoryPlan;
 use crate::numbers::sci;
 use crate::observe::Observer;
 use crate::setup::{
-    Built, Defaults, EstimatorConfig, FIG1_MILESTONES, FIG1_STEPS, InnerKind, InnerParts, Parts,
+    Built, Defaults, EstimatorSettings, FIG1_MILESTONES, FIG1_STEPS, InnerKind, InnerParts, Parts,
     SolveContext, check_batch, derive, domain, train_sizes,
 };
 
@@ -264,7 +264,7 @@ pub fn run(
             network: &net,
             eta,
             gamma,
-            fraction: checked.fraction,
+            fraction: checked.averager.fraction,
             stream: rng::key(seed, domain::ESTIMATOR, k),
             placement,
         };
@@ -274,11 +274,10 @@ pub fn run(
             batch: setup.batch,
             ..Defaults::LOGISTIC
         };
-        let Built::PostHoc(estimator) = checked.extensions.construct::<f64, L2Logistic<f64>>(
-            &EstimatorConfig::of(checked.estimator),
-            &parts,
-            &defaults,
-        )?
+        let settings = EstimatorSettings::of(checked.estimator, &defaults)?;
+        let Built::PostHoc(estimator) = checked
+            .extensions
+            .construct::<f64, L2Logistic<f64>>(&settings, &parts)?
         else {
             bail!(
                 "--estimator {} runs its own lower level",

@@ -24,8 +24,8 @@ use hgp_models::{BatchSize, L2Logistic, PerClient};
 use serde::{Deserialize, Serialize};
 
 use crate::setup::{
-    AveragerConfig, AveragerKind, Built, BuiltNetwork, Defaults, EstimatorConfig, EstimatorKind,
-    FRACTION, InnerKind, InnerParts, Parts,
+    AveragerKind, AveragerSettings, Built, BuiltNetwork, Defaults, EstimatorKind,
+    EstimatorSettings, FRACTION, InnerKind, InnerParts, Parts,
 };
 
 /// The settings shared by every row, resolved from the config.
@@ -192,14 +192,12 @@ pub fn run_row(
     };
     // Both Push-Sums come from the one registry of averagers: plain shares or running sums
     // (`exchange`), under the faults.
-    let averager = AveragerConfig {
-        averager: Some(match exchange {
+    let averager = AveragerSettings {
+        kind: match exchange {
             MassExchange::Plain => AveragerKind::PushSum,
             MassExchange::RunningSums => AveragerKind::RobustPushSum,
-        }),
-        push_steps: Some(config.push_steps),
-        keep_omega: false,
-        fraction: None,
+        },
+        ..AveragerSettings::push_sum(config.push_steps)
     };
     let network = BuiltNetwork {
         network: problem.network.clone(),
@@ -258,9 +256,9 @@ pub fn run_row(
     let hgp_faults = faults(1, 1)?;
     let build =
         || averager.build_under::<f64>(&network, (0, &problem.placement), hgp_faults.clone());
-    let estimator = EstimatorConfig {
-        neumann_terms: Some(config.neumann_terms),
-        ..EstimatorConfig::of(EstimatorKind::Hgp)
+    let estimator = EstimatorSettings {
+        neumann_terms: config.neumann_terms,
+        ..EstimatorSettings::of(EstimatorKind::Hgp, &Defaults::LOGISTIC)?
     };
     let parts = Parts {
         averager: &build,
@@ -271,9 +269,7 @@ pub fn run_row(
         stream: 0,
         placement: &problem.placement,
     };
-    let Built::PostHoc(mut hgp) =
-        estimator.construct::<f64, L2Logistic<f64>>(&parts, &Defaults::LOGISTIC)?
-    else {
+    let Built::PostHoc(mut hgp) = estimator.construct::<f64, L2Logistic<f64>>(&parts)? else {
         bail!("the registry built HGP as a joint estimator; it estimates after the inner solve");
     };
     let x = ClientBuffer::from_fn(n, d, |_, k| reference.x_star[k]);

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::Comm;
 use crate::setup::{
     DataConfig, DataSpec, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline,
-    PipelineConfig, num, refuse_unused,
+    PipelineConfig, PipelineSettings, num, refuse_unused,
 };
 
 pub use protocol::{Fit, Removal, f1_lowers, fit, rank_instances};
@@ -166,10 +166,9 @@ pub struct Checked {
     pub gamma: f64,
     /// Instances removed and retrained.
     pub top: usize,
-    /// The defaults of the pipeline's options left out, for this model and size.
-    pub defaults: Defaults,
-    /// Network, averager, inner solver, estimator (checked against `defaults`).
-    pub pipeline: PipelineConfig,
+    /// Network, averager, inner solver, estimator, with the defaults of this model and size
+    /// ([`Config::defaults`]) where left out.
+    pub pipeline: PipelineSettings,
     /// Seed of every random choice.
     pub seed: u64,
     /// Where the CNN runs.
@@ -195,12 +194,12 @@ impl Checked {
 /// The pipeline of `model` over `placement`; a network's solves are judged by their
 /// progress only (its loss is not convex).
 fn pipeline_of<'a>(
-    config: &'a PipelineConfig,
+    settings: &'a PipelineSettings,
     seed: u64,
     model: ModelKind,
     placement: &Placement,
 ) -> Pipeline<'a> {
-    let pipeline = Pipeline::new(config, seed).with_placement(placement.clone());
+    let pipeline = Pipeline::new(settings, seed).with_placement(placement.clone());
     match model {
         ModelKind::Logistic => pipeline,
         ModelKind::Cnn => {
@@ -318,14 +317,12 @@ impl Config {
                 self.pipeline.estimator.estimator.name()
             );
         }
-        pipeline_of(&self.pipeline, self.seed, self.model, &Placement::local())
-            .validate(&self.defaults())?;
+        let pipeline = self.pipeline.check(&self.defaults())?;
         Ok(Checked {
             data,
             gamma: self.gamma,
             top: self.top(),
-            defaults: self.defaults(),
-            pipeline: self.pipeline.clone(),
+            pipeline,
             seed: self.seed,
             device: self.device,
             extensions: Extensions::default(),

@@ -46,7 +46,6 @@ impl Checked {
     pub fn prepare(&self, placement: &Placement, observer: &dyn Observer) -> Result<Problem> {
         let pipeline = self.pipeline(placement);
         pipeline.validate_engine()?;
-        let defaults = self.defaults;
         Ok(match &self.data {
             ModelData::Logistic(data) => {
                 // The retrainings run in parallel, each with its own solver and network.
@@ -57,7 +56,7 @@ impl Checked {
                     .networks(shape.clients, threads)
                     .check()?;
                 let loaded = self.logistic(data, placement)?;
-                pipeline.validate_clients::<f64, _>(&loaded.clients, &defaults, observer)?;
+                pipeline.validate_clients::<f64, _>(&loaded.clients, observer)?;
                 Problem::Logistic(loaded)
             }
             &ModelData::Cnn {
@@ -66,7 +65,7 @@ impl Checked {
                 clients,
             } => {
                 let loaded = self.cnn(data_dir.as_deref(), images, clients, placement)?;
-                pipeline.validate_clients::<f32, _>(&loaded.clients, &defaults, observer)?;
+                pipeline.validate_clients::<f32, _>(&loaded.clients, observer)?;
                 Problem::Cnn(loaded)
             }
         })
@@ -216,7 +215,6 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
         x0,
         description,
     } = problem;
-    let defaults = checked.defaults;
     let n = clients.len();
     let sizes: Vec<usize> = clients.iter().map(|c| c.num_train()).collect();
     let total: usize = sizes.iter().sum();
@@ -232,7 +230,7 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
         solution,
         estimate,
         ..
-    } = pipeline.solve_and_estimate((&clients, &lambda, &x0), &defaults, observer)?;
+    } = pipeline.solve_and_estimate((&clients, &lambda, &x0), observer)?;
     // A retraining's F is the actual change only at a solution of its inner problem. It
     // starts warm, from x(λ), so its progress is judged from where the first training
     // started (x0), as that training's was: halving a gradient already at the solve's noise
@@ -296,14 +294,14 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
         "solves",
     );
     let control = pipeline
-        .solver::<T, C>(n, &defaults)?
+        .solver::<T, C>(n)?
         .solve(&clients, &lambda, &solution.x)
         .context("control retraining")?;
     verify(&lambda, &control, "control retraining")?;
     let f_control = total_outer_loss_on(placement, &clients, &control.x, &lambda);
     stage.inc(1);
     let retrain = |&(client, instance, predicted): &(usize, usize, f64)| -> Result<Removal> {
-        let mut solver = pipeline.solver::<T, C>(n, &defaults)?;
+        let mut solver = pipeline.solver::<T, C>(n)?;
         let removal = remove_and_retrain(
             &mut *solver,
             (&clients, &lambda, &solution.x),

@@ -20,7 +20,7 @@ pub use super::methods::{Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
-    AveragerConfig, AveragerKind, Built, Defaults, EstimatorConfig, EstimatorKind, Extensions,
+    AveragerKind, AveragerSettings, Built, Defaults, EstimatorKind, EstimatorSettings, Extensions,
     FRACTION, InnerKind, InnerParts, NetworkKind, NetworkSpec, Parts, derive, domain,
     total_outer_loss_on,
 };
@@ -439,8 +439,8 @@ impl Protocol {
     /// HGP with M = 10, S = 10, η from the problem, one sample for both products and ω kept
     /// across averages (HGP Sec. 5.3), gossip with fastest-mixing weights on FixU; paper
     /// 004's HGP with its SGP step γ; the local gradient for PDBO-MTL (local). Built by the
-    /// one registry of estimators and averagers (`EstimatorConfig::construct`,
-    /// `AveragerConfig::build_on`).
+    /// one registry of estimators and averagers (`EstimatorSettings::construct`,
+    /// `AveragerSettings::build_on`).
     fn estimator(
         &self,
         method: Method,
@@ -460,11 +460,10 @@ impl Protocol {
         } else {
             AveragerKind::PushSum
         };
-        let options = AveragerConfig {
-            averager: Some(averager_kind),
-            push_steps: Some(self.push_steps),
+        let options = AveragerSettings {
+            kind: averager_kind,
             keep_omega: averager_kind == AveragerKind::PushSum,
-            fraction: None,
+            ..AveragerSettings::push_sum(self.push_steps)
         };
         let averager = || {
             self.extensions
@@ -481,18 +480,17 @@ impl Protocol {
             stream,
             placement: &self.placement,
         };
-        let args = EstimatorConfig {
-            neumann_terms: Some(self.neumann_terms),
-            batch: Some(BatchSize::Size(s.batch)),
+        let args = EstimatorSettings {
+            neumann_terms: self.neumann_terms,
+            batch: BatchSize::Size(s.batch),
             shared_samples: true,
-            ..EstimatorConfig::of(kind)
+            ..EstimatorSettings::of(kind, &Defaults::LOGISTIC)?
         };
         // PDBO-MTL-Local is ∂_λ f_i by definition: a user's estimator replaces the others.
         let built = if kind == EstimatorKind::Local {
-            args.construct(&parts, &Defaults::LOGISTIC)?
+            args.construct(&parts)?
         } else {
-            self.extensions
-                .construct(&args, &parts, &Defaults::LOGISTIC)?
+            self.extensions.construct(&args, &parts)?
         };
         match built {
             Built::PostHoc(estimator) => Ok(estimator),

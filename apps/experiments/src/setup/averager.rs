@@ -42,7 +42,7 @@ crate::choice! {
 ///
 /// Adding an averager to the `hgp` program is its library type, one variant of
 /// [`AveragerKind`] (its doc line is its `--help`), its arm in [`AveragerKind::spec`] and its
-/// arm in [`AveragerConfig::build_on`]: the refusals of the averager options follow from
+/// arm in [`AveragerSettings::build_on`]: the refusals of the averager options follow from
 /// `reads` (an option no chosen averager reads is refused, naming those that do), and the
 /// network check from `undirected_only`. An averager of one's own reaches the experiments run
 /// from code without any of this: a factory in the run's [`Extensions`].
@@ -141,27 +141,18 @@ impl AveragerConfig {
         self.averager.unwrap_or(AveragerKind::PushSum)
     }
 
-    /// How Push-Sum moves mass, in HGP's averager and in the inner SGP: running sums with
-    /// `--averager robust-push-sum`, plain shares otherwise.
-    pub fn push_sum_protocol(&self) -> PushSumProtocol {
-        self.push_sum_protocol_under(Arc::default())
-    }
-
-    /// [`Self::push_sum_protocol`] under `faults` (lost messages, crashes, stragglers).
-    pub fn push_sum_protocol_under(&self, faults: Arc<Faults>) -> PushSumProtocol {
-        PushSumProtocol {
-            exchange: if self.kind().spec().running_sums {
-                MassExchange::RunningSums
-            } else {
-                MassExchange::Plain
-            },
-            faults,
-        }
-    }
-
-    /// Checks the options (before any work); `used` is false when no averager runs (the
-    /// exact and local estimators).
-    pub fn validate(&self, used: bool, network: NetworkKind, estimator: &str) -> Result<()> {
+    /// Checks the options (before any work) and settles every default; `used` is false when
+    /// no averager runs (the exact and local estimators: an averager option is refused).
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option given where nothing reads it, or out of range.
+    pub fn check(
+        &self,
+        used: bool,
+        network: NetworkKind,
+        estimator: &str,
+    ) -> Result<AveragerSettings> {
         if !used {
             for (flag, given) in [
                 ("--averager", self.averager.is_some()),
@@ -175,7 +166,7 @@ impl AveragerConfig {
                     )
                 })?;
             }
-            return Ok(());
+            return Ok(self.settings());
         }
         let kind = self.kind();
         for (flag, given, what) in [
@@ -204,7 +195,66 @@ impl AveragerConfig {
                 network.name()
             );
         }
-        Ok(())
+        Ok(self.settings())
+    }
+
+    /// The options with [`PUSH_STEPS`] and [`FRACTION`] where left out (unchecked).
+    pub(super) fn settings(&self) -> AveragerSettings {
+        AveragerSettings {
+            kind: self.kind(),
+            push_steps: self.push_steps.unwrap_or(PUSH_STEPS),
+            keep_omega: self.keep_omega,
+            fraction: self.fraction.unwrap_or(FRACTION),
+        }
+    }
+}
+
+/// How HGP averages, checked ([`AveragerConfig::check`]): every default settled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AveragerSettings {
+    /// How clients average vectors.
+    pub kind: AveragerKind,
+    /// Push-Sum (or gossip) steps S per average, at least 1.
+    pub push_steps: usize,
+    /// Keep the Push-Sum debias weights ω across averages (the HGP paper's Sec. 5.3 variant).
+    pub keep_omega: bool,
+    /// Participation fraction C of the central server, in (0, 1].
+    pub fraction: f64,
+}
+
+impl AveragerSettings {
+    /// Push-Sum with `push_steps` steps S per average, resetting ω (the library's default
+    /// averager with another S).
+    pub fn push_sum(push_steps: usize) -> Self {
+        Self {
+            kind: AveragerKind::PushSum,
+            push_steps,
+            keep_omega: false,
+            fraction: FRACTION,
+        }
+    }
+
+    /// The same averager with S = `push_steps` (`hgp error`'s curves).
+    pub fn with_push_steps(self, push_steps: usize) -> Self {
+        Self { push_steps, ..self }
+    }
+
+    /// How Push-Sum moves mass, in HGP's averager and in the inner SGP: running sums with
+    /// `--averager robust-push-sum`, plain shares otherwise.
+    pub fn push_sum_protocol(&self) -> PushSumProtocol {
+        self.push_sum_protocol_under(Arc::default())
+    }
+
+    /// [`Self::push_sum_protocol`] under `faults` (lost messages, crashes, stragglers).
+    pub fn push_sum_protocol_under(&self, faults: Arc<Faults>) -> PushSumProtocol {
+        PushSumProtocol {
+            exchange: if self.kind.spec().running_sums {
+                MassExchange::RunningSums
+            } else {
+                MassExchange::Plain
+            },
+            faults,
+        }
     }
 
     /// Builds the averager over `net` for clients placed by `placement`.
@@ -226,19 +276,19 @@ impl AveragerConfig {
         faults: Arc<Faults>,
     ) -> Result<Box<dyn Averager<T>>> {
         let pushes = matches!(
-            self.kind(),
+            self.kind,
             AveragerKind::PushSum | AveragerKind::RobustPushSum
         );
         if !pushes && !faults.is_none() {
             bail!(
                 "--averager {} has no fault model: faults apply to push-sum and robust-push-sum",
-                self.kind().spec().name
+                self.kind.spec().name
             );
         }
         let n = net.network.n();
         let p = placement.clone();
-        let steps = self.push_steps.unwrap_or(PUSH_STEPS);
-        Ok(match self.kind() {
+        let steps = self.push_steps;
+        Ok(match self.kind {
             AveragerKind::Exact => Box::new(ExactAverage::new(n)?.with_placement(p)),
             AveragerKind::PushSum | AveragerKind::RobustPushSum => {
                 let debias = if self.keep_omega {
@@ -275,12 +325,7 @@ impl AveragerConfig {
                 }
             },
             AveragerKind::Central => Box::new(
-                Central::new(
-                    n,
-                    self.fraction.unwrap_or(FRACTION),
-                    derive(seed, domain::AVERAGER),
-                )?
-                .with_placement(p),
+                Central::new(n, self.fraction, derive(seed, domain::AVERAGER))?.with_placement(p),
             ),
         })
     }
@@ -327,11 +372,9 @@ mod tests {
             AveragerKind::RobustPushSum,
             AveragerKind::Exact,
         ] {
-            let args = AveragerConfig {
-                averager: Some(kind),
-                push_steps: None,
-                keep_omega: false,
-                fraction: None,
+            let args = AveragerSettings {
+                kind,
+                ..AveragerSettings::push_sum(PUSH_STEPS)
             };
             let built = args.build_under::<f64>(&net, (0, &Placement::local()), faults.clone());
             match kind {

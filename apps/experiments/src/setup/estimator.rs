@@ -1,6 +1,6 @@
 //! The hyper-gradient estimators of the command line: each one's [`EstimatorSpec`] (the one
 //! place that describes it), the checks of the estimator options that follow from it, and
-//! [`EstimatorConfig::construct`].
+//! [`EstimatorSettings::construct`].
 
 use anyhow::{Context, Result, bail};
 use hgp_averaging::{Averager, Placement, Scalar};
@@ -53,7 +53,7 @@ crate::choice! {
 ///
 /// Adding an estimator to the `hgp` program is one variant of [`EstimatorKind`] (its doc line
 /// is its `--help`), its arm in [`EstimatorKind::spec`], and its arm in
-/// [`EstimatorConfig::construct`]; the checks of every option follow from `reads` (an option
+/// [`EstimatorSettings::construct`]; the checks of every option follow from `reads` (an option
 /// an estimator does not read is refused, naming those it does), and the shape decides the
 /// rest (a server-based estimator refuses the inner solver's options, only HGP averages
 /// with `--averager`).
@@ -284,7 +284,8 @@ impl Default for EstimatorConfig {
 
 impl EstimatorConfig {
     /// The options of `estimator` with every other option left to the command's defaults,
-    /// for a command that builds estimators of its own choosing through [`Self::construct`].
+    /// for a command that builds estimators of its own choosing
+    /// ([`EstimatorSettings::construct`]).
     pub fn of(estimator: EstimatorKind) -> Self {
         Self {
             estimator,
@@ -317,9 +318,15 @@ impl EstimatorConfig {
         ]
     }
 
-    /// Checks the options (before any work): every option given must be one the estimator
-    /// reads ([`EstimatorKind::spec`]), and every value in its range.
-    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+    /// Checks the options (before any work) and settles every default from `defaults`:
+    /// every option given must be one the estimator reads ([`EstimatorKind::spec`]), and
+    /// every value in its range.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option given where the estimator does not read it, or out of
+    /// range.
+    pub fn check(&self, defaults: &Defaults) -> Result<EstimatorSettings> {
         let spec = self.estimator.spec();
         let name = spec.name;
         for (flag, given) in self.given() {
@@ -365,46 +372,81 @@ impl EstimatorConfig {
         .filter_map(|&(flag, v)| Some((flag, v?)))
         .collect();
         positive(&rates)?;
-        if spec.reads.contains(&"--eta") {
-            let eta = self.eta.unwrap_or(defaults.eta);
-            eta.resolve(1)?;
-            refuse_unused(
-                self.power_iterations.is_some() && eta != EtaArg::Auto,
-                || "--power-iterations applies to --eta auto".to_string(),
-            )?;
-        }
-        refuse_unused(
-            self.shared_samples && self.batch(defaults) == BatchSize::Full,
-            || {
-                "--shared-samples needs mini-batches (--batch B): with full batches both products already use every instance".to_string()
-            },
-        )?;
+        let eta = resolve_step(self.eta, defaults.eta, self.power_iterations)?;
+        let batch = self.batch.unwrap_or(defaults.batch);
+        refuse_unused(self.shared_samples && batch == BatchSize::Full, || {
+            "--shared-samples needs mini-batches (--batch B): with full batches both products already use every instance".to_string()
+        })?;
         let n = f.inner_steps.unwrap_or(FED_INNER_STEPS);
         if let Some(q) = f.aggitd_index
             && q > n
         {
             bail!("--aggitd-index {q} is beyond the N = {n} lower rounds: Q ∈ {{0, …, {n}}}");
         }
-        Ok(())
-    }
-
-    /// The HGP batch.
-    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
-        self.batch.unwrap_or(defaults.batch)
-    }
-
-    /// HGP's step η from `--eta` and `--power-iterations`, with the command's default.
-    pub fn eta(&self, defaults: &Defaults) -> Result<Eta> {
-        resolve_step(self.eta, defaults.eta, self.power_iterations)
-    }
-
-    /// HGP's options with step `eta`, with the command's defaults where an option was left
-    /// out, drawing from the estimator's random `stream`.
-    pub fn hgp_options(&self, eta: Eta, stream: u64, defaults: &Defaults) -> HgpOptions {
-        HgpOptions {
+        Ok(EstimatorSettings {
+            kind: self.estimator,
             neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
             eta,
-            batch: self.batch(defaults),
+            batch,
+            shared_samples: self.shared_samples,
+            federated: FederatedSettings {
+                inner_steps: n,
+                inner_lr: f.inner_lr.unwrap_or(FED_INNER_LR),
+                neumann_step: f.neumann_step.unwrap_or(FED_NEUMANN_STEP),
+                local_steps: f.local_steps.unwrap_or(FED_LOCAL_STEPS),
+                aggitd_index: f.aggitd_index,
+            },
+        })
+    }
+}
+
+/// The lower level and HessIV of the federated estimators, checked: every default settled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FederatedSettings {
+    /// Lower-level rounds N.
+    pub inner_steps: usize,
+    /// Lower-level step β.
+    pub inner_lr: f64,
+    /// Neumann step (paper 003's λ).
+    pub neumann_step: f64,
+    /// Local steps τ of each lower round.
+    pub local_steps: usize,
+    /// AggITD's index Q ∈ {0, …, N}: given, or `None` for drawn uniformly from the run's
+    /// seed (a choice, not a default left open).
+    pub aggitd_index: Option<usize>,
+}
+
+/// The hyper-gradient estimator, checked ([`EstimatorConfig::check`]): every default settled
+/// (the values an estimator does not read are the experiment's defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EstimatorSettings {
+    /// Which estimator.
+    pub kind: EstimatorKind,
+    /// Neumann terms M.
+    pub neumann_terms: usize,
+    /// HGP's step η: fixed, or 1/L̂ by K power iterations.
+    pub eta: Eta,
+    /// The mini-batch of the Jacobian products.
+    pub batch: BatchSize,
+    /// One sample for both Jacobian products of an iteration.
+    pub shared_samples: bool,
+    /// The lower level and HessIV of the federated estimators.
+    pub federated: FederatedSettings,
+}
+
+impl EstimatorSettings {
+    /// `estimator` with every option at `defaults` (and the federated estimators' own
+    /// defaults), for a command that builds estimators of its own choosing.
+    pub fn of(estimator: EstimatorKind, defaults: &Defaults) -> Result<Self> {
+        EstimatorConfig::of(estimator).check(defaults)
+    }
+
+    /// HGP's options with step `eta`, drawing from the estimator's random `stream`.
+    pub fn hgp_options(&self, eta: Eta, stream: u64) -> HgpOptions {
+        HgpOptions {
+            neumann_terms: self.neumann_terms,
+            eta,
+            batch: self.batch,
             samples: if self.shared_samples {
                 SampleMode::Shared
             } else {
@@ -416,14 +458,14 @@ impl EstimatorConfig {
 
     /// The options of paper 004's iterative estimators with SGP step `gamma`, drawing from
     /// the estimator's random `stream`.
-    pub fn pdbo_options(&self, gamma: f64, stream: u64, defaults: &Defaults) -> PdboOptions {
+    pub fn pdbo_options(&self, gamma: f64, stream: u64) -> PdboOptions {
         PdboOptions {
-            neumann_terms: self.neumann_terms.unwrap_or(defaults.neumann_terms),
+            neumann_terms: self.neumann_terms,
             gamma,
-            batch: self.batch(defaults),
+            batch: self.batch,
             samples: if self.shared_samples
                 || matches!(
-                    self.estimator,
+                    self.kind,
                     EstimatorKind::PdboHgp | EstimatorKind::PdboHgpUnweighted
                 ) {
                 SampleMode::Shared
@@ -435,42 +477,39 @@ impl EstimatorConfig {
     }
 
     /// Builds the estimator from what its kind needs (the one place an estimator is
-    /// constructed; see [`EstimatorSpec`]): HGP the averager, paper 004's estimators the
-    /// network and the SGP step γ, the server-based ones their options with C = `fraction`.
+    /// constructed; see [`EstimatorSpec`]): HGP the averager and η, paper 004's estimators
+    /// the network and the SGP step γ, the server-based ones their options with C =
+    /// `fraction`.
     pub fn construct<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         parts: &Parts<'_, T>,
-        defaults: &Defaults,
     ) -> Result<Built<T, C>> {
         let (net, gamma, seed) = (parts.network, parts.gamma, parts.stream);
         let on = parts.placement.clone();
         let network = || net.network.clone();
         let post_hoc = |e: Box<dyn HyperGradient<T, C>>| Ok(Built::PostHoc(e));
-        match self.estimator {
+        match self.kind {
             EstimatorKind::Hgp => post_hoc(Box::new(
-                Hgp::new(
-                    (parts.averager)()?,
-                    self.hgp_options(parts.eta, seed, defaults),
-                )
-                .context("HGP settings")?,
+                Hgp::new((parts.averager)()?, self.hgp_options(parts.eta, seed))
+                    .context("HGP settings")?,
             )),
             EstimatorKind::Srb => post_hoc(Box::new(
-                Srb::new(network(), self.pdbo_options(gamma, seed, defaults))
+                Srb::new(network(), self.pdbo_options(gamma, seed))
                     .context("SRB settings")?
                     .with_placement(on),
             )),
             EstimatorKind::PdboHgp => post_hoc(Box::new(
-                PdboHgp::new(network(), self.pdbo_options(gamma, seed, defaults))
+                PdboHgp::new(network(), self.pdbo_options(gamma, seed))
                     .context("--estimator pdbo-hgp")?
                     .with_placement(on),
             )),
             EstimatorKind::PdboHgpUnweighted => post_hoc(Box::new(
-                PdboHgp::without_reweighting(network(), self.pdbo_options(gamma, seed, defaults))
+                PdboHgp::without_reweighting(network(), self.pdbo_options(gamma, seed))
                     .context("--estimator pdbo-hgp-unweighted")?
                     .with_placement(on),
             )),
             EstimatorKind::SrbReceiving => post_hoc(Box::new(
-                Srb::along_received_edges(network(), self.pdbo_options(gamma, seed, defaults))
+                Srb::along_received_edges(network(), self.pdbo_options(gamma, seed))
                     .context("--estimator srb-receiving")?
                     .with_placement(on),
             )),
@@ -480,7 +519,7 @@ impl EstimatorConfig {
             EstimatorKind::Exact => post_hoc(Box::new(Exact::new())),
             EstimatorKind::Local => post_hoc(Box::new(Local::new().with_placement(on))),
             EstimatorKind::Aggitd => {
-                let options = self.federated_options(parts.fraction, seed, defaults);
+                let options = self.federated_options(parts.fraction, seed);
                 let mut e = AggItd::new(options)
                     .context("AggITD settings")?
                     .with_q_mean();
@@ -490,10 +529,9 @@ impl EstimatorConfig {
                 Ok(Built::Joint(Box::new(e)))
             }
             EstimatorKind::Fednest => {
-                let options = self.federated_options(parts.fraction, seed, defaults);
-                let terms = self.neumann_terms.unwrap_or(defaults.neumann_terms);
+                let options = self.federated_options(parts.fraction, seed);
                 Ok(Built::Joint(Box::new(
-                    FedNest::new(options, terms, HessianScope::Global)
+                    FedNest::new(options, self.neumann_terms, HessianScope::Global)
                         .context("FedNest settings")?,
                 )))
             }
@@ -502,21 +540,16 @@ impl EstimatorConfig {
 
     /// The options of the federated estimators, with C = `fraction`, drawing from the
     /// estimator's random `stream`.
-    pub fn federated_options(
-        &self,
-        fraction: f64,
-        stream: u64,
-        defaults: &Defaults,
-    ) -> FederatedOptions {
+    pub fn federated_options(&self, fraction: f64, stream: u64) -> FederatedOptions {
         let f = &self.federated;
         FederatedOptions {
-            inner_steps: f.inner_steps.unwrap_or(FED_INNER_STEPS),
-            inner_lr: f.inner_lr.unwrap_or(FED_INNER_LR),
-            local_steps: f.local_steps.unwrap_or(FED_LOCAL_STEPS),
+            inner_steps: f.inner_steps,
+            inner_lr: f.inner_lr,
+            local_steps: f.local_steps,
             update: LocalUpdate::Svrg,
-            neumann_step: f.neumann_step.unwrap_or(FED_NEUMANN_STEP),
+            neumann_step: f.neumann_step,
             fraction,
-            batch: self.batch(defaults),
+            batch: self.batch,
             seed: stream,
             participants_only: false,
             fresh_participants: false,
@@ -524,13 +557,13 @@ impl EstimatorConfig {
     }
 }
 
-/// What an estimator may be built from ([`EstimatorConfig::construct`]).
+/// What an estimator may be built from ([`EstimatorSettings::construct`]).
 pub struct Parts<'a, T> {
     /// HGP's averager, built when asked for.
     pub averager: &'a dyn Fn() -> Result<Box<dyn Averager<T>>>,
     /// The estimator's network (paper 004's estimators take its expectations).
     pub network: &'a BuiltNetwork,
-    /// HGP's step η (resolved: `EstimatorConfig::eta`, or a command's own).
+    /// HGP's step η (the run's [`EstimatorSettings::eta`], or a command's own).
     pub eta: Eta,
     /// The SGP step γ of paper 004's estimators.
     pub gamma: f64,

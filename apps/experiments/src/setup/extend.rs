@@ -25,24 +25,24 @@ use hgp_hypergrad::HyperGradient;
 use hgp_models::{ClientObjective, L2Logistic};
 use hgp_nn::NetClient;
 
-use super::{AveragerConfig, Built, BuiltNetwork, Defaults, EstimatorConfig, Parts};
+use super::{AveragerSettings, Built, BuiltNetwork, EstimatorSettings, Parts};
 
-/// Builds a user's averager for an experiment: what [`AveragerConfig::build_on`] builds for
+/// Builds a user's averager for an experiment: what [`AveragerSettings::build_on`] builds for
 /// the library's averagers.
 pub trait AveragerFactory<T: Scalar>: Send + Sync {
     /// Its name, as the run's notes and refusals give it.
     fn name(&self) -> String;
 
     /// The averager over `network` for clients placed by `placement`; `options` are the
-    /// run's averager options (`push_steps`: the S of `hgp error`'s curves), `seed` the
-    /// averager's random stream.
+    /// run's averager settings, checked (`push_steps`: the S of `hgp error`'s curves), `seed`
+    /// the averager's random stream.
     ///
     /// # Errors
     ///
     /// Whatever the factory refuses (a network it cannot average over, options out of range).
     fn build(
         &self,
-        options: &AveragerConfig,
+        options: &AveragerSettings,
         network: &BuiltNetwork,
         seed: u64,
         placement: &Placement,
@@ -50,21 +50,22 @@ pub trait AveragerFactory<T: Scalar>: Send + Sync {
 }
 
 /// Builds a user's post-hoc hyper-gradient estimator for an experiment: what
-/// [`EstimatorConfig::construct`] builds for the library's estimators.
+/// [`EstimatorSettings::construct`] builds for the library's estimators.
 pub trait EstimatorFactory<T: Scalar, C: ClientObjective<T>>: Send + Sync {
     /// Its name, as the run's notes and refusals give it.
     fn name(&self) -> String;
 
-    /// The estimator, from the experiment's parts (`(parts.averager)()` builds the run's
-    /// averager, a user's one included) and the experiment's defaults (M, the batch).
+    /// The estimator, from the run's estimator settings, checked (M, η, the batch: what was
+    /// given, or the experiment's defaults) and the experiment's parts (`(parts.averager)()`
+    /// builds the run's averager, a user's one included).
     ///
     /// # Errors
     ///
     /// Whatever the factory refuses.
     fn build(
         &self,
+        settings: &EstimatorSettings,
         parts: &Parts<'_, T>,
-        defaults: &Defaults,
     ) -> Result<Box<dyn HyperGradient<T, C>>>;
 }
 
@@ -212,7 +213,7 @@ impl Extensions {
     /// The factory's, and an averager factory registered only for other scalars.
     pub fn averager<T: Scalar + 'static>(
         &self,
-        (options, network, seed, placement): (&AveragerConfig, &BuiltNetwork, u64, &Placement),
+        (options, network, seed, placement): (&AveragerSettings, &BuiltNetwork, u64, &Placement),
         library: impl FnOnce() -> Result<Box<dyn Averager<T>>>,
     ) -> Result<Box<dyn Averager<T>>> {
         if self.averagers.is_empty() {
@@ -234,19 +235,18 @@ impl Extensions {
     }
 
     /// The estimator of a run on `T` and `C`: the user's where one is registered, else
-    /// `config`'s ([`EstimatorConfig::construct`]).
+    /// `settings`' ([`EstimatorSettings::construct`]).
     ///
     /// # Errors
     ///
     /// The factory's, and an estimator factory registered only for other types.
     pub fn construct<T: Scalar + 'static, C: ClientObjective<T> + 'static>(
         &self,
-        config: &EstimatorConfig,
+        settings: &EstimatorSettings,
         parts: &Parts<'_, T>,
-        defaults: &Defaults,
     ) -> Result<Built<T, C>> {
         if self.estimators.is_empty() {
-            return config.construct(parts, defaults);
+            return settings.construct(parts);
         }
         let Some(entry) = self.estimators.get(&key::<(T, C)>()) else {
             bail!(
@@ -259,7 +259,7 @@ impl Extensions {
             .factory
             .downcast_ref::<Arc<dyn EstimatorFactory<T, C>>>()
             .expect("registered under its own type");
-        Ok(Built::PostHoc(factory.build(parts, defaults)?))
+        Ok(Built::PostHoc(factory.build(settings, parts)?))
     }
 }
 

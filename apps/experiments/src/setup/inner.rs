@@ -189,8 +189,13 @@ impl Default for InnerConfig {
 }
 
 impl InnerConfig {
-    /// Checks the options (before any work).
-    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
+    /// Checks the options (before any work) and settles every default from `defaults`.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option given where nothing reads it (an SGP option with `--inner
+    /// exact`), or out of range.
+    pub fn check(&self, defaults: &Defaults) -> Result<InnerSettings> {
         if !InnerKind::OFFERED.contains(&self.inner) {
             bail!(
                 "--inner {}: the inner solve is sgp or exact",
@@ -210,7 +215,6 @@ impl InnerConfig {
                     format!("{flag} sets SGP; --inner exact solves by Newton's method")
                 })?;
             }
-            return Ok(());
         }
         let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
         at_least_one(&[("--sgp-steps", steps)])?;
@@ -227,26 +231,46 @@ impl InnerConfig {
                 "--lr-milestones has step {late}, not below --sgp-steps {steps}: it would never apply"
             );
         }
-        Ok(())
-    }
-
-    /// The learning-rate schedule.
-    pub fn schedule(&self, defaults: &Defaults) -> Result<LrSchedule> {
-        let steps = self.sgp_steps.unwrap_or(defaults.sgp_steps);
         let milestones = self
             .lr_milestones
             .clone()
             .unwrap_or_else(|| scaled_milestones(steps));
-        Ok(LrSchedule::multi_step(
+        let schedule = LrSchedule::multi_step(
             self.lr.unwrap_or(defaults.lr),
             milestones,
             self.lr_decay.unwrap_or(LR_DECAY),
-        )?)
+        )?;
+        Ok(InnerSettings {
+            kind: self.inner,
+            steps,
+            schedule,
+            batch: self.inner_batch.unwrap_or(defaults.inner_batch),
+            order: self.sgp_order.unwrap_or(OrderKind::StepThenMix),
+        })
     }
+}
 
-    /// The SGP batch.
-    pub fn batch(&self, defaults: &Defaults) -> BatchSize {
-        self.inner_batch.unwrap_or(defaults.inner_batch)
+/// The inner solve, checked ([`InnerConfig::check`]): every default settled (SGP's values
+/// are the experiment's defaults with `--inner exact`, where nothing reads them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InnerSettings {
+    /// How x(λ) is obtained.
+    pub kind: InnerKind,
+    /// SGP steps, at least 1.
+    pub steps: usize,
+    /// SGP's learning rates, step by step.
+    pub schedule: LrSchedule,
+    /// SGP's mini-batch.
+    pub batch: BatchSize,
+    /// Order of SGP's local step and Push-Sum exchange.
+    pub order: OrderKind,
+}
+
+impl InnerSettings {
+    /// SGP's learning rate at its last step (the γ paper 004's estimators differentiate by
+    /// default).
+    pub fn final_lr(&self) -> f64 {
+        self.schedule.at(self.steps.saturating_sub(1))
     }
 
     /// Builds the solver over `network` for clients placed by `placement`, SGP Push-Summing
@@ -255,18 +279,17 @@ impl InnerConfig {
         &self,
         network: &BuiltNetwork,
         (seed, placement): (u64, &Placement),
-        defaults: &Defaults,
         protocol: PushSumProtocol,
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
-        let order = match self.sgp_order.unwrap_or(OrderKind::StepThenMix) {
+        let order = match self.order {
             OrderKind::StepThenMix => SgpOrder::StepThenMix,
             OrderKind::MixThenStep => SgpOrder::MixThenStep,
         };
-        self.inner.build(InnerParts {
+        self.kind.build(InnerParts {
             network,
-            steps: self.sgp_steps.unwrap_or(defaults.sgp_steps),
-            schedule: self.schedule(defaults)?,
-            batch: self.batch(defaults),
+            steps: self.steps,
+            schedule: self.schedule.clone(),
+            batch: self.batch,
             order,
             stream: derive(seed, domain::INNER),
             placement,

@@ -37,10 +37,98 @@ pub struct PipelineConfig {
     pub convergence: ConvergenceConfig,
 }
 
+impl PipelineConfig {
+    /// Checks every option group against the experiment's `defaults` (before any work) and
+    /// settles every default: what a [`Pipeline`] builds from.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the option out of range, or given where nothing reads it.
+    pub fn check(&self, defaults: &Defaults) -> Result<PipelineSettings> {
+        let network = self.network.check()?;
+        let estimator = self.estimator.check(defaults)?;
+        let kind = estimator.kind;
+        let (i, a) = (&self.inner, &self.averager);
+        if kind.federated() {
+            for (flag, given) in [
+                ("--inner", i.inner != InnerKind::Sgp),
+                ("--sgp-steps", i.sgp_steps.is_some()),
+                ("--lr", i.lr.is_some()),
+                ("--lr-milestones", i.lr_milestones.is_some()),
+                ("--lr-decay", i.lr_decay.is_some()),
+                ("--inner-batch", i.inner_batch.is_some()),
+                ("--sgp-order", i.sgp_order.is_some()),
+                ("--averager", a.averager.is_some()),
+                ("--push-steps", a.push_steps.is_some()),
+                ("--keep-omega", a.keep_omega),
+            ] {
+                refuse_unused(given, || {
+                    format!(
+                        "{flag} sets the inner solver or HGP's averager; --estimator {} runs its own lower level over a server (--inner-steps, --inner-lr, --local-steps, --fraction)",
+                        kind.name()
+                    )
+                })?;
+            }
+            if let Some(c) = a.fraction {
+                fraction("--fraction", c)?;
+            }
+            // The server's participation C is --fraction; nothing else of these two groups
+            // is read (the inner solve is the estimator's own lower level).
+            let inner = i.check(defaults)?;
+            return Ok(PipelineSettings {
+                network,
+                averager: a.settings(),
+                gamma: inner.final_lr(),
+                inner,
+                estimator,
+                convergence: self.convergence.clone(),
+            });
+        }
+        let inner = i.check(defaults)?;
+        refuse_unused(
+            kind.pdbo() && inner.kind == InnerKind::Exact && self.estimator.pdbo_lr.is_none(),
+            || {
+                format!(
+                    "--estimator {} differentiates SGP with step γ, the inner SGP's final learning rate by default; with --inner exact there is none: give --pdbo-lr",
+                    kind.name()
+                )
+            },
+        )?;
+        let averager = a.check(kind.spec().averages, network.kind(), kind.name())?;
+        Ok(PipelineSettings {
+            network,
+            averager,
+            gamma: self.estimator.pdbo_lr.unwrap_or_else(|| inner.final_lr()),
+            inner,
+            estimator,
+            convergence: self.convergence.clone(),
+        })
+    }
+}
+
+/// Everything between the data and the hyper-gradient, checked ([`PipelineConfig::check`]):
+/// every group's defaults settled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineSettings {
+    /// The communication network.
+    pub network: NetworkSpec,
+    /// How HGP averages (with a federated estimator: the server's participation C alone).
+    pub averager: AveragerSettings,
+    /// The inner solve x(λ).
+    pub inner: InnerSettings,
+    /// The hyper-gradient estimator.
+    pub estimator: EstimatorSettings,
+    /// The SGP step γ that paper 004's estimators differentiate: `--pdbo-lr`, or the inner
+    /// SGP's learning rate at its last step.
+    pub gamma: f64,
+    /// Whether an unconverged inner solve is refused.
+    pub convergence: ConvergenceConfig,
+}
+
 /// Everything between the data and the hyper-gradient: the network, the averager, the inner
-/// solver and the estimator, built from the shared options and the run's seed.
+/// solver and the estimator, built from the checked options and the run's seed.
 pub struct Pipeline<'a> {
-    args: &'a PipelineConfig,
+    settings: &'a PipelineSettings,
     seed: u64,
     placement: Placement,
     convergence_test: ConvergenceTest,
@@ -52,18 +140,18 @@ pub(crate) const ENGINE_INNER: &str =
     "--inner exact is a centralized Newton solve: with --engine mpi use --inner sgp";
 
 impl std::ops::Deref for Pipeline<'_> {
-    type Target = PipelineConfig;
+    type Target = PipelineSettings;
 
-    fn deref(&self) -> &PipelineConfig {
-        self.args
+    fn deref(&self) -> &PipelineSettings {
+        self.settings
     }
 }
 
 impl<'a> Pipeline<'a> {
-    /// The pipeline of `args` for the run's `seed`.
-    pub fn new(args: &'a PipelineConfig, seed: u64) -> Self {
+    /// The pipeline of `settings` for the run's `seed`.
+    pub fn new(settings: &'a PipelineSettings, seed: u64) -> Self {
         Self {
-            args,
+            settings,
             seed,
             placement: Placement::local(),
             convergence_test: ConvergenceTest::default(),
@@ -97,7 +185,7 @@ impl<'a> Pipeline<'a> {
         if !self.placement.is_distributed() {
             return Ok(());
         }
-        let kind = self.estimator.estimator;
+        let kind = self.estimator.kind;
         if !kind.spec().over_ranks {
             let over: Vec<&str> = EstimatorKind::VARIANTS
                 .iter()
@@ -110,65 +198,10 @@ impl<'a> Pipeline<'a> {
                 kind.name()
             );
         }
-        if self.inner.inner == InnerKind::Exact {
+        if self.inner.kind == InnerKind::Exact {
             bail!("{}", ENGINE_INNER);
         }
         Ok(())
-    }
-    /// Checks every option group (before any work).
-    pub fn validate(&self, defaults: &Defaults) -> Result<()> {
-        self.network.check()?;
-        self.estimator.validate(defaults)?;
-        let kind = self.estimator.estimator;
-        if kind.federated() {
-            let i = &self.inner;
-            let a = &self.averager;
-            for (flag, given) in [
-                ("--inner", i.inner != InnerKind::Sgp),
-                ("--sgp-steps", i.sgp_steps.is_some()),
-                ("--lr", i.lr.is_some()),
-                ("--lr-milestones", i.lr_milestones.is_some()),
-                ("--lr-decay", i.lr_decay.is_some()),
-                ("--inner-batch", i.inner_batch.is_some()),
-                ("--sgp-order", i.sgp_order.is_some()),
-                ("--averager", a.averager.is_some()),
-                ("--push-steps", a.push_steps.is_some()),
-                ("--keep-omega", a.keep_omega),
-            ] {
-                refuse_unused(given, || {
-                    format!(
-                        "{flag} sets the inner solver or HGP's averager; --estimator {} runs its own lower level over a server (--inner-steps, --inner-lr, --local-steps, --fraction)",
-                        kind.name()
-                    )
-                })?;
-            }
-            if let Some(c) = a.fraction {
-                fraction("--fraction", c)?;
-            }
-            return Ok(());
-        }
-        self.inner.validate(defaults)?;
-        refuse_unused(
-            kind.pdbo() && self.inner.inner == InnerKind::Exact && self.estimator.pdbo_lr.is_none(),
-            || {
-                format!(
-                    "--estimator {} differentiates SGP with step γ, the inner SGP's final learning rate by default; with --inner exact there is none: give --pdbo-lr",
-                    kind.name()
-                )
-            },
-        )?;
-        self.averager
-            .validate(kind.spec().averages, self.network.network, kind.name())
-    }
-
-    /// γ of paper 004's estimators: --pdbo-lr, or the inner SGP's learning rate at its last
-    /// step.
-    pub fn pdbo_gamma(&self, defaults: &Defaults) -> Result<f64> {
-        if let Some(g) = self.estimator.pdbo_lr {
-            return Ok(g);
-        }
-        let steps = self.inner.sgp_steps.unwrap_or(defaults.sgp_steps);
-        Ok(self.inner.schedule(defaults)?.at(steps.saturating_sub(1)))
     }
 
     /// Checks what depends on the clients (before any work): batch sizes against the
@@ -177,27 +210,26 @@ impl<'a> Pipeline<'a> {
     pub fn validate_clients<T: Scalar, C: InnerHvp<T>>(
         &self,
         clients: &[C],
-        defaults: &Defaults,
         observer: &dyn Observer,
     ) -> Result<()> {
         let sizes = train_sizes(clients);
-        if self.inner.inner == InnerKind::Sgp {
-            check_batch("--inner-batch", self.inner.batch(defaults), sizes, observer)?;
+        if self.inner.kind == InnerKind::Sgp {
+            check_batch("--inner-batch", self.inner.batch, sizes, observer)?;
         }
-        if self.estimator.estimator.iterative() || self.estimator.estimator.federated() {
-            check_batch("--batch", self.estimator.batch(defaults), sizes, observer)?;
+        if self.estimator.kind.iterative() || self.estimator.kind.federated() {
+            check_batch("--batch", self.estimator.batch, sizes, observer)?;
         }
         let d = clients.first().map_or(0, |c| c.dim_x());
-        if self.inner.inner == InnerKind::Exact && d > NEWTON_MAX_DIM {
+        if self.inner.kind == InnerKind::Exact && d > NEWTON_MAX_DIM {
             bail!(
                 "--inner exact forms the dense {d} × {d} Hessian; at most {NEWTON_MAX_DIM} parameters: use --inner sgp"
             );
         }
         let size = clients.len() * d;
-        if self.estimator.estimator.spec().dense && size > EXACT_MAX_SIZE {
+        if self.estimator.kind.spec().dense && size > EXACT_MAX_SIZE {
             bail!(
                 "--estimator {} solves a dense system of n·d_x = {size} unknowns; at most {EXACT_MAX_SIZE}: use --estimator hgp or pdbo-hgp",
-                self.estimator.estimator.name()
+                self.estimator.kind.name()
             );
         }
         Ok(())
@@ -207,30 +239,22 @@ impl<'a> Pipeline<'a> {
     pub fn solver<T: Scalar, C: InnerHvp<T> + 'static>(
         &self,
         n: usize,
-        defaults: &Defaults,
     ) -> Result<Box<dyn InnerSolver<T, C>>> {
         let net = self
             .network
-            .check()?
             .build(n, self.seed, derive(self.seed, domain::INNER))?;
         self.inner.build_with::<T, C>(
             &net,
             (self.seed, &self.placement),
-            defaults,
             self.averager.push_sum_protocol(),
         )
     }
 
     /// The estimator for `n` clients (its network steps drawn from the estimator domain).
-    fn built<T: Scalar, C: ClientObjective<T> + 'static>(
-        &self,
-        n: usize,
-        defaults: &Defaults,
-    ) -> Result<Built<T, C>> {
-        let net =
-            self.network
-                .check()?
-                .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
+    fn built<T: Scalar, C: ClientObjective<T> + 'static>(&self, n: usize) -> Result<Built<T, C>> {
+        let net = self
+            .network
+            .build(n, self.seed, derive(self.seed, domain::ESTIMATOR))?;
         let averager = || {
             self.extensions
                 .averager((&self.averager, &net, self.seed, &self.placement), || {
@@ -241,26 +265,25 @@ impl<'a> Pipeline<'a> {
         let parts = Parts {
             averager: &averager,
             network: &net,
-            eta: self.estimator.eta(defaults)?,
-            gamma: self.pdbo_gamma(defaults)?,
-            fraction: self.averager.fraction.unwrap_or(FRACTION),
+            eta: self.estimator.eta,
+            gamma: self.gamma,
+            fraction: self.averager.fraction,
             stream: derive(self.seed, domain::ESTIMATOR),
             placement: &self.placement,
         };
-        self.extensions.construct(&self.estimator, &parts, defaults)
+        self.extensions.construct(&self.estimator, &parts)
     }
 
     /// The post-hoc estimator for `n` clients.
     pub fn estimator<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         n: usize,
-        defaults: &Defaults,
     ) -> Result<Box<dyn HyperGradient<T, C>>> {
-        match self.built(n, defaults)? {
+        match self.built(n)? {
             Built::PostHoc(e) => Ok(e),
             Built::Joint(_) => bail!(
                 "--estimator {} runs its own lower level",
-                self.estimator.estimator.name()
+                self.estimator.kind.name()
             ),
         }
     }
@@ -270,11 +293,10 @@ impl<'a> Pipeline<'a> {
     pub fn joint<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         n: usize,
-        defaults: &Defaults,
     ) -> Result<Box<dyn JointEstimator<T, C>>> {
-        Ok(match self.built(n, defaults)? {
+        Ok(match self.built(n)? {
             Built::PostHoc(estimator) => Box::new(SolveThenEstimate {
-                solver: self.solver::<T, C>(n, defaults)?,
+                solver: self.solver::<T, C>(n)?,
                 estimator,
             }),
             Built::Joint(e) => e,
@@ -295,7 +317,7 @@ impl<'a> Pipeline<'a> {
                 "the clients' iterates (x, z, ω, u, v and scratch)",
                 12.0 * n * (d + 1.0) * F64,
             );
-        if self.averager.kind().spec().running_sums {
+        if self.averager.kind.spec().running_sums {
             plan = plan.add(
                 format!(
                     "the running sums of --averager robust-push-sum (σ and ρ of d + 1 = {} values on each of n² = {:.3e} links, for HGP and SGP)",
@@ -305,7 +327,7 @@ impl<'a> Pipeline<'a> {
                 2.0 * 2.0 * n * n * (d + 1.0) * F64,
             );
         }
-        if self.estimator.estimator.spec().dense {
+        if self.estimator.kind.spec().dense {
             plan = plan.add(
                 "the dense system of the exact estimator ((n·d)² entries)",
                 3.0 * (n * d) * (n * d) * F64,
@@ -323,11 +345,10 @@ impl<'a> Pipeline<'a> {
         &self,
         (clients, lambda, x): (&[C], &PerClient<T>, &ClientBuffer<T>),
         eta: Option<f64>,
-        defaults: &Defaults,
     ) -> Result<Option<PerClient<T>>> {
-        let fraction = self.averager.fraction.unwrap_or(FRACTION);
-        if !self.estimator.estimator.spec().averages
-            || self.averager.kind() != AveragerKind::Central
+        let fraction = self.averager.fraction;
+        if !self.estimator.kind.spec().averages
+            || self.averager.kind != AveragerKind::Central
             || fraction >= 1.0
         {
             return Ok(None);
@@ -335,11 +356,9 @@ impl<'a> Pipeline<'a> {
         let n = clients.len();
         let averager: Box<dyn Averager<T>> =
             Box::new(ExactAverage::new(n)?.with_placement(self.placement.clone()));
-        let mut options = self.estimator.hgp_options(
-            self.estimator.eta(defaults)?,
-            derive(self.seed, domain::ESTIMATOR),
-            defaults,
-        );
+        let mut options = self
+            .estimator
+            .hgp_options(self.estimator.eta, derive(self.seed, domain::ESTIMATOR));
         if let Some(eta) = eta {
             options.eta = Eta::Fixed(eta);
         }
@@ -349,9 +368,9 @@ impl<'a> Pipeline<'a> {
 
     /// What helps an inner solve of this pipeline reach a solution, in its options.
     pub fn convergence_advice(&self) -> &'static str {
-        if self.estimator.estimator.federated() {
+        if self.estimator.kind.federated() {
             "raise --inner-steps or lower --inner-lr, or standardize the features (each column to mean 0, variance 1)"
-        } else if self.inner.inner == InnerKind::Exact {
+        } else if self.inner.kind == InnerKind::Exact {
             "the inner cost may have no minimum (raise its L2 weights), or standardize the features (each column to mean 0, variance 1)"
         } else {
             "raise --sgp-steps or lower --lr, or standardize the features (each column to mean 0, variance 1)"
@@ -361,9 +380,9 @@ impl<'a> Pipeline<'a> {
     /// What helps an inner solve of this pipeline that barely moved from its start: a
     /// larger step.
     pub fn still_advice(&self) -> Option<&'static str> {
-        if self.estimator.estimator.federated() {
+        if self.estimator.kind.federated() {
             Some("its steps barely moved it: raise --inner-lr (or --inner-steps)")
-        } else if self.inner.inner == InnerKind::Exact {
+        } else if self.inner.kind == InnerKind::Exact {
             None
         } else {
             Some("its steps barely moved it: raise --lr (or --sgp-steps)")
@@ -420,13 +439,12 @@ impl<'a> Pipeline<'a> {
     pub fn solve_and_estimate<T: Scalar, C: ClientObjective<T> + 'static>(
         &self,
         (clients, lambda, x0): (&[C], &PerClient<T>, &ClientBuffer<T>),
-        defaults: &Defaults,
         observer: &dyn Observer,
     ) -> Result<Solved<T>> {
         let n = clients.len();
-        if !self.estimator.estimator.federated() {
-            let mut solver = self.solver::<T, C>(n, defaults)?;
-            let mut estimator = self.estimator::<T, C>(n, defaults)?;
+        if !self.estimator.kind.federated() {
+            let mut solver = self.solver::<T, C>(n)?;
+            let mut estimator = self.estimator::<T, C>(n)?;
             let (lower, description) = (solver.describe(), estimator.describe());
             let stage = observer.stage(&format!("inner solve ({lower})"), 0, "steps");
             let mut progress = OnProgress(|_, done, total| stage.set(done as u64, total as u64));
@@ -451,7 +469,7 @@ impl<'a> Pipeline<'a> {
                 diagnostics: None,
             });
         }
-        let mut joint = self.joint::<T, C>(n, defaults)?;
+        let mut joint = self.joint::<T, C>(n)?;
         let (lower, estimator) = joint.describe_parts();
         let mut current: Option<(Phase, Box<dyn Progress + '_>)> = None;
         let mut progress = OnProgress(|phase, done, total| {
