@@ -17,8 +17,8 @@ use crate::cells::{CellSink, put_row};
 use crate::memory::MemoryPlan;
 use crate::observe::Observer;
 use crate::setup::{
-    Device, ImageData, approx, at_least_one, check_image_counts, fraction, l2_step,
-    load_image_experiment, num, positive, refuse_unused,
+    Device, ImageCount, ImageData, ImageSpec, approx, at_least_one, check_image_counts, fraction,
+    l2_step, load_image_experiment, num, positive, refuse_unused,
 };
 
 pub use outcome::{Details, Diverged, Outcome, Row};
@@ -230,9 +230,8 @@ pub struct Checked {
     pub taus: Vec<usize>,
     /// The network.
     pub model: ModelKind,
-    /// The images: data set, files (`None`: the embedded digits), images used (`None`:
-    /// all), and the counts below.
-    pub data: ImageData,
+    /// The images: data set, files, images used.
+    pub data: ImageSpec,
     /// Clients.
     pub clients: usize,
     /// Images held out as the test set.
@@ -480,13 +479,7 @@ impl Config {
             split: self.split.clone(),
             taus: self.taus(),
             model: self.model,
-            // The counts resolved here too, so the group says what `clients` and
-            // `test_images` say.
-            data: ImageData {
-                clients: Some(self.clients()),
-                test_images: Some(self.test_images()),
-                ..self.data.clone()
-            },
+            data: self.data.spec(ImageCount::All),
             clients: self.clients(),
             test_images: self.test_images(),
             pixel_std: self.pixel_std,
@@ -596,12 +589,8 @@ impl Checked {
 
     /// The images and the held-out test set.
     fn images(&self) -> Result<(ImageSet, ImageSet, String)> {
-        let (mut rest, mut test, source, found) = load_image_experiment(
-            (self.data.dataset, self.data.data_dir.as_deref()),
-            self.data.images,
-            self.test_images,
-            self.settings.seed,
-        )?;
+        let (mut rest, mut test, source, found) =
+            load_image_experiment(&self.data, self.test_images, self.settings.seed)?;
         // Colour images come standardized per channel; grey ones are scaled as the papers'.
         if rest.channels == 1 {
             let (mean, scale) = (self.pixel_mean as f32, (1.0 / self.pixel_std) as f32);

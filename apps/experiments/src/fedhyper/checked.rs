@@ -3,7 +3,7 @@
 use hgp_nn::Architecture;
 
 use super::{Method, Model, SchedulerParams, Split};
-use crate::setup::{Dataset, Device, ImageData, text_lstm};
+use crate::setup::{Dataset, Device, ImageSpec, text_lstm};
 
 /// A config whose options are in range and fit together, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,9 +20,8 @@ pub struct Checked {
     pub tune_server_rates: bool,
     /// The schedulers' parameters.
     pub schedulers: SchedulerParams,
-    /// The images or text: data set, files (`None`: the embedded digits), images used
-    /// (`None`: all), and the counts below.
-    pub data: ImageData,
+    /// The images or text: data set, files, images used.
+    pub data: ImageSpec,
     /// The network.
     pub model: Model,
     /// Whether the smaller sizes of `quick` hold (the text LSTM's width).

@@ -32,12 +32,8 @@ pub(super) fn validation(config: &Checked, rest: ImageSet) -> Result<(ImageSet, 
 /// The images (standardized by the clients' pixel mean and deviation, per channel for
 /// colour images), the held-out test set and a description.
 pub(super) fn images(config: &Checked) -> Result<(ImageSet, ImageSet, String, usize)> {
-    let (mut rest, mut test, source, classes) = load_image_experiment(
-        (config.data.dataset, config.data.data_dir.as_deref()),
-        config.data.images,
-        config.test_images,
-        config.seed,
-    )?;
+    let (mut rest, mut test, source, classes) =
+        load_image_experiment(&config.data, config.test_images, config.seed)?;
     let wanted = config.arch(10).inputs();
     if rest.pixels() != wanted {
         bail!(
@@ -80,7 +76,7 @@ pub(super) fn images(config: &Checked) -> Result<(ImageSet, ImageSet, String, us
 /// and validation of paper 004's split, in order); the test windows of the last 20 %,
 /// pooled over the clients and evenly thinned to `--test-images`.
 pub(super) fn text(config: &Checked) -> Result<(Pool, ImageSet, String)> {
-    let corpus = crate::setup::load_text(config.data.data_dir.as_deref(), config.seq)?;
+    let corpus = crate::setup::load_text(config.data.files.dir(), config.seq)?;
     let source = corpus.description.clone();
     let (chosen, how) = corpus.choose(
         (config.clients, "--clients"),

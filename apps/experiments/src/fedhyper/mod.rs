@@ -17,8 +17,9 @@ use strum::VariantArray;
 
 use crate::numbers::{mean, std_dev};
 use crate::setup::{
-    Dataset, Device, ImageData, TextData, at_least_one, check_data_kind, check_image_counts,
-    check_seed_range, fraction, l2_step, num, positive, refuse_unused, text_seq,
+    Dataset, Device, ImageCount, ImageData, TextData, at_least_one, check_data_kind,
+    check_image_counts, check_seed_range, fraction, l2_step, num, positive, refuse_unused,
+    text_seq,
 };
 
 pub use checked::Checked;
@@ -424,13 +425,7 @@ impl Config {
             seed: self.seed,
             tune_server_rates: self.tune_server_rates,
             schedulers,
-            // The counts resolved here too, so the group says what `clients` and
-            // `test_images` say.
-            data: ImageData {
-                clients: Some(self.clients()),
-                test_images: Some(self.test_images()),
-                ..self.data.clone()
-            },
+            data: self.data.spec(ImageCount::All),
             model: self.model(),
             quick: self.quick,
             seq: self.seq(),

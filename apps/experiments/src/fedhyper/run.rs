@@ -324,7 +324,7 @@ fn outcome(checked: &Checked, runs: Vec<Run>, settings: Settings, description: S
         dataset: checked
             .data
             .dataset
-            .title(checked.data.data_dir.is_none())
+            .title(checked.data.files.is_embedded())
             .to_string(),
         details: Some(Details {
             runs,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::Comm;
 use crate::setup::{
-    DataConfig, DataSpec, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline,
+    DataConfig, DataFiles, DataSpec, Defaults, Device, EtaArg, Extensions, InnerKind, Pipeline,
     PipelineConfig, PipelineSettings, num, refuse_unused,
 };
 
@@ -138,8 +138,8 @@ pub enum ModelData {
     Logistic(DataSpec),
     /// The CNN on digits split over the clients.
     Cnn {
-        /// MNIST-format IDX files; `None`: the embedded 10,000-digit subset.
-        data_dir: Option<PathBuf>,
+        /// MNIST-format IDX files, or the embedded 10,000-digit subset.
+        files: DataFiles,
         /// Images split over the clients.
         images: usize,
         /// Clients.
@@ -305,7 +305,10 @@ impl Config {
                     })?;
                 }
                 ModelData::Cnn {
-                    data_dir: self.data_dir.clone(),
+                    files: self
+                        .data_dir
+                        .clone()
+                        .map_or(DataFiles::Embedded, DataFiles::Dir),
                     images: self.images.unwrap_or(IMAGES[usize::from(self.quick)]),
                     clients: self.data.clients.unwrap_or(CNN_CLIENTS),
                 }

@@ -60,11 +60,11 @@ impl Checked {
                 Problem::Logistic(loaded)
             }
             &ModelData::Cnn {
-                ref data_dir,
+                ref files,
                 images,
                 clients,
             } => {
-                let loaded = self.cnn(data_dir.as_deref(), images, clients, placement)?;
+                let loaded = self.cnn(files.dir(), images, clients, placement)?;
                 pipeline.validate_clients::<f32, _>(&loaded.clients, observer)?;
                 Problem::Cnn(loaded)
             }

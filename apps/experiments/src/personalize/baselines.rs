@@ -67,7 +67,7 @@ fn tuned_cell(
     let mut failure = None;
     for lr in TUNE_GRID {
         let at = Protocol {
-            procedure_lr: Some(lr),
+            procedure_lr: crate::personalize::CellRate::Every(lr),
             tune_rates: false,
             ..protocol.clone()
         };
@@ -374,8 +374,8 @@ mod tests {
             rounds: 2,
             components: 3,
             cfl_tolerances: ClusteredFl::TOLERANCES,
-            procedure_lr: None,
-            hyper_lr: None,
+            procedure_lr: crate::personalize::CellRate::FromTable,
+            hyper_lr: crate::personalize::CellRate::FromTable,
             tune_rates: false,
             extensions: crate::setup::Extensions::default(),
         };

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{Cell, Config, InnerProcedure, Method, PersonalizeEstimator, Rates};
+use super::{Cell, CellRate, DataSettings, InnerProcedure, Method, PersonalizeEstimator, Rates};
 use crate::setup::{Extensions, NetworkKind};
 
 /// A config whose options are in range and fit together, resolved.
@@ -35,10 +35,10 @@ pub struct Checked {
     pub components: usize,
     /// Clustered-FL's (ε₁, ε₂).
     pub cfl_tolerances: (f64, f64),
-    /// A procedure learning rate given for every cell (`None`: each cell's from the table).
-    pub procedure_lr: Option<f64>,
-    /// A hyper-learning rate given for every cell (`None`: each cell's from the table).
-    pub hyper_lr: Option<f64>,
+    /// The procedure's learning rate: one for every cell, or each cell's from HGP Table 7.
+    pub procedure_lr: CellRate,
+    /// Adam's learning rate on λ: one for every cell, or each cell's from the table.
+    pub hyper_lr: CellRate,
     /// Whether the baselines' rates are tuned on validation accuracy.
     pub tune_rates: bool,
     /// HGP's Neumann step.
@@ -47,9 +47,8 @@ pub struct Checked {
     pub(super) partly: Vec<String>,
     /// A user's averager and estimator in place of the library's (none by default).
     pub extensions: Extensions,
-    /// The config as given: the data options the split reads (`data.rs`) and the settings
-    /// an outcome repeats.
-    pub(super) given: Config,
+    /// The data and the networks' setting for them.
+    pub data: DataSettings,
 }
 
 impl Checked {

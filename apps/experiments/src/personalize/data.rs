@@ -11,7 +11,93 @@ use super::protocol::{Method, Setting};
 use super::{Config, ModelKind};
 use crate::memory::MemoryPlan;
 use crate::observe::Observer;
-use crate::setup::{Loaded, derive, domain, load_dataset};
+use crate::setup::{Device, ImageCount, ImageSpec, Loaded, derive, domain, load_dataset};
+
+/// The data of a personalization run and the networks' setting for them, settled by
+/// [`Config::check`] from the options and the sizes of the data set and setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataSettings {
+    /// The data set, its files and the images used.
+    pub images: ImageSpec,
+    /// Clients.
+    pub clients: usize,
+    /// The network (the LSTM for text).
+    pub model: ModelKind,
+    /// Symbols per window of text.
+    pub seq: usize,
+    /// A small run: each speaking character keeps its first windows (text).
+    pub quick: bool,
+    /// Inner SGP steps.
+    pub sgp_steps: usize,
+    /// Mini-batch of the inner solve and of HGP.
+    pub batch: usize,
+    /// Where the networks run.
+    pub device: Device,
+    /// The most networks one client trains (an ensemble's 3, FedEM's K), for the memory
+    /// plan.
+    pub members: usize,
+    /// The inner solves in words, for the data's description.
+    pub inner_words: String,
+}
+
+/// Settles the data options of `config` (checked): the sizes of its data set and setting
+/// where left out, the network for its data.
+///
+/// # Errors
+///
+/// A model for another kind of images than the data set's.
+pub(super) fn settle(config: &Config) -> Result<DataSettings> {
+    let sizes = config.sizes();
+    let dataset = config.data.dataset;
+    let model = if dataset.text() {
+        ModelKind::Lstm
+    } else {
+        let colour = dataset.colour();
+        match (config.model, colour) {
+            (Some(m @ (ModelKind::CifarCnn | ModelKind::MobilenetV2)), false) => bail!(
+                "--model {} takes 32 × 32 colour images: give --dataset cifar10 or cifar100",
+                model_name(m)
+            ),
+            (Some(m), true) if !matches!(m, ModelKind::CifarCnn | ModelKind::MobilenetV2) => {
+                bail!(
+                    "--model {} takes 28 × 28 grey images; --dataset {} takes --model cifar-cnn or mobilenet-v2",
+                    model_name(m),
+                    dataset.name()
+                )
+            }
+            (Some(m), _) => m,
+            // With colour images the paper's setting runs paper 004's network; --quick and
+            // --preset cpu the CNN two cores can train.
+            (None, _) => sizes.model,
+        }
+    };
+    let quick = config.quick || config.preset.is_some();
+    let sgp_steps = config.sgp_steps.unwrap_or(sizes.steps);
+    let members = config
+        .methods()
+        .iter()
+        .map(|&m| match m {
+            Method::FedEm | Method::DFedEm => config.components,
+            m if m.trains_ensemble(config.estimator) => 3,
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1);
+    Ok(DataSettings {
+        images: config
+            .data
+            .spec(sizes.images.map_or(ImageCount::All, ImageCount::First)),
+        clients: config.data.clients.unwrap_or(sizes.clients),
+        model,
+        seq: config.text.seq.unwrap_or(crate::setup::text_seq(quick)),
+        quick,
+        sgp_steps,
+        batch: config.batch.unwrap_or(sizes.batch),
+        device: config.device,
+        members,
+        inner_words: config.inner_words(sgp_steps),
+    })
+}
 
 /// Refuses, before any data is read, options that do not go with `dataset`: the model of
 /// another kind of data, `images` or `seq` where they mean nothing.
@@ -28,17 +114,13 @@ pub(super) fn check_data_flags(config: &Config) -> Result<()> {
 /// at random from those with enough windows (a batch of each part in the paper's setting;
 /// `quick` keeps each one's first windows), the LSTM.
 fn text_data(
-    config: &Config,
+    config: &DataSettings,
     eta: hgp_hypergrad::Eta,
     seed: u64,
     placement: &Placement,
 ) -> Result<(Vec<ImageClient>, Setting, String)> {
-    let sizes = config.sizes();
-    let quick = config.quick || config.preset.is_some();
-    let seq = config.text.seq.unwrap_or(crate::setup::text_seq(quick));
-    let clients = config.data.clients.unwrap_or(sizes.clients);
-    let batch = config.batch.unwrap_or(sizes.batch);
-    let corpus = crate::setup::load_text(config.data.data_dir.as_deref(), seq)?;
+    let (quick, seq, clients, batch) = (config.quick, config.seq, config.clients, config.batch);
+    let corpus = crate::setup::load_text(config.images.files.dir(), seq)?;
     let source = corpus.description.clone();
     let (chosen, how) = corpus.choose(
         (clients, "--clients"),
@@ -49,7 +131,7 @@ fn text_data(
     let arch = crate::setup::text_lstm(seq, quick);
     let setting = Setting {
         arch,
-        steps: config.sgp_steps.unwrap_or(sizes.steps),
+        steps: config.sgp_steps,
         batch,
         classes: hgp_data::text::VOCABULARY_SIZE,
         eta,
@@ -69,7 +151,7 @@ fn text_data(
     let description = format!(
         "{clients} clients, speaking characters of {source}: {how}; {windows} windows; {}; {}, batch {}",
         arch.name(),
-        config.inner_words(setting.steps),
+        config.inner_words,
         setting.batch
     );
     placement.check_clients(clients)?;
@@ -92,34 +174,17 @@ fn text_data(
 /// labels, a byte per image, from which the sizes and accuracies follow). A client left
 /// without a validation or test part is a note to `observer`.
 pub(super) fn data(
-    config: &Config,
+    config: &DataSettings,
     eta: hgp_hypergrad::Eta,
     seed: u64,
     placement: &Placement,
     observer: &dyn Observer,
 ) -> Result<(Vec<ImageClient>, Setting, String)> {
-    if config.data.dataset.text() {
+    if config.images.dataset.text() {
         return text_data(config, eta, seed, placement);
     }
-    let sizes = config.sizes();
-    let colour = config.data.dataset.colour();
-    let model = match (config.model, colour) {
-        (Some(m @ (ModelKind::CifarCnn | ModelKind::MobilenetV2)), false) => bail!(
-            "--model {} takes 32 × 32 colour images: give --dataset cifar10 or cifar100",
-            model_name(m)
-        ),
-        (Some(m), true) if !matches!(m, ModelKind::CifarCnn | ModelKind::MobilenetV2) => {
-            bail!(
-                "--model {} takes 28 × 28 grey images; --dataset {} takes --model cifar-cnn or mobilenet-v2",
-                model_name(m),
-                config.data.dataset.name()
-            )
-        }
-        (Some(m), _) => m,
-        // With colour images the paper's setting runs paper 004's network; --quick and
-        // --preset cpu the CNN two cores can train.
-        (None, _) => sizes.model,
-    };
+    let colour = config.images.dataset.colour();
+    let model = config.model;
     // Each client's own test images are drawn from its share (HGP Table 2's protocol): the
     // distribution's test files are not set apart here.
     let Loaded {
@@ -128,11 +193,11 @@ pub(super) fn data(
         source,
         classes,
         ..
-    } = load_dataset(config.data.dataset, config.data.data_dir.as_deref())?;
-    let wanted = config.data.images.or(sizes.images).unwrap_or(all.len());
+    } = load_dataset(config.images.dataset, config.images.files.dir())?;
+    let wanted = config.images.images.limit().unwrap_or(all.len());
     let used: Vec<usize> = (0..wanted.min(all.len())).collect();
     let mut set = all.subset(&used);
-    let clients = config.data.clients.unwrap_or(sizes.clients);
+    let clients = config.clients;
     let (split, how) = if colour {
         // Per-channel standardization by the statistics of the images used.
         let stats = set.channel_stats();
@@ -187,8 +252,8 @@ pub(super) fn data(
     };
     let setting = Setting {
         arch,
-        steps: config.sgp_steps.unwrap_or(sizes.steps),
-        batch: config.batch.unwrap_or(sizes.batch),
+        steps: config.sgp_steps,
+        batch: config.batch,
         classes,
         eta,
         device: config.device.net(),
@@ -211,7 +276,7 @@ pub(super) fn data(
         "{clients} clients, {} images ({classes} classes) from {source}, {how}; {}; {}, batch {}",
         set.len(),
         arch.name(),
-        config.inner_words(setting.steps),
+        config.inner_words,
         setting.batch
     );
     placement.check_clients(clients)?;
@@ -232,24 +297,14 @@ pub(super) fn data(
 /// a mini-batch, or a full-batch gradient, each in parts of at most the network's
 /// `chunk()` images, of every network of an ensemble.
 fn memory_plan(
-    config: &Config,
+    config: &DataSettings,
     (data, data_bytes): (String, f64),
     setting: &Setting,
     largest_train: usize,
     (clients, own): (usize, usize),
 ) -> MemoryPlan {
     const F32: f64 = 4.0;
-    // The most networks one client trains: an ensemble's 3, FedEM's K components.
-    let members = config
-        .methods()
-        .iter()
-        .map(|&m| match m {
-            Method::FedEm | Method::DFedEm => config.components,
-            m if m.trains_ensemble(config.estimator) => 3,
-            _ => 1,
-        })
-        .max()
-        .unwrap_or(1);
+    let members = config.members;
     let arch = setting.arch;
     let threads = rayon::current_num_threads().min(own.max(1));
     let chunk = hgp_nn::part_instances(&arch, setting.device);

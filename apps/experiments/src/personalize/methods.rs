@@ -228,6 +228,31 @@ pub fn hyper_lr_default_text() -> String {
     )
 }
 
+/// A rate of the table's cells: one given for every cell (`--hyper-lr`, `--procedure-lr`),
+/// or each cell's from the table (HGP's Tables 6–7, paper 004's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CellRate {
+    /// Each cell's rate from the table.
+    FromTable,
+    /// One rate for every cell.
+    Every(f64),
+}
+
+impl CellRate {
+    /// `Every(lr)` for a rate given, else `FromTable`.
+    pub fn of(given: Option<f64>) -> Self {
+        given.map_or(Self::FromTable, Self::Every)
+    }
+
+    /// The rate for a cell whose table rate is `table`.
+    pub fn or_table(self, table: impl FnOnce() -> f64) -> f64 {
+        match self {
+            Self::FromTable => table(),
+            Self::Every(lr) => lr,
+        }
+    }
+}
+
 /// The learning rates and L2 weights of a table: HGP's (grey images) or paper 004's Table 2
 /// (colour images).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -289,19 +314,19 @@ impl Rates {
         }
     }
 
-    /// Adam's learning rate on λ of a cell: `given` (`--hyper-lr`, one rate for every cell),
+    /// Adam's learning rate on λ of a cell: `rate` (`--hyper-lr`, one rate for every cell),
     /// else the table's. The one place the default is settled.
-    pub fn hyper_lr_of(self, given: Option<f64>, method: Method, network: NetworkKind) -> f64 {
-        given.unwrap_or_else(|| self.hyper_lr(method, network))
+    pub fn hyper_lr_of(self, rate: CellRate, method: Method, network: NetworkKind) -> f64 {
+        rate.or_table(|| self.hyper_lr(method, network))
     }
 
     /// [`Rates::hyper_lr_of`] in words for every cell at once, as a report's settings give it:
     /// the rate where one serves every cell, else "Table 6".
-    pub fn hyper_lr_text(self, given: Option<f64>) -> String {
-        match (given, self) {
-            (Some(lr), _) => crate::numbers::num(lr),
-            (None, Self::Hgp) => "Table 6".to_string(),
-            (None, Self::Paper004 { .. }) => crate::numbers::num(PAPER004_HYPER_LR),
+    pub fn hyper_lr_text(self, rate: CellRate) -> String {
+        match (rate, self) {
+            (CellRate::Every(lr), _) => crate::numbers::num(lr),
+            (CellRate::FromTable, Self::Hgp) => "Table 6".to_string(),
+            (CellRate::FromTable, Self::Paper004 { .. }) => crate::numbers::num(PAPER004_HYPER_LR),
         }
     }
 

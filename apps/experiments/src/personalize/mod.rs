@@ -7,6 +7,7 @@
 mod baselines;
 mod checked;
 mod data;
+pub use data::DataSettings;
 mod methods;
 mod outcome;
 mod protocol;
@@ -29,8 +30,8 @@ use crate::setup::{
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
 pub use checked::Checked;
 pub use methods::{
-    InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, hyper_lr_default_text,
-    table6_hyper_lr, table6_l2_lambda,
+    CellRate, InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID,
+    hyper_lr_default_text, table6_hyper_lr, table6_l2_lambda,
 };
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
 pub use protocol::{Cell, Clustering, Protocol, Setting, Training, bottom10, weighted_mean};
@@ -412,13 +413,13 @@ impl Config {
             rounds: self.rounds(),
             components: self.components,
             cfl_tolerances: self.cfl_tolerances(),
-            procedure_lr: self.procedure_lr,
-            hyper_lr: self.hyper_lr,
+            procedure_lr: CellRate::of(self.procedure_lr),
+            hyper_lr: CellRate::of(self.hyper_lr),
             tune_rates: self.tune_rates,
             eta,
             partly,
             extensions: Extensions::default(),
-            given: self.clone(),
+            data: data::settle(self)?,
         })
     }
 
@@ -585,7 +586,7 @@ pub fn prepare_seed(
 ) -> Result<SeedData> {
     let (split, setting, description) = agree(
         placement,
-        data::data(&checked.given, checked.eta, seed, placement, observer),
+        data::data(&checked.data, checked.eta, seed, placement, observer),
     )?;
     Ok(SeedData {
         seed,

@@ -16,7 +16,7 @@ use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
 pub use super::methods::InnerProcedure;
-pub use super::methods::{Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_lr};
+pub use super::methods::{CellRate, Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_lr};
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
@@ -70,10 +70,10 @@ pub struct Protocol {
     pub components: usize,
     /// Clustered-FL's tolerances (ε₁, ε₂).
     pub cfl_tolerances: (f64, f64),
-    /// One rate for every method on the procedure in place of HGP Table 7's.
-    pub procedure_lr: Option<f64>,
-    /// One Adam rate on λ in place of the table's.
-    pub hyper_lr: Option<f64>,
+    /// The rate of every method on the procedure: one for all, or HGP Table 7's.
+    pub procedure_lr: CellRate,
+    /// Adam's rate on λ: one for all, or the table's.
+    pub hyper_lr: CellRate,
     /// Grid-search every rate on the procedure over [`TUNE_GRID`] by validation accuracy.
     pub tune_rates: bool,
     /// A user's averager and estimator in place of the library's (none by default).
@@ -295,8 +295,7 @@ impl Protocol {
 
     /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
     pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
-        self.procedure_lr
-            .unwrap_or_else(|| table7_lr(method, network))
+        self.procedure_lr.or_table(|| table7_lr(method, network))
     }
 
     /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
@@ -731,8 +730,8 @@ pub(super) mod tests {
             inner: InnerProcedure::Sgp,
             rounds: 2,
             components: 3,
-            procedure_lr: None,
-            hyper_lr: None,
+            procedure_lr: CellRate::FromTable,
+            hyper_lr: CellRate::FromTable,
             tune_rates: false,
             cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
             extensions: Extensions::default(),
@@ -777,8 +776,8 @@ pub(super) mod tests {
             inner: InnerProcedure::Sgp,
             rounds: 2,
             components: 3,
-            procedure_lr: None,
-            hyper_lr: None,
+            procedure_lr: CellRate::FromTable,
+            hyper_lr: CellRate::FromTable,
             tune_rates: false,
             cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
             extensions: Extensions::default(),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::job_id::JobId;
 use crate::ExperimentConfig;
 use crate::numbers::num;
+use crate::personalize::CellRate;
 use crate::setup::Dataset;
 
 /// The data set (and how much of it).
@@ -104,31 +105,36 @@ fn kebab(v: impl Into<&'static str>) -> String {
 pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
     let mut s = BTreeMap::new();
     match config {
+        // The checked config's values: the defaults settled where `check` settles them (a
+        // config that does not check fixes nothing here; its run is refused).
         ExperimentConfig::Personalize(c) => {
-            let sizes = c.sizes();
-            s.insert(DATA, data_name(c.data.dataset, c.data.data_dir.is_some()));
-            s.insert(CLIENTS, c.data.clients.unwrap_or(sizes.clients).to_string());
-            s.insert(MODEL, kebab(c.model.unwrap_or(sizes.model)));
-            s.insert(INNER_STEPS, c.sgp_steps.unwrap_or(sizes.steps).to_string());
-            s.insert(OUTER_STEPS, c.outer_steps().to_string());
-            s.insert(TERMS, c.neumann_terms().to_string());
-            s.insert(BATCH, c.batch.unwrap_or(sizes.batch).to_string());
-            if c.estimator == crate::personalize::PersonalizeEstimator::Hgp {
-                s.insert(PUSH_STEPS, c.push_steps.to_string());
+            let Ok(k) = c.check() else { return s };
+            let d = &k.data;
+            s.insert(
+                DATA,
+                data_name(d.images.dataset, !d.images.files.is_embedded()),
+            );
+            s.insert(CLIENTS, d.clients.to_string());
+            s.insert(MODEL, kebab(d.model));
+            s.insert(INNER_STEPS, d.sgp_steps.to_string());
+            s.insert(OUTER_STEPS, k.outer_steps.to_string());
+            s.insert(TERMS, k.neumann_terms.to_string());
+            s.insert(BATCH, d.batch.to_string());
+            if k.estimator == crate::personalize::PersonalizeEstimator::Hgp {
+                s.insert(PUSH_STEPS, k.push_steps.to_string());
                 s.insert(
                     PROCEDURE_LR,
-                    match (c.tune_rates, c.procedure_lr) {
+                    match (k.tune_rates, k.procedure_lr) {
                         (true, _) => GRID_SEARCH.to_string(),
-                        (false, Some(lr)) => num(lr),
-                        (false, None) => "HGP Table 7's (EMNIST's CNN)".to_string(),
+                        (false, CellRate::Every(lr)) => num(lr),
+                        (false, CellRate::FromTable) => "HGP Table 7's (EMNIST's CNN)".to_string(),
                     },
                 );
             }
-            let rates = c.rates();
-            s.insert(HYPER_LR, rates.hyper_lr_text(c.hyper_lr));
+            s.insert(HYPER_LR, k.rates.hyper_lr_text(k.hyper_lr));
             s.insert(
                 INNER_LR,
-                match rates {
+                match k.rates {
                     crate::personalize::Rates::Hgp => "Table 6: 0.5 / 0.1".to_string(),
                     r => num(r.inner_lr(true)),
                 },
@@ -177,28 +183,14 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
             }
         }
         ExperimentConfig::Influence(c) => {
-            let d = c.defaults();
-            s.insert(
-                INNER_STEPS,
-                c.pipeline
-                    .inner
-                    .sgp_steps
-                    .unwrap_or(d.sgp_steps)
-                    .to_string(),
-            );
-            s.insert(
-                TERMS,
-                c.pipeline
-                    .estimator
-                    .neumann_terms
-                    .unwrap_or(d.neumann_terms)
-                    .to_string(),
-            );
-            if c.model == crate::influence::ModelKind::Cnn {
-                s.insert(DATA, data_name(Dataset::Mnist, c.data_dir.is_some()));
+            let Ok(k) = c.check() else { return s };
+            s.insert(INNER_STEPS, k.pipeline.inner.steps.to_string());
+            s.insert(TERMS, k.pipeline.estimator.neumann_terms.to_string());
+            if let crate::influence::ModelData::Cnn { files, .. } = &k.data {
+                s.insert(DATA, data_name(Dataset::Mnist, !files.is_embedded()));
                 s.insert(
                     BATCH,
-                    match c.pipeline.estimator.batch.unwrap_or(d.batch) {
+                    match k.pipeline.estimator.batch {
                         hgp_models::BatchSize::Full => "full".to_string(),
                         hgp_models::BatchSize::Size(b) => b.to_string(),
                     },

@@ -89,6 +89,77 @@ pub struct ImageData {
     pub clients: Option<usize>,
 }
 
+impl ImageData {
+    /// The group with its files and count settled (`images` left out: `default_images`);
+    /// the counts an experiment reads beside it (`clients`, `test_images`) it settles
+    /// itself.
+    pub fn spec(&self, default_images: ImageCount) -> ImageSpec {
+        ImageSpec {
+            dataset: self.dataset,
+            files: match &self.data_dir {
+                Some(dir) => DataFiles::Dir(dir.clone()),
+                None => DataFiles::Embedded,
+            },
+            images: self.images.map_or(default_images, ImageCount::First),
+        }
+    }
+}
+
+/// Where a data set's files are.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataFiles {
+    /// The embedded 10,000-digit MNIST subset (the other data sets refuse it when loading,
+    /// asking for `--data-dir`).
+    Embedded,
+    /// A folder (or, for Shakespeare, the complete-works text file).
+    Dir(PathBuf),
+}
+
+impl DataFiles {
+    /// The folder, or `None` for the embedded digits (the loaders' argument).
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            Self::Embedded => None,
+            Self::Dir(dir) => Some(dir),
+        }
+    }
+
+    /// Whether these are the embedded digits.
+    pub fn is_embedded(&self) -> bool {
+        *self == Self::Embedded
+    }
+}
+
+/// How many images of a data set a run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageCount {
+    /// Every image of the files.
+    All,
+    /// The first N.
+    First(usize),
+}
+
+impl ImageCount {
+    /// The limit, or `None` for every image.
+    pub fn limit(self) -> Option<usize> {
+        match self {
+            Self::All => None,
+            Self::First(n) => Some(n),
+        }
+    }
+}
+
+/// The image (or text) group, checked: the data set, its files and the images used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSpec {
+    /// The data set.
+    pub dataset: Dataset,
+    /// Where its files are.
+    pub files: DataFiles,
+    /// The images used.
+    pub images: ImageCount,
+}
+
 /// The windows of text (`dataset: shakespeare`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default)]
@@ -263,8 +334,7 @@ pub fn split_images(
 ///
 /// The loaders' errors; `--test-images` that leaves no image for the clients.
 pub fn load_image_experiment(
-    (dataset, data_dir): (Dataset, Option<&Path>),
-    images: Option<usize>,
+    spec: &ImageSpec,
     test_images: usize,
     seed: u64,
 ) -> Result<(
@@ -280,7 +350,8 @@ pub fn load_image_experiment(
         classes,
         test_from,
         ..
-    } = load_dataset(dataset, data_dir)?;
+    } = load_dataset(spec.dataset, spec.files.dir())?;
+    let images = spec.images.limit();
     // The distribution's own test images when its folder has them and they are enough: the
     // test set is drawn from them (all of them at their count, MNIST's 10,000), the clients'
     // images from the training files (the first --images less --test-images of them), as
