@@ -49,6 +49,21 @@ pub trait Cli: Sync + Sized {
     }
 }
 
+/// `impl Cli` for commands whose experiment's flags are their field `flags` and whose shared
+/// flags are `run`: the config is `--config`'s (or the defaults) with the flags given.
+macro_rules! flags_cli {
+    ($($command:ty),+ $(,)?) => {$(
+        impl $crate::adapter::Cli for $command {
+            type Config = Config;
+
+            fn config(&self) -> anyhow::Result<Config> {
+                self.run.config(|c| self.flags.apply(c))
+            }
+        }
+    )+};
+}
+pub(crate) use flags_cli;
+
 /// A command whose experiment is prepared and run as the library does it, in the `--out`
 /// folder it writes (if any): what it writes there and how it shows the outcome.
 pub trait Standard: Cli {
@@ -104,6 +119,31 @@ pub struct Frame<'a> {
     pub out: Option<&'a Path>,
     /// Whether the run continues the one in its `--out` folder (`--resume`).
     pub resume: bool,
+}
+
+impl<'a> Frame<'a> {
+    /// A run that prints all it produces (no `--out` folder).
+    pub fn printing(run: &'a RunFlags) -> Self {
+        Self {
+            run,
+            out: None,
+            resume: false,
+        }
+    }
+
+    /// A run that writes its files in `out`.
+    pub fn writing(run: &'a RunFlags, out: &'a Path) -> Self {
+        Self {
+            run,
+            out: Some(out),
+            resume: false,
+        }
+    }
+
+    /// The same run continuing the one in its folder when `resume` (`--resume`).
+    pub fn resuming(self, resume: bool) -> Self {
+        Self { resume, ..self }
+    }
 }
 
 /// A command's flags, the config they make and its check: what the lifecycle runs.

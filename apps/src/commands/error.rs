@@ -17,7 +17,7 @@ use hgp_experiments::setup::{
 use hgp_hypergrad::EXACT_MAX_SIZE;
 use serde::Serialize;
 
-use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
+use crate::adapter::{Adapter, Frame, Standard, print_json};
 use crate::cli::{
     ConvergenceFlags, DataFlags, NetworkFlags, RunFlags, choice, choice_of, eta_help, flags,
     power_help, with_default,
@@ -129,13 +129,7 @@ pub struct ErrorCmd {
     run: RunFlags,
 }
 
-impl Cli for ErrorCmd {
-    type Config = Config;
-
-    fn config(&self) -> Result<Config> {
-        self.run.config(|c| self.flags.apply(c))
-    }
-}
+crate::adapter::flags_cli!(ErrorCmd);
 
 /// Every rank checks the config and reads the data (a failure on any rank stops all, rank 0
 /// says why); the inner solve and every run are spread over the ranks; rank 0 writes and
@@ -144,11 +138,7 @@ impl Standard for ErrorCmd {
     const FILES: &'static [&'static str] = &["error.csv", "error_of_mean.csv", "error.svg"];
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: Some(&self.out),
-            resume: false,
-        }
+        Frame::writing(&self.run, &self.out)
     }
 
     fn report(

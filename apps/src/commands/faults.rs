@@ -13,7 +13,7 @@ use hgp_experiments::faults::{
 use hgp_experiments::setup::{L2_LAMBDA, LR_DECAY};
 use hgp_graphs::Short;
 
-use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
+use crate::adapter::{Adapter, Frame, Standard, print_json};
 use crate::cli::{NetworkFlags, RunFlags, comma_list, flags, with_default};
 use crate::plot::{Figure, Panel, Scale, Series};
 use crate::report::{Table, sci, write_csv};
@@ -110,13 +110,7 @@ pub struct FaultsCmd {
     run: RunFlags,
 }
 
-impl Cli for FaultsCmd {
-    type Config = Config;
-
-    fn config(&self) -> Result<Config> {
-        self.run.config(|c| self.flags.apply(c))
-    }
-}
+crate::adapter::flags_cli!(FaultsCmd);
 
 /// Every rank checks the config and reads the data (a failure on any stops all, rank 0 says
 /// why); each setting's SGP and HGP run over the ranks; rank 0 writes and prints.
@@ -124,11 +118,7 @@ impl Standard for FaultsCmd {
     const FILES: &'static [&'static str] = &["faults.csv", "faults.md", "faults.svg"];
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: Some(&self.out),
-            resume: false,
-        }
+        Frame::writing(&self.run, &self.out)
     }
 
     fn report(

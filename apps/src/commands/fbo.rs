@@ -19,7 +19,7 @@ use hgp_graphs::Short;
 use hgp_models::HyperRepConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
+use crate::adapter::{Adapter, Frame, Standard, print_json};
 use crate::cli::{ImageFlags, RunFlags, choice, comma_list, flags, with_default};
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{CsvCells, Table, parse_list, sci_list};
@@ -121,13 +121,7 @@ pub struct Fbo {
     run: RunFlags,
 }
 
-impl Cli for Fbo {
-    type Config = Config;
-
-    fn config(&self) -> Result<Config> {
-        self.run.config(|c| self.flags.apply(c))
-    }
-}
+crate::adapter::flags_cli!(Fbo);
 
 /// Every rank checks the config, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); every round runs over the ranks; rank 0 writes and prints.
@@ -136,11 +130,7 @@ impl Standard for Fbo {
     const OUT_BEFORE_DATA: bool = true;
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: Some(&self.out),
-            resume: false,
-        }
+        Frame::writing(&self.run, &self.out)
     }
 
     fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<Run> + 'a> {

@@ -18,7 +18,7 @@ use hgp_experiments::fedhyper::{
 use hgp_graphs::Short;
 use hgp_inner_solvers::schedulers::{FedHyperCl, FedHyperG, FedHyperSl};
 
-use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
+use crate::adapter::{Adapter, Frame, Standard, print_json};
 use crate::cli::{ImageFlags, RunFlags, TextFlags, choice, flags, with_default};
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{CsvCells, Table, write_csv};
@@ -161,13 +161,7 @@ const SUMMARY_HEADER: &[&str] = &[
     "collapsed",
 ];
 
-impl Cli for FedHyperCmd {
-    type Config = Config;
-
-    fn config(&self) -> Result<Config> {
-        self.run.config(|c| self.flags.apply(c))
-    }
-}
+crate::adapter::flags_cli!(FedHyperCmd);
 
 /// Every rank checks the config, reads the images and splits them (a failure on any rank
 /// stops all, rank 0 says why); each round runs over the ranks; rank 0 writes and prints.
@@ -182,11 +176,7 @@ impl Standard for FedHyperCmd {
     const OUT_BEFORE_DATA: bool = true;
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: Some(&self.out),
-            resume: self.resume,
-        }
+        Frame::writing(&self.run, &self.out).resuming(self.resume)
     }
 
     fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<RoundRow> + 'a> {

@@ -61,11 +61,7 @@ impl Standard for Hypergrad {
     const ENGINE_LINE: bool = false;
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: None,
-            resume: false,
-        }
+        Frame::printing(&self.run)
     }
 
     fn report(

@@ -15,7 +15,7 @@ use hgp_experiments::numbers::sci_exact;
 use hgp_models::BatchSize;
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::{Adapter, Cli, Frame, Standard, print_json};
+use crate::adapter::{Adapter, Frame, Standard, print_json};
 use crate::cli::{DataFlags, PipelineFlags, RunFlags, choice, flags};
 use crate::plot::{Figure, Panel, Series};
 use crate::report::{CsvCells, CsvRow, Table, sci, write_csv};
@@ -144,13 +144,7 @@ impl CsvRow<Removal> for Row {
     }
 }
 
-impl Cli for Influence {
-    type Config = Config;
-
-    fn config(&self) -> Result<Config> {
-        self.run.config(|c| self.flags.apply(c))
-    }
-}
+crate::adapter::flags_cli!(Influence);
 
 /// Every rank checks the config and reads the data (a failure on any rank stops all, rank 0
 /// says why); the solves, the estimate and every retraining run over the ranks; rank 0
@@ -161,11 +155,7 @@ impl Standard for Influence {
     const RESUME_IGNORES: &'static [&'static str] = &["options.top"];
 
     fn frame(&self) -> Frame<'_> {
-        Frame {
-            run: &self.run,
-            out: Some(&self.out),
-            resume: self.resume,
-        }
+        Frame::writing(&self.run, &self.out).resuming(self.resume)
     }
 
     fn rows<'a>(adapter: &'a Adapter<'_, Self>) -> Box<dyn CellSink<Removal> + 'a> {

@@ -522,13 +522,13 @@ impl Adapter<'_, Personalize> {
         let row = |m: Method, k: NetworkKind| {
             over.rows
                 .iter()
-                .find(|r| r.method == m.label(self.checked.estimator) && r.network == k)
+                .find(|r| r.method == m.label(self.checked.table.estimator) && r.network == k)
         };
         let mut table = Table::new(
             std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
         );
         for &m in &self.checked.methods {
-            let mut line = vec![m.label(self.checked.estimator).to_string()];
+            let mut line = vec![m.label(self.checked.table.estimator).to_string()];
             for &k in &self.checked.networks {
                 line.push(match row(m, k) {
                     _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
@@ -599,7 +599,7 @@ impl Adapter<'_, Personalize> {
         );
         for &m in &self.checked.methods {
             table.row(
-                std::iter::once(m.label(self.checked.estimator).to_string()).chain(
+                std::iter::once(m.label(self.checked.table.estimator).to_string()).chain(
                     self.checked.networks.iter().map(|&k| match find(m, k) {
                         _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
                         Some(c) => format!("{:.1} / {:.1}", 100.0 * c.average, 100.0 * c.bottom10),
@@ -609,13 +609,13 @@ impl Adapter<'_, Personalize> {
             );
         }
         let training = self.training_table(|m, k| find(m, k).and_then(|c| c.training));
-        let tuned = self.checked.tune_rates.then(|| {
+        let tuned = self.checked.table.tune_rates.then(|| {
             let mut t = Table::new(
                 std::iter::once("method").chain(self.checked.networks.iter().map(|k| k.name())),
             );
             for &m in &self.checked.methods {
                 t.row(
-                    std::iter::once(m.label(self.checked.estimator).to_string()).chain(
+                    std::iter::once(m.label(self.checked.table.estimator).to_string()).chain(
                         self.checked.networks.iter().map(|&k| {
                             match find(m, k).and_then(|c| c.tuned_lr) {
                                 _ if m.applies(k).is_err() => NOT_APPLICABLE.to_string(),
@@ -629,7 +629,7 @@ impl Adapter<'_, Personalize> {
             t
         });
         // Whether Clustered-FL's split fired, and how near its largest update came to ε₂.
-        let (eps1, eps2) = self.checked.cfl_tolerances;
+        let (eps1, eps2) = self.checked.table.cfl_tolerances;
         let clustering: Vec<String> = cells
             .iter()
             .filter_map(|c| {
@@ -668,7 +668,7 @@ impl Adapter<'_, Personalize> {
             for &m in &self.checked.methods {
                 if let Some(c) = find(m, k) {
                     let points = if c.curve.len() == 1 {
-                        (1..=self.checked.outer_steps)
+                        (1..=self.checked.table.outer_steps)
                             .map(|t| (t as f64, c.curve[0]))
                             .collect()
                     } else {
@@ -678,8 +678,8 @@ impl Adapter<'_, Personalize> {
                             .map(|(t, &a)| ((t + 1) as f64, a))
                             .collect()
                     };
-                    panel =
-                        panel.with_series(Series::line(m.label(self.checked.estimator), points));
+                    panel = panel
+                        .with_series(Series::line(m.label(self.checked.table.estimator), points));
                 }
             }
             figure = figure.with_panel(panel);

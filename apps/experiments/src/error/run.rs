@@ -113,6 +113,46 @@ impl Checked {
         })
     }
 
+    /// Each panel's inner solution and exact hyper-gradient there (paper 004's estimators:
+    /// the expectation they estimate), the reference of its error curves.
+    fn panel_setups(
+        &self,
+        (clients, lambda): (&[L2Logistic<f64>], &PerClient<f64>),
+        placement: &Placement,
+        observer: &dyn Observer,
+    ) -> Result<Vec<PanelSetup>> {
+        let n = clients.len();
+        self.batches
+            .iter()
+            .map(|&(ref label, batch)| {
+                let solution = self.inner_solve((clients, lambda), batch, placement, observer)?;
+                let exact = if self.estimator.pdbo() {
+                    // Expectations depend on the links' probabilities, not on the realization
+                    // of the steps (step seed 0).
+                    let net = self.network.build(n, self.seed, 0)?;
+                    PdboExact::new(net.network.as_ref(), self.gamma)?
+                        .at(clients, &solution.x, lambda)?
+                        .v
+                } else {
+                    Exact::new().estimate(clients, &solution.x, lambda)?.v
+                };
+                if !(exact.norm() > 0.0 && exact.norm().is_finite()) {
+                    bail!(
+                        "{label}: the exact hyper-gradient at the inner solution is {} (norm {:e}): the relative error of an estimate is undefined",
+                        if exact.norm() == 0.0 { "0" } else { "not a number" },
+                        exact.norm()
+                    );
+                }
+                Ok(PanelSetup {
+                    label: label.clone(),
+                    batch,
+                    solution,
+                    exact,
+                })
+            })
+            .collect()
+    }
+
     /// The inner solve of one panel (the published SGP schedule, or Newton), checked.
     fn inner_solve(
         &self,
@@ -197,36 +237,7 @@ pub fn run(
     let n = clients.len();
     observer.line(&format!("data: {description}"));
     let pdbo = checked.estimator.pdbo();
-    let setups: Vec<PanelSetup> = checked
-        .batches
-        .iter()
-        .map(|&(ref label, batch)| {
-            let solution = checked.inner_solve((&clients, &lambda), batch, placement, observer)?;
-            let exact = if pdbo {
-                // Expectations depend on the links' probabilities, not on the realization of
-                // the steps (step seed 0).
-                let net = checked.network.build(n, checked.seed, 0)?;
-                PdboExact::new(net.network.as_ref(), gamma)?
-                    .at(&clients, &solution.x, &lambda)?
-                    .v
-            } else {
-                Exact::new().estimate(&clients, &solution.x, &lambda)?.v
-            };
-            if !(exact.norm() > 0.0 && exact.norm().is_finite()) {
-                bail!(
-                    "{label}: the exact hyper-gradient at the inner solution is {} (norm {:e}): the relative error of an estimate is undefined",
-                    if exact.norm() == 0.0 { "0" } else { "not a number" },
-                    exact.norm()
-                );
-            }
-            Ok(PanelSetup {
-                label: label.clone(),
-                batch,
-                solution,
-                exact,
-            })
-        })
-        .collect::<Result<_>>()?;
+    let setups = checked.panel_setups((&clients, &lambda), placement, observer)?;
 
     let tasks: Vec<(usize, usize, u64)> = (0..setups.len())
         .flat_map(|p| {
@@ -345,12 +356,30 @@ pub fn run(
         rms,
         n,
     };
-    let at = report_at(m_max);
-    let panels = setups
+    let panels = panels(checked, &setups, &curves);
+    Ok(Outcome {
+        settings: Settings {
+            command: "error".to_string(),
+            options: checked.given.clone(),
+            seeds,
+            neumann_terms: m_max,
+            gamma: pdbo.then_some(gamma),
+        },
+        panels,
+        curves,
+    })
+}
+
+/// The table of each panel: every curve's error at the reported m, and paper 004's error of
+/// the mean and RMS error there.
+fn panels(checked: &Checked, setups: &[PanelSetup], curves: &Curves) -> Vec<Panel> {
+    let at = report_at(checked.m_max);
+    setups
         .iter()
         .enumerate()
         .map(|(p, setup)| {
-            let rows = steps
+            let rows = checked
+                .steps
                 .iter()
                 .map(|&s| {
                     let mean = curves.mean_curve(p, s);
@@ -381,16 +410,5 @@ pub fn run(
                 }),
             }
         })
-        .collect();
-    Ok(Outcome {
-        settings: Settings {
-            command: "error".to_string(),
-            options: checked.given.clone(),
-            seeds,
-            neumann_terms: m_max,
-            gamma: pdbo.then_some(gamma),
-        },
-        panels,
-        curves,
-    })
+        .collect()
 }

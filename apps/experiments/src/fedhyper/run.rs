@@ -11,7 +11,7 @@ use super::protocol::{Federation, Method, Pool, Run, SchedulerParams, Settings};
 use super::resume::{RoundRow, resumed};
 use super::{Checked, Details, Outcome, summarize};
 use crate::cells::{CellSink, finished_rows, put_row};
-use crate::observe::Observer;
+use crate::observe::{Observer, Progress};
 use crate::ranks::agree;
 use crate::setup::TUNE_GRID;
 
@@ -109,6 +109,48 @@ fn with_server_lr(settings: &Settings, method: Method, lr: f64) -> Settings {
         schedulers,
         ..settings.clone()
     }
+}
+
+/// The server rate of `method` (FedAdam, FedAdagrad) chosen on the validation images
+/// `on_val`: the rate of [`TUNE_GRID`] whose run ends at the best validation accuracy (a
+/// rate whose run diverged is not a candidate); each trial's local steps counted in `stage`
+/// (`done` of `total`).
+fn tune_server_rate(
+    settings: &Settings,
+    (method, split, seed): (Method, super::Split, u64),
+    on_val: &Federation,
+    (stage, done, total): (&dyn Progress, &mut u64, u64),
+    observer: &dyn Observer,
+) -> Result<f64> {
+    let run_steps = settings.rounds as u64 * settings.local_steps as u64;
+    let k_steps = settings.local_steps as f64;
+    let mut best: Option<(f64, f64)> = None;
+    for lr in TUNE_GRID {
+        let at = with_server_lr(settings, method, lr);
+        let trial = at.run(method, on_val, &|rounds| {
+            stage.tick(*done + (rounds * k_steps) as u64, total)
+        })?;
+        *done += run_steps;
+        stage.set(*done, total);
+        if let Some(v) = trial.final_mean(super::FINAL_ROUNDS)
+            && best.is_none_or(|(b, _)| v > b)
+        {
+            best = Some((v, lr));
+        }
+    }
+    let (v, lr) = best.with_context(|| {
+        format!(
+            "--tune-server-rates: {method} diverged at every rate of the grid on split {} with seed {seed}",
+            split.name()
+        )
+    })?;
+    observer.line(&format!(
+        "{method}, split {}, seed {seed}: server rate {} chosen by validation accuracy {:.2} %",
+        split.name(),
+        crate::setup::num(lr),
+        100.0 * v
+    ));
+    Ok(lr)
 }
 
 /// Runs every (seed, split, method): each round over the ranks, each finished run's rounds
@@ -229,33 +271,13 @@ pub fn run(
                             placement,
                             settings.federation(&images, val, split, seed, placement),
                         )?;
-                        let mut best: Option<(f64, f64)> = None;
-                        for lr in TUNE_GRID {
-                            let at = with_server_lr(&settings, method, lr);
-                            let trial = at.run(method, &on_val, &|rounds| {
-                                stage.tick(done + (rounds * k_steps) as u64, total)
-                            })?;
-                            done += run_steps;
-                            stage.set(done, total);
-                            // A rate whose run diverged is not a candidate.
-                            if let Some(v) = trial.final_mean(super::FINAL_ROUNDS)
-                                && best.is_none_or(|(b, _)| v > b)
-                            {
-                                best = Some((v, lr));
-                            }
-                        }
-                        let (v, lr) = best.with_context(|| {
-                            format!(
-                                "--tune-server-rates: {method} diverged at every rate of the grid on split {} with seed {seed}",
-                                split.name()
-                            )
-                        })?;
-                        observer.line(&format!(
-                            "{method}, split {}, seed {seed}: server rate {} chosen by validation accuracy {:.2} %",
-                            split.name(),
-                            crate::setup::num(lr),
-                            100.0 * v
-                        ));
+                        let lr = tune_server_rate(
+                            &settings,
+                            (method, split, seed),
+                            &on_val,
+                            (&*stage, &mut done, total),
+                            observer,
+                        )?;
                         (with_server_lr(&settings, method, lr), Some(lr))
                     }
                     _ => (settings.clone(), None),

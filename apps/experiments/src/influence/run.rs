@@ -203,6 +203,32 @@ pub fn run(
     }
 }
 
+/// The rows an interrupted run kept (read from `source`), by (client, instance): each must
+/// be one of this run's `candidates` with the same prediction to the last digit, or it came
+/// from other settings.
+fn kept_removals(
+    kept: Vec<Removal>,
+    candidates: &[(usize, usize, f64)],
+    source: &str,
+) -> Result<HashMap<(usize, usize), Removal>> {
+    let mut done = HashMap::new();
+    for r in kept {
+        let same = candidates
+            .iter()
+            .any(|&(i, k, p)| (i, k) == (r.client, r.instance) && p == r.predicted);
+        if !same {
+            bail!(
+                "--resume: {source} has instance {} of client {} with predicted change {:e}, which this run does not predict: it was written with other settings (remove it, or run without --resume)",
+                r.instance,
+                r.client,
+                r.predicted
+            );
+        }
+        done.insert((r.client, r.instance), r);
+    }
+    Ok(done)
+}
+
 fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
     checked: &Checked,
     problem: Loaded<T, C>,
@@ -253,24 +279,7 @@ fn run_on<T: Scalar, C: ClientObjective<T> + 'static>(
     }
     candidates.truncate(top);
 
-    // Resume: a kept row must be one of this run's candidates with the same prediction to
-    // the last digit, or it came from other settings.
-    let mut done: HashMap<(usize, usize), Removal> = HashMap::new();
-    for r in kept {
-        let same = candidates
-            .iter()
-            .any(|&(i, k, p)| (i, k) == (r.client, r.instance) && p == r.predicted);
-        if !same {
-            bail!(
-                "--resume: {} has instance {} of client {} with predicted change {:e}, which this run does not predict: it was written with other settings (remove it, or run without --resume)",
-                rows.source(),
-                r.instance,
-                r.client,
-                r.predicted
-            );
-        }
-        done.insert((r.client, r.instance), r);
-    }
+    let mut done = kept_removals(kept, &candidates, &rows.source())?;
     let todo: Vec<_> = candidates
         .iter()
         .filter(|c| !done.contains_key(&(c.0, c.1)))

@@ -42,7 +42,7 @@ pub fn cell(
     split: &[ImageClient],
     progress: &dyn Fn(),
 ) -> Result<Cell> {
-    if protocol.tune_rates && protocol.on_procedure(method, network) {
+    if protocol.table.tune_rates && protocol.on_procedure(method, network) {
         return tuned_cell(protocol, method, network, split, progress);
     }
     if method.is_baseline() {
@@ -66,11 +66,9 @@ fn tuned_cell(
     let mut best: Option<(f64, Cell)> = None;
     let mut failure = None;
     for lr in TUNE_GRID {
-        let at = Protocol {
-            procedure_lr: crate::personalize::CellRate::Every(lr),
-            tune_rates: false,
-            ..protocol.clone()
-        };
+        let mut at = protocol.clone();
+        at.table.procedure_lr = crate::personalize::CellRate::Every(lr);
+        at.table.tune_rates = false;
         match cell(&at, method, network, split, progress) {
             Ok(mut c) => {
                 let validation = c.curve.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -130,7 +128,7 @@ impl Baselines<'_> {
         let per = self.per_round(method, network, split);
         let observe = || OnProgress(|_, _, _| (0..per).for_each(|_| progress()));
         if method == Method::ClusteredFl {
-            let (eps1, eps2) = self.cfl_tolerances;
+            let (eps1, eps2) = self.table.cfl_tolerances;
             let mut solver = ClusteredFl::new(procedure.clone(), eps1, eps2)?;
             let x = solver
                 .solve_observed(&clients, &lambda, &x0, &mut observe())?
@@ -207,7 +205,7 @@ impl Baselines<'_> {
         progress: &dyn Fn(),
     ) -> Result<Cell> {
         let s = &self.setting;
-        let k = self.components;
+        let k = self.table.components;
         let config = NetConfig {
             arch: s.arch,
             mode: HyperMode::InstanceWeights,
@@ -363,20 +361,22 @@ mod tests {
                 eta: Eta::Auto(PowerIteration::default()),
                 device: hgp_nn::NetDevice::Cpu,
             },
-            outer_steps: 2,
-            neumann_terms: 3,
-            rates: Rates::Hgp,
-            push_steps: 3,
+            table: super::super::protocol::TableSettings {
+                outer_steps: 2,
+                neumann_terms: 3,
+                rates: Rates::Hgp,
+                push_steps: 3,
+                estimator,
+                inner,
+                rounds: 2,
+                components: 3,
+                cfl_tolerances: ClusteredFl::TOLERANCES,
+                procedure_lr: crate::personalize::CellRate::FromTable,
+                hyper_lr: crate::personalize::CellRate::FromTable,
+                tune_rates: false,
+            },
             seed: 4,
-            estimator,
             placement,
-            inner,
-            rounds: 2,
-            components: 3,
-            cfl_tolerances: ClusteredFl::TOLERANCES,
-            procedure_lr: crate::personalize::CellRate::FromTable,
-            hyper_lr: crate::personalize::CellRate::FromTable,
-            tune_rates: false,
             extensions: crate::setup::Extensions::default(),
         };
         // Every method where it applies: HGP Table 2's comparison methods on FC and FixU,

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{Cell, CellRate, DataSettings, InnerProcedure, Method, PersonalizeEstimator, Rates};
+use super::{Cell, DataSettings, Method, TableSettings};
 use crate::setup::{Extensions, NetworkKind};
 
 /// A config whose options are in range and fit together, resolved.
@@ -17,30 +17,8 @@ pub struct Checked {
     pub seeds: usize,
     /// The first seed.
     pub seed: u64,
-    /// Outer steps of the λ-tuning methods.
-    pub outer_steps: usize,
-    /// Neumann terms of HGP.
-    pub neumann_terms: usize,
-    /// The rates of the table (HGP's Tables 6–7 or paper 004's).
-    pub rates: Rates,
-    /// Push-Sum steps S per average.
-    pub push_steps: usize,
-    /// Whose hyper-gradient the λ-tuning methods take.
-    pub estimator: PersonalizeEstimator,
-    /// The inner procedure.
-    pub inner: InnerProcedure,
-    /// Communication rounds of the federated baselines.
-    pub rounds: usize,
-    /// FedEM's components.
-    pub components: usize,
-    /// Clustered-FL's (ε₁, ε₂).
-    pub cfl_tolerances: (f64, f64),
-    /// The procedure's learning rate: one for every cell, or each cell's from HGP Table 7.
-    pub procedure_lr: CellRate,
-    /// Adam's learning rate on λ: one for every cell, or each cell's from the table.
-    pub hyper_lr: CellRate,
-    /// Whether the baselines' rates are tuned on validation accuracy.
-    pub tune_rates: bool,
+    /// How every method of the table runs: steps, rates, the estimator, the inner procedure.
+    pub table: TableSettings,
     /// HGP's Neumann step.
     pub eta: hgp_hypergrad::Eta,
     /// The flags given that only some cells use, with their counts.
@@ -82,7 +60,7 @@ impl Checked {
                 );
             }
             let expected = if c.method.tunes_lambda() {
-                self.outer_steps
+                self.table.outer_steps
             } else {
                 1
             };

@@ -228,6 +228,36 @@ pub fn hyper_lr_default_text() -> String {
     )
 }
 
+/// How every method of the table runs: what [`Checked`](super::Checked) settles and each
+/// cell's [`Protocol`](super::Protocol) reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSettings {
+    /// Outer (Adam) steps on λ.
+    pub outer_steps: usize,
+    /// HGP's Neumann terms M.
+    pub neumann_terms: usize,
+    /// The learning rates and L2 weights (HGP's Tables 6–7 or paper 004's).
+    pub rates: Rates,
+    /// Push-Sum (or gossip) steps S per average.
+    pub push_steps: usize,
+    /// The hyper-gradient estimator of the λ-tuning methods.
+    pub estimator: PersonalizeEstimator,
+    /// The inner solve of SGP, Local and the λ-tuning methods on FC and FixU.
+    pub inner: InnerProcedure,
+    /// Rounds of Marfoq et al.'s procedure (and of the federated baselines).
+    pub rounds: usize,
+    /// FedEM's components K.
+    pub components: usize,
+    /// Clustered-FL's tolerances (ε₁, ε₂).
+    pub cfl_tolerances: (f64, f64),
+    /// The rate of every method on the procedure: one for all, or HGP Table 7's.
+    pub procedure_lr: CellRate,
+    /// Adam's rate on λ: one for all, or the table's.
+    pub hyper_lr: CellRate,
+    /// Grid-search every rate on the procedure over [`TUNE_GRID`] by validation accuracy.
+    pub tune_rates: bool,
+}
+
 /// A rate of the table's cells: one given for every cell (`--hyper-lr`, `--procedure-lr`),
 /// or each cell's from the table (HGP's Tables 6–7, paper 004's).
 #[derive(Clone, Copy, Debug, PartialEq)]

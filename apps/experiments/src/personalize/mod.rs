@@ -30,7 +30,7 @@ use crate::setup::{
 pub use baselines::{Baselines, FEDPROX_MU, PERSONAL_MU, PFEDME_STEPS, cell};
 pub use checked::Checked;
 pub use methods::{
-    CellRate, InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID,
+    CellRate, InnerProcedure, Method, PersonalizeEstimator, Rates, TUNE_GRID, TableSettings,
     hyper_lr_default_text, table6_hyper_lr, table6_l2_lambda,
 };
 pub use outcome::{CellJson, OneSeed, Outcome, SeedRow, Seeds, over_seeds};
@@ -404,18 +404,20 @@ impl Config {
             networks: self.networks(),
             seeds: self.seeds(),
             seed: self.seed,
-            outer_steps: self.outer_steps(),
-            neumann_terms: self.neumann_terms(),
-            rates: self.rates(),
-            push_steps: self.push_steps,
-            estimator: self.estimator,
-            inner: self.inner(),
-            rounds: self.rounds(),
-            components: self.components,
-            cfl_tolerances: self.cfl_tolerances(),
-            procedure_lr: CellRate::of(self.procedure_lr),
-            hyper_lr: CellRate::of(self.hyper_lr),
-            tune_rates: self.tune_rates,
+            table: TableSettings {
+                outer_steps: self.outer_steps(),
+                neumann_terms: self.neumann_terms(),
+                rates: self.rates(),
+                push_steps: self.push_steps,
+                estimator: self.estimator,
+                inner: self.inner(),
+                rounds: self.rounds(),
+                components: self.components,
+                cfl_tolerances: self.cfl_tolerances(),
+                procedure_lr: CellRate::of(self.procedure_lr),
+                hyper_lr: CellRate::of(self.hyper_lr),
+                tune_rates: self.tune_rates,
+            },
             eta,
             partly,
             extensions: Extensions::default(),
@@ -662,20 +664,9 @@ pub fn run_prepared_seed(
     } = data;
     let protocol = Protocol {
         setting,
-        outer_steps: checked.outer_steps,
-        neumann_terms: checked.neumann_terms,
-        rates: checked.rates,
-        push_steps: checked.push_steps,
+        table: checked.table.clone(),
         seed,
-        estimator: checked.estimator,
         placement: placement.clone(),
-        inner: checked.inner,
-        rounds: checked.rounds,
-        components: checked.components,
-        cfl_tolerances: checked.cfl_tolerances,
-        procedure_lr: checked.procedure_lr,
-        hyper_lr: checked.hyper_lr,
-        tune_rates: checked.tune_rates,
         extensions: checked.extensions.clone(),
     };
     // The rows of an interrupted run (checked on rank 0, every rank learning them).
@@ -702,15 +693,15 @@ pub fn run_prepared_seed(
     let steps = todo
         .iter()
         .try_fold(0u64, |total, &(m, k)| {
-            let solves = m.solves(checked.outer_steps)?;
+            let solves = m.solves(checked.table.outer_steps)?;
             total.checked_add(solves.checked_mul(protocol.units(m, k, &split)?)?)
         })
         .with_context(|| {
             format!(
                 "--outer-steps {} with {} SGP steps or {} rounds a solve is more steps than can be counted: give fewer --outer-steps or --rounds",
-                checked.outer_steps,
+                checked.table.outer_steps,
                 protocol.setting.steps,
-                protocol.rounds
+                protocol.table.rounds
             )
         })?;
     // Said once the work is sure to start (a refusal stays one line).
@@ -724,7 +715,7 @@ pub fn run_prepared_seed(
         steps,
         "local steps",
     );
-    let estimator = checked.estimator;
+    let estimator = checked.table.estimator;
     for &(method, network) in &todo {
         stage.set_label(&format!(
             "{} on {}",

@@ -133,7 +133,7 @@ pub fn over_seeds(config: &Checked, runs: &[Vec<Cell>]) -> Seeds {
             let cells = of(m, k);
             let (average, average_std) = stat(&cells, &|c| Some(c.average));
             rows.push(SeedRow {
-                method: m.label(config.estimator).to_string(),
+                method: m.label(config.table.estimator).to_string(),
                 network: k,
                 seeds: cells.len(),
                 average,

@@ -15,8 +15,9 @@ use hgp_models::{Batch, BatchSize, InnerCost, PerClient};
 use hgp_nn::{Architecture, DerivativeMode, HyperMode, NetClient, NetConfig};
 use rayon::prelude::*;
 
-pub use super::methods::InnerProcedure;
-pub use super::methods::{CellRate, Method, PersonalizeEstimator, Rates, TUNE_GRID, table7_lr};
+pub use super::methods::{
+    Method, PersonalizeEstimator, Rates, TUNE_GRID, TableSettings, table7_lr,
+};
 use crate::numbers::percentile;
 use crate::ranks::agree as agree_on;
 use crate::setup::{
@@ -47,35 +48,13 @@ pub struct Setting {
 pub struct Protocol {
     /// Model and inner-solve sizes, HGP's step.
     pub setting: Setting,
-    /// Outer (Adam) steps on λ.
-    pub outer_steps: usize,
-    /// HGP's Neumann terms M.
-    pub neumann_terms: usize,
-    /// The learning rates and L2 weights.
-    pub rates: Rates,
-    /// Push-Sum (or gossip) steps S per average.
-    pub push_steps: usize,
+    /// How every method of the table runs.
+    pub table: TableSettings,
     /// Seed of every random choice.
     pub seed: u64,
-    /// The hyper-gradient estimator of the λ-tuning methods.
-    pub estimator: PersonalizeEstimator,
     /// Where the clients live: under `--engine mpi` each rank trains and evaluates its own
     /// block of clients (and holds only their images); every number is the same bit for bit.
     pub placement: Placement,
-    /// The inner solve of SGP, Local and the λ-tuning methods on FC and FixU.
-    pub inner: InnerProcedure,
-    /// Rounds of Marfoq et al.'s procedure.
-    pub rounds: usize,
-    /// FedEM's components K.
-    pub components: usize,
-    /// Clustered-FL's tolerances (ε₁, ε₂).
-    pub cfl_tolerances: (f64, f64),
-    /// The rate of every method on the procedure: one for all, or HGP Table 7's.
-    pub procedure_lr: CellRate,
-    /// Adam's rate on λ: one for all, or the table's.
-    pub hyper_lr: CellRate,
-    /// Grid-search every rate on the procedure over [`TUNE_GRID`] by validation accuracy.
-    pub tune_rates: bool,
     /// A user's averager and estimator in place of the library's (none by default).
     pub extensions: Extensions,
 }
@@ -283,7 +262,7 @@ impl Protocol {
             }
         };
         Ok(Procedure::new(
-            self.rounds,
+            self.table.rounds,
             s.batch,
             self.lr(method, network),
             aggregation,
@@ -295,13 +274,15 @@ impl Protocol {
 
     /// The rate of `method` on the procedure: `--procedure-lr`, or HGP Table 7's.
     pub fn lr(&self, method: Method, network: NetworkKind) -> f64 {
-        self.procedure_lr.or_table(|| table7_lr(method, network))
+        self.table
+            .procedure_lr
+            .or_table(|| table7_lr(method, network))
     }
 
     /// Whether `method` on `network` runs Marfoq et al.'s procedure: the comparison methods
     /// always; the others on FC and FixU with `--inner marfoq`.
     pub fn on_procedure(&self, method: Method, network: NetworkKind) -> bool {
-        method.on_procedure(network, self.inner)
+        method.on_procedure(network, self.table.inner)
     }
 
     /// Progress units (local steps) of one inner solve: SGP steps, or on the procedure
@@ -314,8 +295,12 @@ impl Protocol {
         split: &[ImageClient],
     ) -> Option<u64> {
         if self.on_procedure(method, network) {
-            let grid = if self.tune_rates { TUNE_GRID.len() } else { 1 };
-            (self.rounds as u64)
+            let grid = if self.table.tune_rates {
+                TUNE_GRID.len()
+            } else {
+                1
+            };
+            (self.table.rounds as u64)
                 .checked_mul(self.per_round(method, network, split))?
                 .checked_mul(grid as u64)
         } else {
@@ -333,14 +318,14 @@ impl Protocol {
         let total: usize = split.iter().map(|c| c.train.labels.len().div_ceil(b)).sum();
         let epoch = (total / split.len().max(1)).max(1) as u64;
         match method {
-            Method::FedEm | Method::DFedEm => epoch * self.components as u64,
+            Method::FedEm | Method::DFedEm => epoch * self.table.components as u64,
             _ => epoch,
         }
     }
 
     /// Whether `method` trains an ensemble of three networks here.
     fn ensemble(&self, method: Method) -> bool {
-        method.trains_ensemble(self.estimator)
+        method.trains_ensemble(self.table.estimator)
     }
 
     /// The clients of one method: a masked network (HGP-PL, SGP, Local) or an ensemble of
@@ -352,7 +337,7 @@ impl Protocol {
         split: &[ImageClient],
         s: &Setting,
     ) -> Result<Vec<NetClient<f32>>> {
-        let l2_lambda = self.rates.l2_lambda(method, network);
+        let l2_lambda = self.table.rates.l2_lambda(method, network);
         let mode = if self.ensemble(method) {
             HyperMode::Ensemble { members: 3 }
         } else {
@@ -410,12 +395,12 @@ impl Protocol {
         if self.on_procedure(method, network) {
             return Ok(Box::new(self.procedure(method, network, n)?));
         }
-        let lr = self.rates.inner_lr(self.ensemble(method));
+        let lr = self.table.rates.inner_lr(self.ensemble(method));
         let stream = derive(self.seed, domain::INNER);
         let net = NetworkSpec::of(network).build(n, self.seed, stream)?;
         let (kind, order) = if method == Method::Local {
             (InnerKind::Local, SgpOrder::StepThenMix)
-        } else if self.estimator == PersonalizeEstimator::Pdbo {
+        } else if self.table.estimator == PersonalizeEstimator::Pdbo {
             (InnerKind::Sgp, SgpOrder::StepThenMix)
         } else if net.fixed.is_some() {
             (InnerKind::Dsgd, SgpOrder::StepThenMix)
@@ -425,7 +410,7 @@ impl Protocol {
         kind.build(InnerParts {
             network: &net,
             steps: s.steps,
-            schedule: LrSchedule::multi_step(lr, self.rates.milestones(s.steps), 0.1)?,
+            schedule: LrSchedule::multi_step(lr, self.table.rates.milestones(s.steps), 0.1)?,
             batch: BatchSize::Size(s.batch),
             order,
             stream,
@@ -447,7 +432,7 @@ impl Protocol {
         n: usize,
         s: &Setting,
     ) -> Result<Box<dyn HyperGradient<f32, NetClient<f32>>>> {
-        let kind = match (method, self.estimator) {
+        let kind = match (method, self.table.estimator) {
             (Method::PdboMtlLocal, _) => EstimatorKind::Local,
             (_, PersonalizeEstimator::Pdbo) => EstimatorKind::PdboHgp,
             (_, PersonalizeEstimator::Hgp) => EstimatorKind::Hgp,
@@ -462,7 +447,7 @@ impl Protocol {
         let options = AveragerSettings {
             kind: averager_kind,
             keep_omega: averager_kind == AveragerKind::PushSum,
-            ..AveragerSettings::push_sum(self.push_steps)
+            ..AveragerSettings::push_sum(self.table.push_steps)
         };
         let averager = || {
             self.extensions
@@ -474,13 +459,13 @@ impl Protocol {
             averager: &averager,
             network: &net,
             eta: s.eta,
-            gamma: self.rates.pdbo_gamma(self.ensemble(method)),
+            gamma: self.table.rates.pdbo_gamma(self.ensemble(method)),
             fraction: FRACTION,
             stream,
             placement: &self.placement,
         };
         let args = EstimatorSettings {
-            neumann_terms: self.neumann_terms,
+            neumann_terms: self.table.neumann_terms,
             batch: BatchSize::Size(s.batch),
             shared_samples: true,
             ..EstimatorSettings::of(kind, &Defaults::LOGISTIC)?
@@ -573,9 +558,12 @@ impl Protocol {
                 clustering: None,
             });
         }
-        let hyper_lr = self.rates.hyper_lr_of(self.hyper_lr, method, network);
+        let hyper_lr = self
+            .table
+            .rates
+            .hyper_lr_of(self.table.hyper_lr, method, network);
         // Adam's β₂: HGP App. A.3 runs 0.999, paper 004 App. A.3 0.99.
-        let mut adam = match self.rates {
+        let mut adam = match self.table.rates {
             Rates::Hgp => Adam::new(hyper_lr)?,
             Rates::Paper004 { .. } => Adam::with_beta2(hyper_lr, 0.99)?,
         };
@@ -583,7 +571,7 @@ impl Protocol {
         let mut losses = vec![outer_loss(&x, &lambda)];
         let mut curve = Vec::new();
         let mut tests = Vec::new();
-        for t in 1..=self.outer_steps {
+        for t in 1..=self.table.outer_steps {
             let v = estimator.estimate(&clients, &x, &lambda)?.v;
             adam.step(&mut lambda, &v);
             // A solve that fails after an outer step failed at the λ that step chose: the
@@ -641,6 +629,7 @@ impl Protocol {
 
 #[cfg(test)]
 pub(super) mod tests {
+    use super::super::methods::{CellRate, InnerProcedure};
     use super::*;
     use hgp_data::images::{SplitConfig, embedded_mnist, heterogeneous_split};
     use strum::VariantArray;
@@ -720,27 +709,29 @@ pub(super) mod tests {
                 eta: Eta::Fixed(0.1),
                 device: hgp_nn::NetDevice::Cpu,
             },
-            outer_steps: 1,
-            neumann_terms: 2,
-            rates: Rates::Hgp,
-            push_steps: 2,
+            table: TableSettings {
+                outer_steps: 1,
+                neumann_terms: 2,
+                rates: Rates::Hgp,
+                push_steps: 2,
+                estimator: PersonalizeEstimator::Hgp,
+                inner: InnerProcedure::Sgp,
+                rounds: 2,
+                components: 3,
+                procedure_lr: CellRate::FromTable,
+                hyper_lr: CellRate::FromTable,
+                tune_rates: false,
+                cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
+            },
             seed: 1,
-            estimator: PersonalizeEstimator::Hgp,
             placement: Placement::local(),
-            inner: InnerProcedure::Sgp,
-            rounds: 2,
-            components: 3,
-            procedure_lr: CellRate::FromTable,
-            hyper_lr: CellRate::FromTable,
-            tune_rates: false,
-            cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
             extensions: Extensions::default(),
         };
         for (estimator, members) in [
             (PersonalizeEstimator::Hgp, 1),
             (PersonalizeEstimator::Pdbo, 3),
         ] {
-            protocol.estimator = estimator;
+            protocol.table.estimator = estimator;
             for method in [Method::Sgp, Method::Local] {
                 let clients = protocol
                     .clients(method, NetworkKind::Randd, &split, &protocol.setting)
@@ -766,20 +757,22 @@ pub(super) mod tests {
                 eta: Eta::Auto(PowerIteration::default()),
                 device: hgp_nn::NetDevice::Cpu,
             },
-            outer_steps: 2,
-            neumann_terms: 5,
-            rates: Rates::Hgp,
-            push_steps: 5,
+            table: TableSettings {
+                outer_steps: 2,
+                neumann_terms: 5,
+                rates: Rates::Hgp,
+                push_steps: 5,
+                estimator: PersonalizeEstimator::Hgp,
+                inner: InnerProcedure::Sgp,
+                rounds: 2,
+                components: 3,
+                procedure_lr: CellRate::FromTable,
+                hyper_lr: CellRate::FromTable,
+                tune_rates: false,
+                cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
+            },
             seed: 1,
-            estimator: PersonalizeEstimator::Hgp,
             placement: Placement::local(),
-            inner: InnerProcedure::Sgp,
-            rounds: 2,
-            components: 3,
-            procedure_lr: CellRate::FromTable,
-            hyper_lr: CellRate::FromTable,
-            tune_rates: false,
-            cfl_tolerances: hgp_inner_solvers::ClusteredFl::TOLERANCES,
             extensions: Extensions::default(),
         };
         let steps = std::sync::atomic::AtomicUsize::new(0);
@@ -804,10 +797,8 @@ pub(super) mod tests {
         assert_eq!(cell, again);
         // Paper 004's estimator: another inner iteration and hyper-gradient, the same shape,
         // reproducible, and not the NeurIPS paper's numbers.
-        let pdbo = Protocol {
-            estimator: PersonalizeEstimator::Pdbo,
-            ..protocol
-        };
+        let mut pdbo = protocol;
+        pdbo.table.estimator = PersonalizeEstimator::Pdbo;
         let cell_pdbo = pdbo
             .cell(Method::HgpPl, NetworkKind::Randd, &split, &|| {})
             .unwrap();

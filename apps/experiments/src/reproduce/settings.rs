@@ -117,24 +117,24 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
             s.insert(CLIENTS, d.clients.to_string());
             s.insert(MODEL, kebab(d.model));
             s.insert(INNER_STEPS, d.sgp_steps.to_string());
-            s.insert(OUTER_STEPS, k.outer_steps.to_string());
-            s.insert(TERMS, k.neumann_terms.to_string());
+            s.insert(OUTER_STEPS, k.table.outer_steps.to_string());
+            s.insert(TERMS, k.table.neumann_terms.to_string());
             s.insert(BATCH, d.batch.to_string());
-            if k.estimator == crate::personalize::PersonalizeEstimator::Hgp {
-                s.insert(PUSH_STEPS, k.push_steps.to_string());
+            if k.table.estimator == crate::personalize::PersonalizeEstimator::Hgp {
+                s.insert(PUSH_STEPS, k.table.push_steps.to_string());
                 s.insert(
                     PROCEDURE_LR,
-                    match (k.tune_rates, k.procedure_lr) {
+                    match (k.table.tune_rates, k.table.procedure_lr) {
                         (true, _) => GRID_SEARCH.to_string(),
                         (false, CellRate::Every(lr)) => num(lr),
                         (false, CellRate::FromTable) => "HGP Table 7's (EMNIST's CNN)".to_string(),
                     },
                 );
             }
-            s.insert(HYPER_LR, k.rates.hyper_lr_text(k.hyper_lr));
+            s.insert(HYPER_LR, k.table.rates.hyper_lr_text(k.table.hyper_lr));
             s.insert(
                 INNER_LR,
-                match k.rates {
+                match k.table.rates {
                     crate::personalize::Rates::Hgp => "Table 6: 0.5 / 0.1".to_string(),
                     r => num(r.inner_lr(true)),
                 },
