@@ -291,18 +291,10 @@ pub fn run(
                 for record in &run.records {
                     put_row(placement, rows, &RoundRow::new(&run, record))?;
                 }
-                let outcome = match (&run.diverged, run.final_accuracy()) {
-                    (Some(e), _) => format!("diverged after {} rounds: {e}", run.records.len()),
-                    (None, Some(a)) => format!(
-                        "final test accuracy {:.2} %, {:.3} s per round",
-                        100.0 * a,
-                        run.seconds_per_round()
-                    ),
-                    (None, None) => "no round run".to_string(),
-                };
                 observer.line(&format!(
-                    "{method}, split {}, seed {seed}: {outcome}",
-                    split.name()
+                    "{method}, split {}, seed {seed}: {}",
+                    split.name(),
+                    ended(&run)
                 ));
                 runs.push(run);
             }
@@ -315,6 +307,19 @@ pub fn run(
         observer.warn(&format!("warning: {why}"));
     }
     Ok(outcome)
+}
+
+/// How a run ended, in words: diverged, or its final test accuracy and time per round.
+fn ended(run: &Run) -> String {
+    match (&run.diverged, run.final_accuracy()) {
+        (Some(e), _) => format!("diverged after {} rounds: {e}", run.records.len()),
+        (None, Some(a)) => format!(
+            "final test accuracy {:.2} %, {:.3} s per round",
+            100.0 * a,
+            run.seconds_per_round()
+        ),
+        (None, None) => "no round run".to_string(),
+    }
 }
 
 /// The table and the learning rates of `runs`.
