@@ -299,6 +299,34 @@ impl Config {
         }
     }
 
+    /// How every method of the table runs, with the defaults of this data and setting.
+    pub fn table(&self) -> TableSettings {
+        TableSettings {
+            outer_steps: self.outer_steps(),
+            neumann_terms: self.neumann_terms(),
+            rates: self.rates(),
+            push_steps: self.push_steps,
+            estimator: self.estimator,
+            inner: self.inner(),
+            rounds: self.rounds(),
+            components: self.components,
+            cfl_tolerances: self.cfl_tolerances(),
+            procedure_lr: CellRate::of(self.procedure_lr),
+            hyper_lr: CellRate::of(self.hyper_lr),
+            tune_rates: self.tune_rates,
+        }
+    }
+
+    /// The data and the networks' setting for them, with the defaults of this data set and
+    /// setting ([`Checked::data`] once checked).
+    ///
+    /// # Errors
+    ///
+    /// A model for another kind of images than the data set's.
+    pub fn data_settings(&self) -> Result<DataSettings> {
+        data::settle(self)
+    }
+
     /// Checks every option (nothing is read yet).
     ///
     /// # Errors
@@ -404,24 +432,11 @@ impl Config {
             networks: self.networks(),
             seeds: self.seeds(),
             seed: self.seed,
-            table: TableSettings {
-                outer_steps: self.outer_steps(),
-                neumann_terms: self.neumann_terms(),
-                rates: self.rates(),
-                push_steps: self.push_steps,
-                estimator: self.estimator,
-                inner: self.inner(),
-                rounds: self.rounds(),
-                components: self.components,
-                cfl_tolerances: self.cfl_tolerances(),
-                procedure_lr: CellRate::of(self.procedure_lr),
-                hyper_lr: CellRate::of(self.hyper_lr),
-                tune_rates: self.tune_rates,
-            },
+            table: self.table(),
             eta,
             partly,
             extensions: Extensions::default(),
-            data: data::settle(self)?,
+            data: self.data_settings()?,
         })
     }
 

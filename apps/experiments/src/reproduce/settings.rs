@@ -105,36 +105,39 @@ fn kebab(v: impl Into<&'static str>) -> String {
 pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
     let mut s = BTreeMap::new();
     match config {
-        // The checked config's values: the defaults settled where `check` settles them (a
-        // config that does not check fixes nothing here; its run is refused).
+        // The values `check` settles, from the same functions (not the whole check: a report
+        // read on another machine than the run's, a CPU build reading a GPU run's, still
+        // names them).
         ExperimentConfig::Personalize(c) => {
-            let Ok(k) = c.check() else { return s };
-            let d = &k.data;
-            s.insert(
-                DATA,
-                data_name(d.images.dataset, !d.images.files.is_embedded()),
-            );
-            s.insert(CLIENTS, d.clients.to_string());
-            s.insert(MODEL, kebab(d.model));
-            s.insert(INNER_STEPS, d.sgp_steps.to_string());
-            s.insert(OUTER_STEPS, k.table.outer_steps.to_string());
-            s.insert(TERMS, k.table.neumann_terms.to_string());
-            s.insert(BATCH, d.batch.to_string());
-            if k.table.estimator == crate::personalize::PersonalizeEstimator::Hgp {
-                s.insert(PUSH_STEPS, k.table.push_steps.to_string());
+            let table = c.table();
+            // A model for another kind of images: a config no run accepts.
+            if let Ok(d) = c.data_settings() {
+                s.insert(
+                    DATA,
+                    data_name(d.images.dataset, !d.images.files.is_embedded()),
+                );
+                s.insert(CLIENTS, d.clients.to_string());
+                s.insert(MODEL, kebab(d.model));
+                s.insert(INNER_STEPS, d.sgp_steps.to_string());
+                s.insert(BATCH, d.batch.to_string());
+            }
+            s.insert(OUTER_STEPS, table.outer_steps.to_string());
+            s.insert(TERMS, table.neumann_terms.to_string());
+            if table.estimator == crate::personalize::PersonalizeEstimator::Hgp {
+                s.insert(PUSH_STEPS, table.push_steps.to_string());
                 s.insert(
                     PROCEDURE_LR,
-                    match (k.table.tune_rates, k.table.procedure_lr) {
+                    match (table.tune_rates, table.procedure_lr) {
                         (true, _) => GRID_SEARCH.to_string(),
                         (false, CellRate::Every(lr)) => num(lr),
                         (false, CellRate::FromTable) => "HGP Table 7's (EMNIST's CNN)".to_string(),
                     },
                 );
             }
-            s.insert(HYPER_LR, k.table.rates.hyper_lr_text(k.table.hyper_lr));
+            s.insert(HYPER_LR, table.rates.hyper_lr_text(table.hyper_lr));
             s.insert(
                 INNER_LR,
-                match k.table.rates {
+                match table.rates {
                     crate::personalize::Rates::Hgp => "Table 6: 0.5 / 0.1".to_string(),
                     r => num(r.inner_lr(true)),
                 },
@@ -183,14 +186,17 @@ pub fn ours(config: &ExperimentConfig) -> BTreeMap<&'static str, String> {
             }
         }
         ExperimentConfig::Influence(c) => {
-            let Ok(k) = c.check() else { return s };
-            s.insert(INNER_STEPS, k.pipeline.inner.steps.to_string());
-            s.insert(TERMS, k.pipeline.estimator.neumann_terms.to_string());
-            if let crate::influence::ModelData::Cnn { files, .. } = &k.data {
-                s.insert(DATA, data_name(Dataset::Mnist, !files.is_embedded()));
+            // Options that do not fit together: a config no run accepts.
+            let Ok(p) = c.pipeline.check(&c.defaults()) else {
+                return s;
+            };
+            s.insert(INNER_STEPS, p.inner.steps.to_string());
+            s.insert(TERMS, p.estimator.neumann_terms.to_string());
+            if c.model == crate::influence::ModelKind::Cnn {
+                s.insert(DATA, data_name(Dataset::Mnist, c.data_dir.is_some()));
                 s.insert(
                     BATCH,
-                    match k.pipeline.estimator.batch {
+                    match p.estimator.batch {
                         hgp_models::BatchSize::Full => "full".to_string(),
                         hgp_models::BatchSize::Size(b) => b.to_string(),
                     },
